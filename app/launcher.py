@@ -1,0 +1,26 @@
+"""Entry point of the `tailor` command: no arguments opens the window, otherwise the CLI."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+
+
+def open_gui(argv: list[str]) -> int:
+    from app.gui.main import main as gui_main
+
+    return gui_main(argv)
+
+
+def main() -> int:
+    multiprocessing.freeze_support()  # the engine child must start from a frozen bundle too
+    argv = sys.argv[1:]
+    if not argv:
+        return open_gui(argv)
+    from app.cli import main as cli_main
+
+    return cli_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

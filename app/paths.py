@@ -1,0 +1,37 @@
+"""Where Tailor keeps its files (platformdirs), overridable for tests via TAILOR_HOME."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "Tailor"
+
+
+@dataclass(slots=True, frozen=True)
+class AppPaths:
+    data_dir: Path
+    log_dir: Path
+
+    @property
+    def chat_db(self) -> Path:
+        return self.data_dir / "chats.sqlite3"
+
+    @property
+    def engine_log(self) -> Path:
+        return self.log_dir / "engine.log"
+
+    @classmethod
+    def default(cls) -> AppPaths:
+        """The user's standard folders, or everything under $TAILOR_HOME when it is set."""
+        home = os.environ.get("TAILOR_HOME")
+        if home:
+            root = Path(home)
+            return cls(data_dir=root / "data", log_dir=root / "logs")
+        return cls(
+            data_dir=Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)),
+            log_dir=Path(platformdirs.user_log_dir(APP_NAME, appauthor=False)),
+        )

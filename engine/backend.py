@@ -1,0 +1,32 @@
+"""What the engine host needs of a backend (GGUF now, torch later)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from engine.protocol import Done, GenerateRequest, LoadRequest, MemoryReport, ModelInfo
+
+
+class BackendError(Exception):
+    """A failure the user can act on; `kind` is one of protocol.ErrorKind."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class Backend(Protocol):
+    def load(self, request: LoadRequest) -> ModelInfo:
+        """Load the model or raise BackendError("invalid_model", ...)."""
+        ...
+
+    def generate(
+        self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]
+    ) -> Done:
+        """Stream text pieces through `emit`; stop early when `cancelled()` turns true."""
+        ...
+
+    def memory(self) -> MemoryReport: ...
+
+    def close(self) -> None: ...

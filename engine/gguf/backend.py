@@ -1,0 +1,246 @@
+"""GGUF backend on llama-cpp-python: load, render the chat template, stream, reuse the KV prefix."""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import llama_cpp
+import psutil
+
+from engine.backend import BackendError
+from engine.chat_template import ChatTemplate, ChatTemplateError
+from engine.gguf.file_check import InvalidModelFile, check_gguf_path
+from engine.gguf.log_bridge import LlamaLogBridge
+from engine.protocol import (
+    DeviceMemory,
+    Done,
+    FinishReason,
+    GenerateRequest,
+    GenerationStats,
+    LoadRequest,
+    MemoryReport,
+    ModelInfo,
+)
+from engine.stop_strings import StopStringFilter
+
+log = logging.getLogger(__name__)
+
+# Used when a GGUF carries no chat template: ChatML, the most common instruct format.
+FALLBACK_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class GgufBackend:
+    """One llama.cpp model and context, used by one engine process."""
+
+    def __init__(self, log_bridge: LlamaLogBridge):
+        self._logs = log_bridge
+        self._llm: llama_cpp.Llama | None = None
+        self._template: ChatTemplate | None = None
+        self._template_error: str | None = None
+        self._info: ModelInfo | None = None
+        self._add_bos = True
+        self._bos_text = ""
+
+    # ------------------------------------------------------------ loading
+
+    def load(self, request: LoadRequest) -> ModelInfo:
+        path = Path(request.path).expanduser()
+        try:
+            check_gguf_path(path)
+        except InvalidModelFile as exc:
+            raise BackendError("invalid_model", str(exc)) from None
+        self.close()
+        self._logs.reset_buffers()
+        try:
+            llm = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=request.n_ctx,
+                n_gpu_layers=request.n_gpu_layers,
+                n_threads=request.n_threads or _default_threads(),
+                n_batch=min(512, request.n_ctx),
+                verbose=False,
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            detail = "; ".join(self._logs.recent_errors) or str(exc)
+            raise BackendError("invalid_model", f"{path.name}: llama.cpp could not load it ({detail})") from None
+        self._llm = llm
+        meta = llm.metadata
+        self._bos_text = _token_text(llm, llm.token_bos())
+        self._add_bos = meta.get("tokenizer.ggml.add_bos_token", "true") != "false"
+        source = meta.get("tokenizer.chat_template")
+        # A template that fails to compile is reported when the user sends, not at load:
+        # the model itself is fine and the error belongs to the message.
+        try:
+            self._template = ChatTemplate(
+                source or FALLBACK_TEMPLATE, bos_token=self._bos_text, eos_token=_token_text(llm, llm.token_eos())
+            )
+            self._template_error = None
+        except ChatTemplateError as exc:
+            self._template, self._template_error = None, str(exc)
+        model = llm.model
+        self._info = ModelInfo(
+            path=str(path),
+            name=meta.get("general.name") or path.stem,
+            architecture=meta.get("general.architecture", "unknown"),
+            n_ctx=llm.n_ctx(),
+            n_ctx_train=llama_cpp.llama_model_n_ctx_train(model),
+            n_params=llama_cpp.llama_model_n_params(model),
+            size_bytes=llama_cpp.llama_model_size(model),
+            has_chat_template=bool(source),
+        )
+        return self._info
+
+    def close(self) -> None:
+        if self._llm is not None:
+            self._llm.close()
+        self._llm = self._template = self._info = None
+
+    # ------------------------------------------------------------ generation
+
+    def generate(
+        self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]
+    ) -> Done:
+        llm = self._require_model()
+        t_start = time.perf_counter()
+        tokens = self._prompt_tokens(request)
+        n_ctx = llm.n_ctx()
+        if len(tokens) >= n_ctx:
+            raise BackendError(
+                "context_overflow",
+                f"The conversation is {len(tokens)} tokens long; the context holds {n_ctx}. "
+                "Start a new chat or raise the context length.",
+            )
+        cached = self._reuse_prefix(llm, tokens)
+        s = request.sampling
+        if s.seed is not None:
+            llm.set_seed(s.seed)
+        stops = StopStringFilter(s.stop)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pieces: list[str] = []
+        finish: FinishReason = "length"
+        n_gen = 0
+        t_first = t_last = None
+        for token in llm.generate(
+            tokens[cached:], reset=False, temp=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=0.05
+        ):
+            now = time.perf_counter()
+            if t_first is None:
+                t_first = now
+            t_last = now
+            if cancelled():
+                finish = "cancelled"
+                break
+            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
+                finish = "stop"
+                break
+            n_gen += 1
+            text = stops.feed(decoder.decode(llm.detokenize([token])))
+            if text:
+                pieces.append(text)
+                emit(text)
+            if stops.stopped:
+                finish = "stop"
+                break
+            if n_gen >= s.max_tokens or llm.n_tokens + 1 >= n_ctx:
+                break
+        tail = stops.feed(decoder.decode(b"", final=True)) + stops.flush()
+        if tail and finish != "cancelled":
+            pieces.append(tail)
+            emit(tail)
+        t_end = time.perf_counter()
+        t_first = t_first or t_end
+        prefill_s = max(t_first - t_start, 1e-9)
+        decode_s = (t_last or t_end) - t_first
+        stats = GenerationStats(
+            ttft_s=prefill_s,
+            prompt_tokens=len(tokens),
+            cached_tokens=cached,
+            gen_tokens=n_gen,
+            prefill_tok_s=(len(tokens) - cached) / prefill_s,
+            decode_tok_s=(n_gen - 1) / decode_s if n_gen > 1 and decode_s > 0 else 0.0,
+        )
+        return Done(request.request_id, "".join(pieces), finish, stats)
+
+    def _require_model(self) -> llama_cpp.Llama:
+        if self._llm is None:
+            raise BackendError("no_model", "No model is loaded.")
+        return self._llm
+
+    def _prompt_tokens(self, request: GenerateRequest) -> list[int]:
+        if self._template is None:
+            raise BackendError("template", self._template_error or "The model has no usable chat template.")
+        try:
+            prompt = self._template.render(request.messages)
+        except ChatTemplateError as exc:
+            raise BackendError("template", str(exc)) from None
+        add_bos = self._add_bos and not (self._bos_text and prompt.startswith(self._bos_text))
+        return self._llm.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
+
+    @staticmethod
+    def _reuse_prefix(llm: llama_cpp.Llama, tokens: list[int]) -> int:
+        """Keep the KV cells of the longest prefix shared with the last sequence; return its length.
+
+        At least one prompt token is always evaluated again, so sampling starts from fresh logits.
+        """
+        cached = min(common_prefix_len(llm.input_ids[: llm.n_tokens].tolist(), tokens), len(tokens) - 1)
+        # Recurrent models cannot drop a tail of their state: start over there.
+        if cached > 0 and not llm._ctx.kv_cache_seq_rm(-1, cached, -1):
+            cached = 0
+        if cached == 0:
+            llm.reset()
+            llm._ctx.kv_cache_clear()
+        llm.n_tokens = cached
+        return cached
+
+    # ------------------------------------------------------------ memory
+
+    def memory(self) -> MemoryReport:
+        vm = psutil.virtual_memory()
+        rss = psutil.Process().memory_info().rss
+        llm = self._llm
+        buffers = self._logs.buffers
+        weights = buffers.total("weights") if llm is not None else 0
+        kv = buffers.total("kv") if llm is not None else 0
+        compute = buffers.total("compute") if llm is not None else 0
+        n_ctx = llm.n_ctx() if llm is not None else 0
+        used = llm.n_tokens if llm is not None else 0
+        kv_used = kv * used // n_ctx if n_ctx else 0
+        cpu = DeviceMemory(
+            device="cpu",
+            weights_bytes=weights,
+            kv_allocated_bytes=kv,
+            kv_used_bytes=kv_used,
+            compute_bytes=compute,
+            other_bytes=max(0, rss - weights - kv - compute),
+            free_bytes=vm.available,
+            total_bytes=vm.total,
+        )
+        return MemoryReport(devices=(cpu,), kv_tokens_used=used, kv_tokens_total=n_ctx)
+
+
+def _token_text(llm: llama_cpp.Llama, token: int) -> str:
+    if token < 0:
+        return ""
+    return llm.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+
+def _default_threads() -> int:
+    # Physical cores decode fastest; hyper-threads only add contention.
+    return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)

@@ -1,0 +1,83 @@
+"""Route llama.cpp's own log into Python logging, and read buffer sizes out of it.
+
+llama.cpp prints to stderr by default; in Tailor its lines go to the `llama_cpp` logger
+(and so to the engine's log file), never to the user's terminal.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+import llama_cpp
+
+# enum ggml_log_level of the vendored llama.cpp (llama-cpp-python's own comment is out of date)
+_LEVELS = {0: logging.CRITICAL, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+_CONT = 5  # GGML_LOG_LEVEL_CONT: the line continues the previous one
+
+# e.g. "llama_kv_cache:        CPU KV buffer size =    22.50 MiB"
+_BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output) buffer size\s*=\s*([\d.]+) MiB")
+_KIND = {"model": "weights", "KV": "kv", "compute": "compute", "output": "compute"}
+
+
+@dataclass(slots=True)
+class BufferSizes:
+    """Bytes llama.cpp reported allocating, by kind ("weights", "kv", "compute") and backend name."""
+
+    by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def total(self, kind: str) -> int:
+        return sum(self.by_kind.get(kind, {}).values())
+
+    def add(self, kind: str, backend: str, nbytes: int) -> None:
+        per_backend = self.by_kind.setdefault(kind, {})
+        per_backend[backend] = per_backend.get(backend, 0) + nbytes
+
+
+class LlamaLogBridge:
+    """Installs a llama.cpp log callback for the life of the engine process.
+
+    Keeps the last error lines (to explain a failed load) and the buffer sizes of the
+    current model, which the memory report uses.
+    """
+
+    def __init__(self, logger: logging.Logger | None = None):
+        self._logger = logger or logging.getLogger("llama_cpp")
+        self._last_level = logging.INFO
+        self._partial = ""
+        self.recent_errors: deque[str] = deque(maxlen=8)
+        self.buffers = BufferSizes()
+        # ctypes must keep the callback object alive as long as llama.cpp may call it.
+        self._callback = llama_cpp.llama_log_callback(self._on_log)
+        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
+
+    def reset_buffers(self) -> None:
+        self.buffers = BufferSizes()
+        self.recent_errors.clear()
+
+    def _on_log(self, level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+        try:
+            py_level = self._last_level if level == _CONT else _LEVELS.get(level, logging.INFO)
+            self._last_level = py_level
+            self._partial += text.decode("utf-8", errors="replace")
+            if not self._partial.endswith("\n"):
+                return
+            for line in self._partial.splitlines():
+                self._record(py_level, line.rstrip())
+            self._partial = ""
+        except Exception:  # noqa: BLE001 - an exception must never cross back into C
+            pass
+
+    def _record(self, level: int, line: str) -> None:
+        if not line:
+            return
+        self._logger.log(level, "%s", line)
+        if level >= logging.ERROR:
+            self.recent_errors.append(line)
+        match = _BUFFER_RE.search(line)
+        if match:
+            backend, kind, mib = match.groups()
+            self.buffers.add(_KIND[kind], backend, int(float(mib) * 1024 * 1024))

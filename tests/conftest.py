@@ -1,0 +1,38 @@
+"""Shared fixtures: the real starter model and files derived from it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from engine.starter import starter_model_path
+from tests.fixtures.model_files import truncated_copy
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture(scope="session")
+def starter_model() -> Path:
+    return starter_model_path()
+
+
+@pytest.fixture(scope="session")
+def truncated_model(starter_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return truncated_copy(starter_model, tmp_path_factory.mktemp("models") / "half-smollm2.gguf")
+
+
+@pytest.fixture(scope="session")
+def not_a_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "notes.gguf"
+    path.write_text("These are my notes, not a model.\n" * 100)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _tailor_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own data and log folders."""
+    home = tmp_path / "tailor-home"
+    monkeypatch.setenv("TAILOR_HOME", str(home))
+    return home
