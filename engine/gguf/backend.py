@@ -73,7 +73,7 @@ class GgufBackend:
                 model_path=str(path),
                 n_ctx=request.n_ctx,
                 n_gpu_layers=request.n_gpu_layers,
-                n_threads=request.n_threads or _default_threads(),
+                n_threads=request.n_threads or default_threads(),
                 n_batch=min(512, request.n_ctx),
                 verbose=False,
             )
@@ -241,6 +241,6 @@ def _token_text(llm: llama_cpp.Llama, token: int) -> str:
     return llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
 
-def _default_threads() -> int:
+def default_threads() -> int:
     # Physical cores decode fastest; hyper-threads only add contention.
     return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)

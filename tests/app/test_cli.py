@@ -1,0 +1,66 @@
+"""The `tailor` command, run as a user runs it: the installed console script in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TAILOR = str(Path(sys.executable).with_name("tailor"))
+
+
+def tailor(*args: str, home: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TAILOR_HOME": str(home)}
+    return subprocess.run([TAILOR, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_chat_answers_paris_with_the_built_in_model(tmp_path: Path):
+    result = tailor("chat", "--temperature", "0", "What is the capital of France?", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Paris" in result.stdout
+    # llama.cpp's own log goes to the log file, not the terminal.
+    assert result.stderr == ""
+    assert "llama" in (tmp_path / "logs" / "engine.log").read_text()
+
+
+def test_json_prints_reply_then_one_line_of_stats(tmp_path: Path):
+    result = tailor(
+        "chat", "--json", "--temperature", "0", "--max-tokens", "24", "--system", "Answer in one word.",
+        "Capital of France?", home=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    *reply, last = result.stdout.rstrip("\n").split("\n")
+    stats = json.loads(last)
+    assert set(stats) == {"ttft_s", "prompt_tokens", "cached_tokens", "gen_tokens", "prefill_tok_s", "decode_tok_s"}
+    assert stats["prompt_tokens"] > 5 and 0 < stats["gen_tokens"] <= 24
+    assert stats["ttft_s"] > 0 and stats["decode_tok_s"] >= 0
+    assert "".join(reply).strip()
+
+
+@pytest.mark.parametrize("which", ["missing", "not_a_model", "truncated"])
+def test_bad_model_is_one_line_on_stderr_and_nonzero_exit(
+    which: str, tmp_path: Path, not_a_model: Path, truncated_model: Path
+):
+    path = {"missing": tmp_path / "nope.gguf", "not_a_model": not_a_model, "truncated": truncated_model}[which]
+    result = tailor("chat", "--model", str(path), "hello", home=tmp_path)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("tailor: error: ") and path.name in lines[0]
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_bad_option_is_a_usage_error(tmp_path: Path):
+    result = tailor("chat", "--ctx", "0", "hi", home=tmp_path)
+    assert result.returncode == 2
+    assert "positive integer" in result.stderr
+
+
+def test_version(tmp_path: Path):
+    result = tailor("--version", home=tmp_path)
+    assert result.returncode == 0 and result.stdout.startswith("tailor 0.")

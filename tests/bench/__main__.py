@@ -1,0 +1,18 @@
+"""`make bench`: run every benchmark and print its figures."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import tests.bench as bench
+
+
+def main() -> None:
+    for module in sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_")):
+        print(f"== {module}", flush=True)
+        importlib.import_module(f"tests.bench.{module}").main()
+
+
+if __name__ == "__main__":
+    main()

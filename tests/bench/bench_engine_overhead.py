@@ -1,0 +1,81 @@
+"""Engine overhead: decode tok/s of `tailor chat` against bare llama_cpp.Llama, side by side.
+
+Both run the starter model with the same prompt tokens, context, threads and greedy
+sampling, each in a fresh process, alternating, 5 runs each; the figure is the ratio
+of the medians (target >= 0.97).
+
+    python -m tests.bench.bench_engine_overhead
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+RUNS = 5
+MAX_TOKENS = 200
+N_CTX = 4096
+PROMPT = "Write a long story about a dragon who learns to bake bread."
+
+# The bare side: the same prompt rendered by the model's own template, llama.cpp's
+# generate loop with nothing around it; decode rate timed first token to last.
+BARE = r"""
+import json, sys, time
+import llama_cpp
+from engine.chat_template import ChatTemplate
+from engine.gguf.backend import default_threads
+from engine.protocol import ChatMessage
+from engine.starter import starter_model_path
+
+llm = llama_cpp.Llama(str(starter_model_path()), n_ctx=%(n_ctx)d, n_batch=512,
+                      n_threads=default_threads(), verbose=False)
+template = ChatTemplate(llm.metadata["tokenizer.chat_template"])
+prompt = template.render([ChatMessage("user", %(prompt)r)])
+tokens = llm.tokenize(prompt.encode(), add_bos=True, special=True)
+times = []
+for token in llm.generate(tokens, temp=0.0, top_k=40, top_p=0.95, min_p=0.05):
+    times.append(time.perf_counter())
+    if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token) or len(times) > %(max_tokens)d:
+        times.pop()
+        break
+print(json.dumps({"gen_tokens": len(times), "decode_tok_s": (len(times) - 1) / (times[-1] - times[0])}))
+"""
+
+
+def run_tailor(home: str) -> dict:
+    tailor = str(Path(sys.executable).with_name("tailor"))
+    out = subprocess.run(
+        [tailor, "chat", "--json", "--temperature", "0", "--ctx", str(N_CTX), "--max-tokens", str(MAX_TOKENS), PROMPT],
+        capture_output=True, text=True, check=True, env={**os.environ, "TAILOR_HOME": home},
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_bare() -> dict:
+    code = BARE % {"n_ctx": N_CTX, "prompt": PROMPT, "max_tokens": MAX_TOKENS}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    tailor_rates, bare_rates = [], []
+    with tempfile.TemporaryDirectory() as home:
+        run_tailor(home)  # warm the page cache for both sides
+        for i in range(RUNS):
+            t, b = run_tailor(home), run_bare()
+            tailor_rates.append(t["decode_tok_s"])
+            bare_rates.append(b["decode_tok_s"])
+            print(f"  run {i + 1}: tailor {t['decode_tok_s']:.1f} tok/s ({t['gen_tokens']} tokens), "
+                  f"bare {b['decode_tok_s']:.1f} tok/s ({b['gen_tokens']} tokens)")
+    ratio = statistics.median(tailor_rates) / statistics.median(bare_rates)
+    print(f"engine_decode_tok_s tailor={statistics.median(tailor_rates):.1f} bare={statistics.median(bare_rates):.1f}")
+    print(f"engine_overhead_ratio={ratio:.3f} (target >= 0.97)")
+
+
+if __name__ == "__main__":
+    main()
