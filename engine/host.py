@@ -57,6 +57,7 @@ class EngineHost:
         self._cancelled: set[int] = set()
         self._cancel_lock = threading.Lock()
         self._log_bridge = None
+        self._client_gone = threading.Event()
 
     def serve(self, requests: Connection) -> None:
         threading.Thread(target=self._receive, args=(requests,), name="engine-requests", daemon=True).start()
@@ -85,7 +86,9 @@ class EngineHost:
             try:
                 request = requests.recv()
             except (EOFError, OSError):
-                self._inbox.put(None)  # the client is gone: stop serving
+                # The client is gone: end the reply in progress and stop serving.
+                self._client_gone.set()
+                self._inbox.put(None)
                 return
             if isinstance(request, CancelRequest):
                 with self._cancel_lock:
@@ -127,6 +130,8 @@ class EngineHost:
                 self._send(backend.memory())
 
         def cancelled() -> bool:
+            if self._client_gone.is_set():
+                return True
             with self._cancel_lock:
                 return rid in self._cancelled
 
