@@ -1,0 +1,118 @@
+"""Markdown to HTML for Qt's rich text (QTextBrowser).
+
+Model output is untrusted: raw HTML in it is escaped, never rendered, unsafe link schemes
+(javascript:, file:, ...) are dropped by markdown-it's link validation, and images become
+plain links so the view never loads a file or URL on the model's say-so. Fenced code is
+highlighted by pygments with inline styles, which Qt's rich text understands (it ignores
+CSS classes from a stylesheet it does not have). No Qt here.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from html import escape
+
+from markdown_it import MarkdownIt
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexer import Lexer
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+CODE_BACKGROUND = "#f4f5f7"
+_PRE_STYLE = f"background-color:{CODE_BACKGROUND}; font-family:monospace; margin:4px 0px; padding:6px;"
+_FORMATTER = HtmlFormatter(noclasses=True, nowrap=True, style="default")
+
+
+@lru_cache(maxsize=64)
+def _lexer(lang: str) -> Lexer | None:
+    try:
+        return get_lexer_by_name(lang, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None
+
+
+def highlight_code(code: str, lang: str) -> str:
+    """One code block as a `<pre>` with inline-styled spans (escaped plain text for unknown languages)."""
+    lexer = _lexer(lang.strip().split(" ")[0].lower()) if lang.strip() else None
+    body = highlight(code, lexer, _FORMATTER) if lexer is not None else escape(code, quote=False)
+    return f'<pre style="{_PRE_STYLE}">{body.rstrip(chr(10))}</pre>\n'
+
+
+def _highlight(code: str, lang: str, _attrs: str) -> str:
+    return highlight_code(code, lang)
+
+
+def _render_image(self, tokens, idx, options, env) -> str:  # noqa: ANN001 (markdown-it renderer rule)
+    """Images become links showing their alt text: the view must not fetch anything itself."""
+    token = tokens[idx]
+    src = escape(token.attrGet("src") or "")
+    alt = escape(self.renderInlineAsText(token.children or [], options, env)) or "image"
+    return f'<a href="{src}">[{alt}]</a>'
+
+
+def _render_table_open(self, tokens, idx, options, env) -> str:  # noqa: ANN001
+    return '<table border="1" cellspacing="0" cellpadding="4">\n'
+
+
+def _make_parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "highlight": _highlight, "linkify": False})
+    md.enable(["table", "strikethrough"])
+    md.add_render_rule("image", _render_image)
+    md.add_render_rule("table_open", _render_table_open)
+    return md
+
+
+_MD = _make_parser()
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+
+
+def split_blocks(text: str) -> list[str]:
+    """Cut `text` into top-level Markdown blocks at blank lines outside code fences.
+
+    Lines that are indented after a blank line (list continuations, nested code) stay with
+    the block before them. A streaming reply only ever changes its last block, so the
+    blocks before it are rendered once and kept.
+    """
+    blocks: list[str] = []
+    current: list[str] = []
+    fence = ""
+    after_blank = False
+    for line in text.splitlines(keepends=True):
+        if fence:
+            current.append(line)
+            stripped = line.strip()
+            if (
+                stripped.startswith(fence)
+                and stripped == stripped[0] * len(stripped)
+                and len(line) - len(line.lstrip(" ")) < 4
+            ):
+                fence = ""
+            continue
+        if not line.strip():
+            current.append(line)
+            after_blank = True
+            continue
+        if after_blank and current and not line[0].isspace():
+            blocks.append("".join(current))
+            current = []
+        after_blank = False
+        match = _FENCE.match(line)
+        if match and not (match.group(1)[0] == "`" and "`" in line[match.end() :]):
+            fence = match.group(1)
+        current.append(line)
+    if current:
+        blocks.append("".join(current))
+    return blocks
+
+
+@lru_cache(maxsize=1024)
+def render_block(block: str) -> str:
+    """HTML of one top-level block (cached: finished blocks of a streaming reply repeat)."""
+    return _MD.render(block)
+
+
+def render_markdown(text: str) -> str:
+    """HTML for `text`, safe to give to QTextBrowser.setHtml / QTextCursor.insertHtml."""
+    return "".join(render_block(block) for block in split_blocks(text))

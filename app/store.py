@@ -1,0 +1,292 @@
+"""ChatStore: conversations and their messages in one SQLite file.
+
+The file lives under the user data dir unless a path is given. It runs in WAL mode with
+`synchronous=FULL`, so a reply saved while it streams survives a crash of the app or the
+machine. The schema is versioned with `PRAGMA user_version` and upgraded step by step.
+No Qt here: the CLI and the server use the same store.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from platformdirs import user_data_dir
+
+Role = Literal["system", "user", "assistant"]
+MessageState = Literal["complete", "streaming", "interrupted", "cancelled"]
+MESSAGE_STATES: tuple[str, ...] = ("complete", "streaming", "interrupted", "cancelled")
+DEFAULT_TITLE = "New chat"
+
+
+class StoreError(RuntimeError):
+    """The chat history cannot be opened or used."""
+
+
+class StoreTooNewError(StoreError):
+    """The database was written by a newer Tailor than this one."""
+
+
+@dataclass(slots=True)
+class ChatSettings:
+    """Per-conversation generation settings."""
+
+    system_prompt: str = "You are a helpful assistant."
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_tokens: int = 512
+    n_ctx: int = 4096
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> ChatSettings:
+        """Settings from stored JSON; unknown keys are dropped, missing ones get defaults."""
+        data = json.loads(text) if text else {}
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+@dataclass(slots=True)
+class Conversation:
+    id: int
+    title: str
+    created: float
+    updated: float
+    settings: ChatSettings = field(default_factory=ChatSettings)
+
+
+@dataclass(slots=True)
+class Message:
+    id: int
+    conversation_id: int
+    role: Role
+    content: str
+    state: MessageState
+    stats: dict | None
+    created: float
+
+
+# ---------------------------------------------------------------- schema migrations
+# Each step takes the database from version i to i + 1; never edit a released step, add one.
+
+
+def _v1_initial(db: sqlite3.Connection) -> None:
+    db.executescript(
+        """
+        CREATE TABLE conversations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            title TEXT NOT NULL,
+            created REAL NOT NULL,
+            updated REAL NOT NULL
+        );
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+            content TEXT NOT NULL,
+            state TEXT NOT NULL,
+            created REAL NOT NULL
+        );
+        CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+        """
+    )
+
+
+def _v2_settings_and_stats(db: sqlite3.Connection) -> None:
+    db.execute("ALTER TABLE conversations ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'")
+    db.execute("ALTER TABLE messages ADD COLUMN stats TEXT")
+    db.execute("CREATE INDEX conversations_by_updated ON conversations(updated DESC)")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial, _v2_settings_and_stats]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def default_db_path() -> Path:
+    """Where the chat history lives: `<user data dir>/Tailor/chats.sqlite3`."""
+    return Path(user_data_dir("Tailor", appauthor=False)) / "chats.sqlite3"
+
+
+def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
+    """Upgrade `db` to schema version `target`; returns the version it had before.
+
+    Raises:
+        StoreTooNewError: the file comes from a newer version of Tailor.
+    """
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreTooNewError(
+            f"The chat history was written by a newer version of Tailor (schema {version}; "
+            f"this version knows up to {SCHEMA_VERSION}). Update Tailor to open it."
+        )
+    for step in range(version, target):
+        with db:  # one transaction per step, version bump included
+            MIGRATIONS[step](db)
+            db.execute(f"PRAGMA user_version = {step + 1}")
+    return version
+
+
+# ---------------------------------------------------------------- the store
+
+
+class ChatStore:
+    """Conversations and messages in SQLite.
+
+    Args:
+        path: the database file; None uses `default_db_path()`. Parent folders are created.
+
+    Raises:
+        StoreTooNewError: the file comes from a newer version of Tailor.
+        StoreError: the file is not a database or cannot be opened.
+    """
+
+    def __init__(self, path: Path | str | None = None):
+        self.path = Path(path) if path is not None else default_db_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            migrate(self._db)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"Cannot open the chat history at {self.path}: {exc}") from exc
+        self.recovered = self.recover_interrupted()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def recover_interrupted(self) -> int:
+        """Mark replies left 'streaming' by a crash as 'interrupted'; returns how many."""
+        with self._db:
+            cur = self._db.execute("UPDATE messages SET state = 'interrupted' WHERE state = 'streaming'")
+        return cur.rowcount
+
+    # ------------------------------------------------------------ conversations
+
+    def create_conversation(
+        self, title: str = DEFAULT_TITLE, settings: ChatSettings | None = None
+    ) -> Conversation:
+        now = time.time()
+        settings = settings or ChatSettings()
+        with self._db:
+            cur = self._db.execute(
+                "INSERT INTO conversations (title, created, updated, settings) VALUES (?, ?, ?, ?)",
+                (title, now, now, settings.to_json()),
+            )
+        return Conversation(cur.lastrowid, title, now, now, settings)
+
+    def get_conversation(self, conversation_id: int) -> Conversation | None:
+        row = self._db.execute(
+            "SELECT id, title, created, updated, settings FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
+        return _conversation(row) if row else None
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        with self._db:
+            self._db.execute(
+                "UPDATE conversations SET title = ?, updated = ? WHERE id = ?",
+                (title, time.time(), conversation_id),
+            )
+
+    def update_settings(self, conversation_id: int, settings: ChatSettings) -> None:
+        with self._db:
+            self._db.execute(
+                "UPDATE conversations SET settings = ? WHERE id = ?", (settings.to_json(), conversation_id)
+            )
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """Delete a conversation and all its messages."""
+        with self._db:
+            self._db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def list_conversations(self, query: str = "") -> list[Conversation]:
+        """Conversations, most recently updated first; `query` keeps those whose title or
+        any message contains it (case-insensitive for ASCII)."""
+        sql = "SELECT id, title, created, updated, settings FROM conversations"
+        args: tuple = ()
+        query = query.strip()
+        if query:
+            pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            sql += (
+                " WHERE title LIKE ?1 ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m"
+                " WHERE m.conversation_id = conversations.id AND m.content LIKE ?1 ESCAPE '\\')"
+            )
+            args = (pattern,)
+        sql += " ORDER BY updated DESC, id DESC"
+        return [_conversation(row) for row in self._db.execute(sql, args)]
+
+    # ------------------------------------------------------------ messages
+
+    def add_message(
+        self, conversation_id: int, role: Role, content: str, state: MessageState = "complete"
+    ) -> Message:
+        _check_state(state)
+        now = time.time()
+        with self._db:
+            cur = self._db.execute(
+                "INSERT INTO messages (conversation_id, role, content, state, created) VALUES (?, ?, ?, ?, ?)",
+                (conversation_id, role, content, state, now),
+            )
+            self._touch(conversation_id, now)
+        return Message(cur.lastrowid, conversation_id, role, content, state, None, now)
+
+    def update_message_content(self, message_id: int, content: str) -> None:
+        """Save the text of a message (called every few hundred ms while a reply streams)."""
+        with self._db:
+            self._db.execute("UPDATE messages SET content = ? WHERE id = ?", (content, message_id))
+
+    def finish_message(
+        self, message_id: int, content: str, state: MessageState, stats: dict | None = None
+    ) -> None:
+        """Store the final text, state and stats of a reply."""
+        _check_state(state)
+        stats_json = json.dumps(stats) if stats is not None else None
+        with self._db:
+            self._db.execute(
+                "UPDATE messages SET content = ?, state = ?, stats = ? WHERE id = ?",
+                (content, state, stats_json, message_id),
+            )
+
+    def delete_message(self, message_id: int) -> None:
+        with self._db:
+            self._db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+
+    def get_message(self, message_id: int) -> Message | None:
+        row = self._db.execute(
+            "SELECT id, conversation_id, role, content, state, stats, created FROM messages WHERE id = ?",
+            (message_id,),
+        ).fetchone()
+        return _message(row) if row else None
+
+    def list_messages(self, conversation_id: int) -> list[Message]:
+        rows = self._db.execute(
+            "SELECT id, conversation_id, role, content, state, stats, created FROM messages"
+            " WHERE conversation_id = ? ORDER BY id",
+            (conversation_id,),
+        )
+        return [_message(row) for row in rows]
+
+    def _touch(self, conversation_id: int, now: float) -> None:
+        self._db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+
+
+def _check_state(state: str) -> None:
+    if state not in MESSAGE_STATES:
+        raise ValueError(f"unknown message state {state!r}")
+
+
+def _conversation(row: tuple) -> Conversation:
+    return Conversation(row[0], row[1], row[2], row[3], ChatSettings.from_json(row[4]))
+
+
+def _message(row: tuple) -> Message:
+    stats = json.loads(row[5]) if row[5] else None
+    return Message(row[0], row[1], row[2], row[3], row[4], stats, row[6])

@@ -1,0 +1,142 @@
+"""ChatStore on a real SQLite file."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from app.store import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    ChatSettings,
+    ChatStore,
+    StoreError,
+    StoreTooNewError,
+    migrate,
+)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = ChatStore(tmp_path / "chats.sqlite3")
+    yield s
+    s.close()
+
+
+def test_file_is_wal_with_full_sync_and_current_schema(store):
+    db = store._db
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_conversation_lifecycle(store):
+    settings = ChatSettings(system_prompt="Be brief.", temperature=0.2, top_p=0.9, max_tokens=64, n_ctx=2048)
+    first = store.create_conversation("First", settings)
+    second = store.create_conversation()
+    assert second.title == "New chat"
+    assert store.get_conversation(first.id).settings == settings
+    store.rename_conversation(first.id, "Renamed")
+    assert store.get_conversation(first.id).title == "Renamed"
+    assert [c.id for c in store.list_conversations()] == [first.id, second.id]  # rename touches `updated`
+    store.update_settings(second.id, ChatSettings(n_ctx=1024))
+    assert store.get_conversation(second.id).settings.n_ctx == 1024
+    store.add_message(second.id, "user", "hello")
+    store.delete_conversation(first.id)
+    assert [c.id for c in store.list_conversations()] == [second.id]
+    assert store.get_conversation(first.id) is None
+
+
+def test_messages_stream_finish_and_delete(store):
+    conv = store.create_conversation()
+    user = store.add_message(conv.id, "user", "What is 2+2?")
+    reply = store.add_message(conv.id, "assistant", "", state="streaming")
+    store.update_message_content(reply.id, "It is")
+    assert store.get_message(reply.id).content == "It is"
+    stats = {"ttft_s": 0.1, "prompt_tokens": 12, "cached_tokens": 0, "decode_tok_s": 55.0}
+    store.finish_message(reply.id, "It is 4.", "complete", stats)
+    messages = store.list_messages(conv.id)
+    assert [(m.role, m.content, m.state) for m in messages] == [
+        ("user", "What is 2+2?", "complete"),
+        ("assistant", "It is 4.", "complete"),
+    ]
+    assert messages[1].stats == stats and messages[0].stats is None
+    store.delete_message(user.id)
+    assert [m.id for m in store.list_messages(conv.id)] == [reply.id]
+    with pytest.raises(ValueError):
+        store.finish_message(reply.id, "x", "bogus")
+
+
+def test_deleting_a_conversation_deletes_its_messages(store):
+    conv = store.create_conversation()
+    msg = store.add_message(conv.id, "user", "hi")
+    store.delete_conversation(conv.id)
+    assert store.get_message(msg.id) is None
+
+
+def test_search_matches_titles_and_message_text(store):
+    paris = store.create_conversation("Trip to Paris")
+    code = store.create_conversation("Code help")
+    store.add_message(code.id, "assistant", "Use a dict comprehension: {k: v for k, v in pairs}")
+    other = store.create_conversation("100% sure_thing")
+    assert [c.id for c in store.list_conversations("paris")] == [paris.id]
+    assert [c.id for c in store.list_conversations("COMPREHENSION")] == [code.id]
+    assert [c.id for c in store.list_conversations("%")] == [other.id]  # LIKE wildcards are literal
+    assert [c.id for c in store.list_conversations("_")] == [other.id]
+    assert store.list_conversations("nothing like this") == []
+    assert len(store.list_conversations("  ")) == 3
+
+
+def test_streaming_messages_become_interrupted_on_open(tmp_path):
+    path = tmp_path / "chats.sqlite3"
+    store = ChatStore(path)
+    conv = store.create_conversation()
+    reply = store.add_message(conv.id, "assistant", "", state="streaming")
+    store.update_message_content(reply.id, "partial answer")
+    store._db.close()  # the app "crashes": nothing else runs
+    reopened = ChatStore(path)
+    assert reopened.recovered == 1
+    message = reopened.get_message(reply.id)
+    assert (message.content, message.state) == ("partial answer", "interrupted")
+    reopened.close()
+
+
+def test_old_database_is_upgraded(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    migrate(db, target=1)  # a file written by the first released schema
+    db.execute("INSERT INTO conversations (title, created, updated) VALUES ('Old chat', 1.0, 1.0)")
+    db.execute(
+        "INSERT INTO messages (conversation_id, role, content, state, created) VALUES (1, 'user', 'hi', 'complete', 1.0)"
+    )
+    db.close()
+    store = ChatStore(path)
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    (conv,) = store.list_conversations()
+    assert conv.title == "Old chat" and conv.settings == ChatSettings()
+    assert store.list_messages(conv.id)[0].stats is None
+    store.close()
+
+
+def test_newer_database_is_refused_with_a_clear_error(tmp_path):
+    path = tmp_path / "new.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(StoreTooNewError, match="newer version of Tailor"):
+        ChatStore(path)
+
+
+def test_a_file_that_is_not_a_database_is_refused(tmp_path):
+    path = tmp_path / "junk.sqlite3"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="Cannot open the chat history"):
+        ChatStore(path)
+
+
+def test_settings_json_tolerates_unknown_and_missing_keys():
+    assert ChatSettings.from_json('{"temperature": 0.1, "from_the_future": 1}') == ChatSettings(
+        temperature=0.1
+    )
+    assert ChatSettings.from_json(None) == ChatSettings()
