@@ -57,7 +57,7 @@ def _render_table_open(self, tokens, idx, options, env) -> str:  # noqa: ANN001
 
 
 def _make_parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "highlight": _highlight, "linkify": False})
+    md = MarkdownIt("commonmark", {"html": False, "breaks": True, "highlight": _highlight, "linkify": False})
     md.enable(["table", "strikethrough"])
     md.add_render_rule("image", _render_image)
     md.add_render_rule("table_open", _render_table_open)

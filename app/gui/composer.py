@@ -1,0 +1,62 @@
+"""Composer: the box where the user writes a message."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QPlainTextEdit, QWidget
+
+
+class Composer(QPlainTextEdit):
+    """A message box where Enter sends and Shift+Enter starts a new line.
+
+    When `editing` is set, the text replaces the last user message instead of being sent
+    as a new one; Esc leaves that mode.
+
+    Args:
+        parent: the Qt parent.
+
+    Signals:
+        submitted(str): Enter was pressed; the text (the box is not cleared: the receiver
+            clears it once the message was accepted).
+        edit_cancelled(): Esc was pressed while editing the last message.
+    """
+
+    submitted = Signal(str)
+    edit_cancelled = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setPlaceholderText("Write a message — Enter sends, Shift+Enter adds a line")
+        self.setTabChangesFocus(True)
+        self.setMaximumHeight(140)
+        self.editing = False
+
+    def set_editing(self, text: str | None) -> None:
+        """Start editing `text` (the last user message), or leave edit mode with None."""
+        self.editing = text is not None
+        self.setPlaceholderText(
+            "Edit your last message — Enter resends it, Esc cancels"
+            if self.editing
+            else "Write a message — Enter sends, Shift+Enter adds a line"
+        )
+        if text is not None:
+            self.setPlainText(text)
+            self.moveCursor(self.textCursor().MoveOperation.End)
+        self.setFocus()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+                self.insertPlainText("\n")
+            else:
+                self.submitted.emit(self.toPlainText())
+            event.accept()
+            return
+        if event.key() == Qt.Key.Key_Escape and self.editing:
+            self.set_editing(None)
+            self.clear()
+            self.edit_cancelled.emit()
+            event.accept()
+            return
+        super().keyPressEvent(event)

@@ -1,0 +1,62 @@
+"""Entry point of the window: `main(argv)` builds the app and runs it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from platformdirs import user_log_dir
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from app.gui.chat_controller import ChatController
+from app.gui.engine_bridge import EngineBridge
+from app.gui.main_window import MainWindow
+from app.store import ChatStore, StoreError
+from engine.starter import StarterModelMissing, starter_model_path
+
+
+def build_window(db_path: Path | None, model_path: str, log_path: Path | None) -> MainWindow:
+    """A window over the given chat history and engine; the engine is not started yet."""
+    store = ChatStore(db_path)
+    bridge = EngineBridge(log_path=log_path)
+    controller = ChatController(store, bridge, model_path)
+    window = MainWindow(controller)
+    bridge.setParent(window)
+    controller.setParent(window)
+    return window
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Open the Tailor window; returns the exit code."""
+    argv = list(sys.argv if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="tailor", description="Chat with a local language model.")
+    parser.add_argument("--model", help="GGUF file to load (default: the built-in starter model)")
+    parser.add_argument("--db", type=Path, help="chat history file (default: in the user data folder)")
+    args, qt_args = parser.parse_known_args(argv[1:])
+    app = QApplication.instance() or QApplication([argv[0], *qt_args])
+    app.setApplicationName("Tailor")
+    problem = None
+    model = args.model
+    if model is None:
+        try:
+            model = str(starter_model_path())
+        except StarterModelMissing as exc:
+            model, problem = "", str(exc)
+    log_dir = Path(user_log_dir("Tailor", appauthor=False))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        window = build_window(args.db, model, log_dir / "engine.log")
+    except StoreError as exc:
+        QMessageBox.critical(None, "Tailor", str(exc))
+        return 1
+    window.show()
+    if problem:
+        window.banner.show_problem(problem, False)
+    else:
+        window.controller.start()
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

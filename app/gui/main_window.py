@@ -1,0 +1,237 @@
+"""MainWindow: conversations on the left, the chat in the middle, settings on the right."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.gui.chat_controller import ChatController
+from app.gui.chat_view import ChatView
+from app.gui.composer import Composer
+from app.gui.conversation_list import ConversationList
+from app.gui.settings_panel import SettingsPanel
+from app.store import Conversation, Message
+
+NOTICE_MS = 8000
+
+
+class Banner(QFrame):
+    """A non-modal error strip above the chat, with an optional Reload button.
+
+    Args:
+        parent: the Qt parent.
+    """
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("banner")
+        self.setStyleSheet("#banner { background: #fde2e1; border: 1px solid #e5a3a0; border-radius: 4px; }")
+        self.label = QLabel(wordWrap=True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.reload_button = QPushButton("Reload")
+        self.close_button = QPushButton("Dismiss")
+        self.close_button.clicked.connect(self.hide)
+        layout = QHBoxLayout(self)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.reload_button)
+        layout.addWidget(self.close_button)
+        self.hide()
+
+    def show_problem(self, text: str, can_reload: bool) -> None:
+        self.label.setText(text)
+        self.reload_button.setVisible(can_reload)
+        self.show()
+
+    def text(self) -> str:
+        return self.label.text()
+
+
+class MainWindow(QMainWindow):
+    """The Tailor window.
+
+    Args:
+        controller: the chat logic (store and engine).
+    """
+
+    def __init__(self, controller: ChatController):
+        super().__init__()
+        self.controller = controller
+        self.setWindowTitle("Tailor")
+        self.resize(1200, 760)
+        self.conversations = ConversationList()
+        self.chat = ChatView()
+        self.composer = Composer()
+        self.settings_panel = SettingsPanel()
+        self.banner = Banner()
+        self.send_button = QPushButton("Send")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setEnabled(False)
+        self._build_layout()
+        self._build_actions()
+        self.model_label = QLabel("No model")
+        self.stats_label = QLabel("")
+        self.statusBar().addWidget(self.model_label)
+        self.statusBar().addPermanentWidget(self.stats_label)
+        self._connect()
+        self._open_initial()
+        self.composer.setFocus()
+
+    def _build_layout(self) -> None:
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        row = QHBoxLayout()
+        row.addWidget(self.composer, 1)
+        row.addLayout(buttons)
+        center = QWidget()
+        column = QVBoxLayout(center)
+        column.addWidget(self.banner)
+        column.addWidget(self.chat, 1)
+        column.addLayout(row)
+        splitter = QSplitter()
+        splitter.addWidget(self.conversations)
+        splitter.addWidget(center)
+        splitter.addWidget(self.settings_panel)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([230, 700, 270])
+        self.setCentralWidget(splitter)
+
+    def _action(self, text: str, shortcut: QKeySequence | str, slot: object) -> QAction:
+        action = QAction(text, self, shortcut=QKeySequence(shortcut))
+        action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        action.triggered.connect(slot)
+        self.addAction(action)
+        return action
+
+    def _build_actions(self) -> None:
+        self.new_action = self._action("New chat", "Ctrl+N", self.new_conversation)
+        self.stop_action = self._action("Stop", "Esc", self.stop)
+        self.regenerate_action = self._action("Regenerate", "Ctrl+R", self.controller.regenerate)
+        self.copy_action = self._action("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply)
+        self.focus_action = self._action("Focus message box", "Ctrl+L", self.composer.setFocus)
+        self.edit_action = self._action("Edit last message", "Ctrl+E", self.edit_last_message)
+        self.open_action = self._action("Open model…", "Ctrl+O", self._choose_model)
+        menu = self.menuBar().addMenu("&Chat")
+        menu.addActions([self.new_action, self.open_action])
+        menu.addSeparator()
+        menu.addActions([self.stop_action, self.regenerate_action, self.edit_action, self.copy_action])
+
+    def _connect(self) -> None:
+        c = self.controller
+        c.conversations_changed.connect(self.refresh_list)
+        c.conversation_opened.connect(self._on_opened)
+        c.message_added.connect(self.chat.append_message)
+        c.stream_started.connect(self.chat.begin_stream)
+        c.stream_text.connect(self.chat.append_stream)
+        c.stream_finished.connect(self.chat.end_stream)
+        c.busy_changed.connect(self._on_busy)
+        c.model_changed.connect(self.model_label.setText)
+        c.stats_changed.connect(self.stats_label.setText)
+        c.notice.connect(lambda text: self.statusBar().showMessage(text, NOTICE_MS))
+        c.problem.connect(self.banner.show_problem)
+        c.problem_cleared.connect(self.banner.hide)
+        self.banner.reload_button.clicked.connect(c.reload_engine)
+        self.composer.submitted.connect(self.submit)
+        self.send_button.clicked.connect(lambda: self.submit(self.composer.toPlainText()))
+        self.stop_button.clicked.connect(self.stop)
+        self.conversations.selected.connect(self._select)
+        self.conversations.new_requested.connect(self.new_conversation)
+        self.conversations.rename_requested.connect(c.rename_conversation)
+        self.conversations.delete_requested.connect(c.delete_conversation)
+        self.conversations.search_changed.connect(lambda _text: self.refresh_list())
+        self.settings_panel.settings_changed.connect(c.update_settings)
+
+    def _open_initial(self) -> None:
+        existing = self.controller.list_conversations()
+        if existing:
+            self.controller.open_conversation(existing[0].id)
+            self.refresh_list()
+        else:
+            self.controller.new_conversation()
+
+    # ------------------------------------------------------------ slots
+
+    @Slot()
+    def refresh_list(self) -> None:
+        current = self.controller.current.id if self.controller.current else None
+        self.conversations.set_conversations(
+            self.controller.list_conversations(self.conversations.search.text()), current
+        )
+        if self.controller.current:
+            self.setWindowTitle(f"Tailor — {self.controller.current.title}")
+
+    def _on_opened(self, conversation: Conversation, messages: list[Message]) -> None:
+        self.chat.set_messages(messages)
+        self.settings_panel.set_settings(conversation.settings)
+        self.setWindowTitle(f"Tailor — {conversation.title}")
+        self.refresh_list()
+
+    @Slot()
+    def new_conversation(self) -> None:
+        self.settings_panel.commit()  # pending edits belong to the conversation being left
+        self.controller.new_conversation()
+        self.composer.setFocus()
+
+    @Slot(int)
+    def _select(self, conversation_id: int) -> None:
+        self.settings_panel.commit()
+        self.controller.open_conversation(conversation_id)
+
+    def _on_busy(self, busy: bool) -> None:
+        self.stop_button.setEnabled(busy)
+
+    @Slot(str)
+    def submit(self, text: str) -> None:
+        """Send the composer's text (or resend the edited last message)."""
+        self.settings_panel.commit()
+        if self.composer.editing:
+            accepted = self.controller.edit_last_user_message(text)
+        else:
+            accepted = self.controller.send(text)
+        if accepted:
+            self.composer.clear()
+            self.composer.set_editing(None)
+
+    @Slot()
+    def stop(self) -> None:
+        if self.controller.busy:
+            self.controller.stop()
+        elif self.composer.editing:
+            self.composer.set_editing(None)
+            self.composer.clear()
+
+    @Slot()
+    def copy_last_reply(self) -> None:
+        reply = self.controller.last_reply()
+        if reply:
+            QGuiApplication.clipboard().setText(reply)
+            self.statusBar().showMessage("Copied the last reply.", NOTICE_MS)
+
+    @Slot()
+    def edit_last_message(self) -> None:
+        text = self.controller.last_user_text()
+        if text is not None and not self.controller.busy:
+            self.composer.set_editing(text)
+
+    def _choose_model(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a GGUF model", "", "GGUF models (*.gguf);;All files (*)"
+        )
+        if path:
+            self.controller.load_model(path)
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
+        self.settings_panel.commit()
+        self.controller.shutdown()
+        super().closeEvent(event)

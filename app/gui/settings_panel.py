@@ -1,0 +1,95 @@
+"""SettingsPanel: the open conversation's system prompt and sampling settings."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QTimer, Signal, Slot
+from PySide6.QtWidgets import QDoubleSpinBox, QFormLayout, QPlainTextEdit, QSpinBox, QWidget
+
+from app.store import ChatSettings
+
+
+class SettingsPanel(QWidget):
+    """Per-conversation settings; a changed context length reloads the model before the next reply.
+
+    Args:
+        parent: the Qt parent.
+
+    Signals:
+        settings_changed(object): the new ChatSettings (sent shortly after an edit, or by `commit`).
+    """
+
+    settings_changed = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setPlaceholderText("System prompt (optional)")
+        self.system_prompt.setMaximumHeight(110)
+        self.temperature = _double(0.0, 2.0, 0.05)
+        self.top_p = _double(0.0, 1.0, 0.01)
+        self.max_tokens = _int(1, 32768, 64)
+        self.n_ctx = _int(256, 131072, 512)
+        self.n_ctx.setToolTip("Context length in tokens; changing it reloads the model.")
+        form = QFormLayout(self)
+        form.addRow("System prompt", self.system_prompt)
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top-p", self.top_p)
+        form.addRow("Max tokens", self.max_tokens)
+        form.addRow("Context length", self.n_ctx)
+        self._loading = False
+        self._timer = QTimer(self, singleShot=True, interval=300)
+        self._timer.timeout.connect(self._emit)
+        self.system_prompt.textChanged.connect(self._changed)
+        for box in (self.temperature, self.top_p, self.max_tokens, self.n_ctx):
+            box.valueChanged.connect(self._changed)
+
+    def set_settings(self, settings: ChatSettings) -> None:
+        """Show `settings` without reporting a change."""
+        self._timer.stop()
+        self._loading = True
+        try:
+            self.system_prompt.setPlainText(settings.system_prompt)
+            self.temperature.setValue(settings.temperature)
+            self.top_p.setValue(settings.top_p)
+            self.max_tokens.setValue(settings.max_tokens)
+            self.n_ctx.setValue(settings.n_ctx)
+        finally:
+            self._loading = False
+
+    def settings(self) -> ChatSettings:
+        return ChatSettings(
+            system_prompt=self.system_prompt.toPlainText(),
+            temperature=round(self.temperature.value(), 3),
+            top_p=round(self.top_p.value(), 3),
+            max_tokens=self.max_tokens.value(),
+            n_ctx=self.n_ctx.value(),
+        )
+
+    @Slot()
+    def commit(self) -> None:
+        """Report pending edits now (called before a message is sent)."""
+        if self._timer.isActive():
+            self._timer.stop()
+            self._emit()
+
+    def _emit(self) -> None:
+        self.settings_changed.emit(self.settings())
+
+    def _changed(self) -> None:
+        if not self._loading:
+            self._timer.start()
+
+
+def _double(low: float, high: float, step: float) -> QDoubleSpinBox:
+    box = QDoubleSpinBox()
+    box.setRange(low, high)
+    box.setSingleStep(step)
+    box.setDecimals(2)
+    return box
+
+
+def _int(low: int, high: int, step: int) -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(low, high)
+    box.setSingleStep(step)
+    return box

@@ -1,0 +1,49 @@
+"""Fixtures for the window: a real store in tmp_path and a real engine with the starter model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from app.gui.main import build_window
+from app.gui.main_window import MainWindow
+from app.store import ChatSettings
+
+# Short, repeatable replies keep the suite quick on two cores.
+QUICK = ChatSettings(system_prompt="You are a helpful assistant.", temperature=0.0, max_tokens=24, n_ctx=2048)
+LONG = ChatSettings(system_prompt="You are a helpful assistant.", temperature=0.7, max_tokens=400, n_ctx=2048)
+LONG_PROMPT = "Write a very long story about a dragon who learns to bake bread."
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path: Path, starter_model: Path) -> Callable[..., MainWindow]:
+    """Build windows over `tmp_path/chats.sqlite3`; each is closed (engine shut down) at teardown."""
+    windows: list[MainWindow] = []
+
+    def make(start: bool = True, settings: ChatSettings = QUICK, model: Path | None = None) -> MainWindow:
+        window = build_window(
+            tmp_path / "chats.sqlite3", str(model or starter_model), tmp_path / "engine.log"
+        )
+        qtbot.addWidget(window)
+        windows.append(window)
+        window.controller.update_settings(settings)
+        window.settings_panel.set_settings(settings)
+        window.show()
+        window.activateWindow()
+        qtbot.waitUntil(window.isActiveWindow, timeout=5000)
+        if start:
+            with qtbot.waitSignal(window.controller.bridge.loaded, timeout=60_000):
+                window.controller.start()
+        return window
+
+    yield make
+    for window in windows:
+        window.close()  # idempotent; makes sure no engine process outlives the test
+        window.controller.bridge.shutdown()
+
+
+@pytest.fixture
+def window(make_window) -> MainWindow:
+    return make_window()
