@@ -10,6 +10,7 @@ CSS classes from a stylesheet it does not have). No Qt here.
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 from html import escape
 
@@ -111,6 +112,37 @@ def split_blocks(text: str) -> list[str]:
 def render_block(block: str) -> str:
     """HTML of one top-level block (cached: finished blocks of a streaming reply repeat)."""
     return _MD.render(block)
+
+
+COMMON_LANGUAGES = (
+    "python",
+    "bash",
+    "javascript",
+    "typescript",
+    "json",
+    "c",
+    "cpp",
+    "rust",
+    "go",
+    "java",
+    "sql",
+)
+_warm_up_started = threading.Event()
+
+
+def warm_up(languages: tuple[str, ...] = COMMON_LANGUAGES) -> None:
+    """Compile the parser's and the common lexers' regexes now (~100 ms for some lexers)."""
+    for lang in languages:
+        highlight_code("x = 1\n", lang)
+    _MD.render("*a* `b` [c](https://d)\n\n- e\n\n| f |\n|---|\n| g |\n")
+
+
+def warm_up_in_background() -> None:
+    """Run `warm_up` once per process on a daemon thread, so the first code block shown later
+    does not stall the window while pygments compiles its lexer."""
+    if not _warm_up_started.is_set():
+        _warm_up_started.set()
+        threading.Thread(target=warm_up, name="markdown-warm-up", daemon=True).start()
 
 
 def render_markdown(text: str) -> str:

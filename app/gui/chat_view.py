@@ -15,7 +15,7 @@ from PySide6.QtCore import QMimeData, QTimer, QUrl, Slot
 from PySide6.QtGui import QDesktopServices, QTextBlockFormat, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from app.markdown_render import render_block, render_markdown, split_blocks
+from app.markdown_render import render_block, render_markdown, split_blocks, warm_up_in_background
 from app.store import Message
 
 MIN_INTERVAL_MS = 16
@@ -65,6 +65,7 @@ class ChatView(QTextBrowser):
         self.setOpenLinks(False)
         self.anchorClicked.connect(self._open_link)
         self.document().setUndoRedoEnabled(False)  # no history of every streamed frame
+        warm_up_in_background()
         self._spacer = _spacer_format()
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
