@@ -9,6 +9,13 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from app.chat_defaults import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_N_CTX,
+    DEFAULT_SYSTEM_PROMPT,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+)
 from app.paths import AppPaths
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, LoadRequest, SamplingParams, Token
@@ -26,11 +33,15 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="stream one reply to stdout")
     chat.add_argument("prompt", help="the user message")
     chat.add_argument("--model", type=Path, help="GGUF file (default: the built-in starter model)")
-    chat.add_argument("--system", help="system prompt")
-    chat.add_argument("--ctx", type=_positive_int, default=4096, help="context length in tokens (default 4096)")
-    chat.add_argument("--max-tokens", type=_positive_int, default=512, help="most tokens to generate (default 512)")
-    chat.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (default 0.7)")
-    chat.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling (default 0.95)")
+    chat.add_argument(
+        "--system", default=DEFAULT_SYSTEM_PROMPT, help='system prompt (default: a short helpful one; "" for none)'
+    )
+    chat.add_argument("--ctx", type=_positive_int, default=DEFAULT_N_CTX, help="context length in tokens (%(default)s)")
+    chat.add_argument(
+        "--max-tokens", type=_positive_int, default=DEFAULT_MAX_TOKENS, help="most tokens to generate (%(default)s)"
+    )
+    chat.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help="sampling temperature (%(default)s)")
+    chat.add_argument("--top-p", type=float, default=DEFAULT_TOP_P, help="nucleus sampling (%(default)s)")
     chat.add_argument("--seed", type=int, help="sampling seed, for repeatable replies")
     chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
     sub.add_parser("gui", help="open the window (the default with no command)")

@@ -64,9 +64,13 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
             for seq, count in ((left, right), (right, left)):
                 if isinstance(seq, str | list | tuple) and isinstance(count, int) and len(seq) * count > cap:
                     raise SecurityError("chat template tried to build a value that is too large")
-        elif operator == "+" and isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):
-            if len(left) + len(right) > cap:
-                raise SecurityError("chat template tried to build a value that is too large")
+        elif (
+            operator == "+"
+            and isinstance(left, str | list | tuple)
+            and isinstance(right, str | list | tuple)
+            and len(left) + len(right) > cap
+        ):
+            raise SecurityError("chat template tried to build a value that is too large")
         return super().call_binop(context, operator, left, right)
 
     def _bounded_center(self, value: str, width: int = 80) -> str:

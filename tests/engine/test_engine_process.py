@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from app.chat_defaults import DEFAULT_SYSTEM_PROMPT
 from engine.client import EngineClient
 from engine.protocol import ChatMessage, Done, Error, Loaded, MemoryReport, SamplingParams, Token
 from tests.engine.helpers import collect, load, wait_for
 from tests.fixtures.model_files import copy_with_chat_template
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=48, seed=1)
-FRANCE = [ChatMessage("user", "What is the capital of France?")]
+FRANCE = [ChatMessage("system", DEFAULT_SYSTEM_PROMPT), ChatMessage("user", "What is the capital of France?")]
 
 
 @pytest.fixture(scope="module")
