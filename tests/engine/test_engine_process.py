@@ -45,7 +45,8 @@ def test_answers_paris_and_streams_the_same_text_it_reports(engine: EngineClient
     assert reply.end.text == reply.text
     assert reply.end.finish_reason in ("stop", "length")
     stats = reply.end.stats
-    assert stats.prompt_tokens > 10 and stats.gen_tokens == len(reply.tokens) or stats.gen_tokens >= 1
+    # Token events carry one or more tokens each (the host coalesces them).
+    assert stats.prompt_tokens > 10 and stats.gen_tokens >= len(reply.tokens) >= 1
     assert stats.ttft_s > 0 and stats.prefill_tok_s > 0 and stats.decode_tok_s > 0
 
 
