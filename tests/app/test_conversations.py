@@ -24,6 +24,10 @@ def test_new_rename_delete_and_search(qtbot, make_window, monkeypatch):
     assert len(store.list_conversations()) == 2 and window.conversations.list.count() == 2
     assert window.conversations.current_id() == window.controller.current.id
 
+    window.conversations.list.setFocus()
+    qtbot.keyClick(window, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
+    assert QApplication.focusWidget() is window.composer
+
     # Rename with F2: an inline editor opens; Enter commits.
     window.conversations.list.setFocus()
     qtbot.keyClick(window.conversations.list, Qt.Key.Key_F2)

@@ -135,6 +135,18 @@ def test_engine_killed_while_streaming(qtbot, window, tmp_path):
     window.controller.update_settings(LONG)
     type_and_send(qtbot, window, LONG_PROMPT)
     wait_for_partial(qtbot, window, 40)
+    # The partial reply reaches the file while it streams (another connection sees it).
+    (message_id, _text) = window.controller.runner.streaming_in(window.controller.current.id)
+    db = sqlite3.connect(tmp_path / "chats.sqlite3")
+
+    def saved_while_streaming() -> bool:
+        content, state = db.execute(
+            "SELECT content, state FROM messages WHERE id = ?", (message_id,)
+        ).fetchone()
+        return state == "streaming" and len(content) > 0
+
+    qtbot.waitUntil(saved_while_streaming, timeout=5000)
+    db.close()
     with qtbot.waitSignal(window.controller.problem, timeout=TIMEOUT_MS):
         os.kill(window.controller.bridge.pid, signal.SIGKILL)
     assert window.banner.isVisible() and "engine stopped" in window.banner.text()
@@ -179,13 +191,13 @@ def test_deleting_the_streaming_conversation(qtbot, window, monkeypatch):
     window.controller.update_settings(LONG)
     type_and_send(qtbot, window, LONG_PROMPT)
     wait_for_partial(qtbot, window, 5)
-    ignored = set(window.controller._ignored)
+    ignored = set(window.controller.runner.ignored)
     window.conversations.delete_current()
     assert window.controller.store.get_conversation(first) is None
     assert not window.controller.busy and window.controller.current.id != first
-    assert window.controller._ignored != ignored  # the cancelled request is now ignored
+    assert window.controller.runner.ignored != ignored  # the cancelled request is now ignored
     # Its late Done arrives and is dropped; the new conversation works.
-    qtbot.waitUntil(lambda: not window.controller._ignored, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not window.controller.runner.ignored, timeout=TIMEOUT_MS)
     assert "dragon" not in window.chat.plain_text().lower()
     window.controller.update_settings(QUICK)
     with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS) as finished:
