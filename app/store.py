@@ -18,6 +18,14 @@ from typing import Literal
 
 from platformdirs import user_data_dir
 
+from app.chat_defaults import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_N_CTX,
+    DEFAULT_SYSTEM_PROMPT,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+)
+
 Role = Literal["system", "user", "assistant"]
 MessageState = Literal["complete", "streaming", "interrupted", "cancelled"]
 MESSAGE_STATES: tuple[str, ...] = ("complete", "streaming", "interrupted", "cancelled")
@@ -36,11 +44,11 @@ class StoreTooNewError(StoreError):
 class ChatSettings:
     """Per-conversation generation settings."""
 
-    system_prompt: str = "You are a helpful assistant."
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_tokens: int = 512
-    n_ctx: int = 4096
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    n_ctx: int = DEFAULT_N_CTX
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -22,6 +22,7 @@ from app.gui.composer import Composer
 from app.gui.conversation_list import ConversationList
 from app.gui.settings_panel import SettingsPanel
 from app.store import Conversation, Message
+from engine.protocol import MemoryReport
 
 NOTICE_MS = 8000
 
@@ -81,8 +82,10 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self.model_label = QLabel("No model")
         self.stats_label = QLabel("")
+        self.memory_label = QLabel("")
         self.statusBar().addWidget(self.model_label)
         self.statusBar().addPermanentWidget(self.stats_label)
+        self.statusBar().addPermanentWidget(self.memory_label)
         self._connect()
         self._open_initial()
         self.composer.setFocus()
@@ -142,6 +145,7 @@ class MainWindow(QMainWindow):
         c.problem.connect(self.banner.show_problem)
         c.problem_cleared.connect(self.banner.hide)
         self.banner.reload_button.clicked.connect(c.reload_engine)
+        c.bridge.memory.connect(self._on_memory)
         self.composer.submitted.connect(self.submit)
         self.send_button.clicked.connect(lambda: self.submit(self.composer.toPlainText()))
         self.stop_button.clicked.connect(self.stop)
@@ -187,6 +191,10 @@ class MainWindow(QMainWindow):
     def _select(self, conversation_id: int) -> None:
         self.settings_panel.commit()
         self.controller.open_conversation(conversation_id)
+
+    def _on_memory(self, report: MemoryReport) -> None:
+        if report.kv_tokens_total:
+            self.memory_label.setText(f"KV cache {report.kv_tokens_used} / {report.kv_tokens_total} tokens")
 
     def _on_busy(self, busy: bool) -> None:
         self.stop_button.setEnabled(busy)

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from app.chat_defaults import DEFAULT_SYSTEM_PROMPT
 from app.gui.main import build_window
 from app.gui.main_window import MainWindow
 from app.store import ChatSettings
 
 # Short, repeatable replies keep the suite quick on two cores.
-QUICK = ChatSettings(system_prompt="You are a helpful assistant.", temperature=0.0, max_tokens=24, n_ctx=2048)
-LONG = ChatSettings(system_prompt="You are a helpful assistant.", temperature=0.7, max_tokens=400, n_ctx=2048)
+QUICK = ChatSettings(system_prompt=DEFAULT_SYSTEM_PROMPT, temperature=0.0, max_tokens=24, n_ctx=2048)
+LONG = ChatSettings(system_prompt=DEFAULT_SYSTEM_PROMPT, temperature=0.7, max_tokens=400, n_ctx=2048)
 LONG_PROMPT = "Write a very long story about a dragon who learns to bake bread."
 
 
