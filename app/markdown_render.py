@@ -128,6 +128,7 @@ COMMON_LANGUAGES = (
     "sql",
 )
 _warm_up_started = threading.Event()
+_warm_up_done = threading.Event()
 
 
 def warm_up(languages: tuple[str, ...] = COMMON_LANGUAGES) -> None:
@@ -135,6 +136,7 @@ def warm_up(languages: tuple[str, ...] = COMMON_LANGUAGES) -> None:
     for lang in languages:
         highlight_code("x = 1\n", lang)
     _MD.render("*a* `b` [c](https://d)\n\n- e\n\n| f |\n|---|\n| g |\n")
+    _warm_up_done.set()
 
 
 def warm_up_in_background() -> None:
@@ -143,6 +145,11 @@ def warm_up_in_background() -> None:
     if not _warm_up_started.is_set():
         _warm_up_started.set()
         threading.Thread(target=warm_up, name="markdown-warm-up", daemon=True).start()
+
+
+def wait_for_warm_up(timeout: float) -> bool:
+    """Wait until the background warm-up finished; False after `timeout` seconds."""
+    return _warm_up_done.wait(timeout)
 
 
 def render_markdown(text: str) -> str:

@@ -1,75 +1,61 @@
 """Work around a reference-count bug of PySide6 6.12.0 on Python 3.11.
 
-`SignalInstance.emit` and `.disconnect` return `True` without taking a reference to it.
-On Python < 3.12, where `True` is not immortal, every call lowers its count by one and
-after a few thousand signals the interpreter aborts ("bool_dealloc: deallocating True").
-The bug is probed at import; only when it shows is the missing reference added back, so a
-fixed PySide6 runs untouched.
+Its abi3 wheel returns `None` (from every void method, e.g. `QTextCursor.insertHtml`) and
+`True` (from `SignalInstance.emit` / `.disconnect`) without taking a reference. Python 3.12
+made these objects immortal, so there the bug is harmless; on 3.10 and 3.11 each call lowers
+the count by one, and after some thousands of calls the interpreter aborts with
+"Fatal Python error: none_dealloc: deallocating None" (or bool_dealloc).
+
+The bug is probed at import. Only when it shows are None, True and False given a count so
+large that no run can use it up, which is what Python 3.12 does for them anyway; those
+singletons are never freed in either case, so nothing else changes.
 """
 
 from __future__ import annotations
 
 import ctypes
 import sys
-from collections.abc import Callable
-from typing import Any
 
-from PySide6.QtCore import QObject, Signal, SignalInstance
+from PySide6.QtCore import QObject, Signal
 
-_incref = ctypes.pythonapi.Py_IncRef
-_incref.argtypes = [ctypes.py_object]
-_incref.restype = None
+# Far more references than any run can lose (about 10^12), far below the Py_ssize_t limit.
+_MARGIN = 1 << 40
+_installed = False
 
 
 class _Probe(QObject):
     ping = Signal()
 
 
-def _leak_per_call(call: Callable[[], Any]) -> dict[bool, int]:
-    """How many references to True and False one call loses."""
-    before = {True: sys.getrefcount(True), False: sys.getrefcount(False)}
-    for _ in range(8):
-        call()
-    return {value: round((before[value] - sys.getrefcount(value)) / 8) for value in (True, False)}
-
-
-def _patched(method: Callable[..., Any], lost: dict[bool, int]) -> Callable[..., Any]:
-    def call(self: SignalInstance, *args: Any) -> Any:
-        result = method(self, *args)
-        if result is True or result is False:
-            for _ in range(lost[result]):
-                _incref(result)
-        return result
-
-    call.__name__ = method.__name__
-    call.__doc__ = method.__doc__
-    return call
-
-
-def install() -> list[str]:
-    """Patch the leaking SignalInstance methods (once); returns the names patched."""
-    if sys.version_info >= (3, 12) or getattr(SignalInstance, "_tailor_patched", False):
-        return []
+def _losses() -> tuple[int, int]:
+    """References to None and True that 16 void calls and 16 emits lose."""
     probe = _Probe()
-    patched = []
-
-    def reconnect_and_disconnect() -> None:
-        probe.ping.connect(_noop)
-        probe.ping.disconnect(_noop)
-
-    probe.ping.connect(_noop)
-    emit_lost = _leak_per_call(probe.ping.emit)
-    probe.ping.disconnect(_noop)
-    connect_lost = _leak_per_call(reconnect_and_disconnect)
-    if any(emit_lost.values()):
-        SignalInstance.emit = _patched(SignalInstance.emit, emit_lost)
-        patched.append("emit")
-    if any(connect_lost.values()):
-        SignalInstance.disconnect = _patched(SignalInstance.disconnect, connect_lost)
-        patched.append("disconnect")
-    SignalInstance._tailor_patched = True
-    return patched
+    probe.ping.connect(probe.deleteLater)  # never runs: no event loop in between
+    none_before, true_before = sys.getrefcount(None), sys.getrefcount(True)
+    for _ in range(16):
+        probe.setObjectName("probe")  # a void method
+    none_lost = none_before - sys.getrefcount(None)
+    for _ in range(16):
+        probe.ping.emit()
+    true_lost = true_before - sys.getrefcount(True)
+    probe.ping.disconnect()
+    return none_lost, true_lost
 
 
-def _noop() -> None:
-    pass
+def _immortalize(obj: object) -> None:
+    # ob_refcnt is the first field of every object in release builds of CPython.
+    ctypes.c_ssize_t.from_address(id(obj)).value += _MARGIN
+
+
+def install() -> bool:
+    """Apply the workaround when this PySide6 needs it (once); True when it was applied now."""
+    global _installed
+    if _installed or sys.version_info >= (3, 12) or hasattr(sys, "gettotalrefcount"):
+        return False  # 3.12+: immortal already; debug builds lay objects out differently
+    _installed = True
+    none_lost, true_lost = _losses()
+    if none_lost <= 0 and true_lost <= 0:
+        return False
+    for singleton in (None, True, False):
+        _immortalize(singleton)
+    return True
