@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QTimer, Signal, Slot
-from PySide6.QtWidgets import QDoubleSpinBox, QFormLayout, QPlainTextEdit, QSpinBox, QWidget
+from PySide6.QtWidgets import QDoubleSpinBox, QFormLayout, QPlainTextEdit, QSpinBox, QVBoxLayout, QWidget
 
 from app.store import ChatSettings
 
@@ -30,7 +30,10 @@ class SettingsPanel(QWidget):
         self.max_tokens = _int(1, 32768, 64)
         self.n_ctx = _int(256, 131072, 512)
         self.n_ctx.setToolTip("Context length in tokens; changing it reloads the model.")
-        form = QFormLayout(self)
+        outer = QVBoxLayout(self)
+        form = QFormLayout()
+        outer.addLayout(form)
+        outer.addStretch(1)
         form.addRow("System prompt", self.system_prompt)
         form.addRow("Temperature", self.temperature)
         form.addRow("Top-p", self.top_p)
