@@ -44,7 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--top-p", type=float, default=DEFAULT_TOP_P, help="nucleus sampling (%(default)s)")
     chat.add_argument("--seed", type=int, help="sampling seed, for repeatable replies")
     chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
-    sub.add_parser("gui", help="open the window (the default with no command)")
+    gui = sub.add_parser("gui", help="open the window (the default with no command)")
+    gui.add_argument("--model", help="GGUF file to load (default: the built-in starter model)")
+    gui.add_argument("--db", help="chat history file (default: in the user data folder)")
     return parser
 
 
@@ -53,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "chat":
         from app.launcher import open_gui  # Qt only when the window is wanted
 
-        return open_gui([])
+        gui_args = []
+        for option in ("model", "db"):
+            if getattr(args, option, None):
+                gui_args += [f"--{option}", str(getattr(args, option))]
+        return open_gui(gui_args)
     try:
         return run_chat(args)
     except CliError as exc:

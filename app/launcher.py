@@ -6,10 +6,11 @@ import multiprocessing
 import sys
 
 
-def open_gui(argv: list[str]) -> int:
+def open_gui(args: list[str]) -> int:
+    """Open the window; `args` are the window's own options (`--model`, `--db`) and Qt's."""
     from app.gui.main import main as gui_main
 
-    return gui_main(argv)
+    return gui_main([sys.argv[0] if sys.argv else "tailor", *args])
 
 
 def main() -> int:

@@ -16,8 +16,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from platformdirs import user_data_dir
-
 from app.chat_defaults import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_N_CTX,
@@ -25,6 +23,7 @@ from app.chat_defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
+from app.paths import AppPaths
 
 Role = Literal["system", "user", "assistant"]
 MessageState = Literal["complete", "streaming", "interrupted", "cancelled"]
@@ -118,8 +117,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def default_db_path() -> Path:
-    """Where the chat history lives: `<user data dir>/Tailor/chats.sqlite3`."""
-    return Path(user_data_dir("Tailor", appauthor=False)) / "chats.sqlite3"
+    """Where the chat history lives: `<user data dir>/Tailor/chats.sqlite3` (or under $TAILOR_HOME)."""
+    return AppPaths.default().chat_db
 
 
 def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:

@@ -6,12 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from platformdirs import user_log_dir
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.gui.chat_controller import ChatController
 from app.gui.engine_bridge import EngineBridge
 from app.gui.main_window import MainWindow
+from app.paths import AppPaths
 from app.store import ChatStore, StoreError
 from engine.starter import StarterModelMissing, starter_model_path
 
@@ -43,10 +43,9 @@ def main(argv: list[str] | None = None) -> int:
             model = str(starter_model_path())
         except StarterModelMissing as exc:
             model, problem = "", str(exc)
-    log_dir = Path(user_log_dir("Tailor", appauthor=False))
-    log_dir.mkdir(parents=True, exist_ok=True)
+    paths = AppPaths.default()
     try:
-        window = build_window(args.db, model, log_dir / "engine.log")
+        window = build_window(args.db, model, paths.engine_log)
     except StoreError as exc:
         QMessageBox.critical(None, "Tailor", str(exc))
         return 1
