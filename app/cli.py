@@ -16,6 +16,7 @@ from app.chat_defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
+from app.log_setup import configure_logging
 from app.paths import AppPaths
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, LoadRequest, SamplingParams, Token
@@ -83,7 +84,9 @@ def run_chat(args: argparse.Namespace) -> int:
     sampling = SamplingParams(
         temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed
     )
-    client = EngineClient(log_path=AppPaths.default().engine_log)
+    paths = AppPaths.default()
+    configure_logging(paths.app_log)
+    client = EngineClient(log_path=paths.engine_log)
     client.start()
     try:
         client.load(LoadRequest(str(model), n_ctx=args.ctx))

@@ -24,6 +24,10 @@ class AppPaths:
     def engine_log(self) -> Path:
         return self.log_dir / "engine.log"
 
+    @property
+    def app_log(self) -> Path:
+        return self.log_dir / "tailor.log"
+
     @classmethod
     def default(cls) -> AppPaths:
         """The user's standard folders, or everything under $TAILOR_HOME when it is set."""

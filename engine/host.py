@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -43,10 +44,19 @@ def run_engine(requests: Connection, events: Connection, log_path: str | None) -
     """Entry point of the engine child process."""
     _configure_logging(log_path)
     host = EngineHost(events)
+    code = 0
     try:
         host.serve(requests)
+    except BaseException:
+        log.exception("the engine host failed")
+        code = 1
     finally:
         host.close()
+        logging.shutdown()
+        # Skip interpreter finalization: llama.cpp's static destructors may call back into
+        # Python (its log callback) while the interpreter is going away, which can hang the
+        # exit. Everything the process holds was released above or belongs to the OS.
+        os._exit(code)
 
 
 class EngineHost:

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from app.gui.chat_controller import ChatController
 from app.gui.engine_bridge import EngineBridge
 from app.gui.main_window import MainWindow
+from app.log_setup import configure_logging
 from app.paths import AppPaths
 from app.store import ChatStore, StoreError
 from engine.starter import StarterModelMissing, starter_model_path
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         except StarterModelMissing as exc:
             model, problem = "", str(exc)
     paths = AppPaths.default()
+    configure_logging(paths.app_log)
     try:
         window = build_window(args.db, model, paths.engine_log)
     except StoreError as exc:
