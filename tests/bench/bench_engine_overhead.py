@@ -1,7 +1,7 @@
 """Engine overhead: decode tok/s of `tailor chat` against bare llama_cpp.Llama, side by side.
 
 Both run the starter model with the same prompt tokens, context, threads and greedy
-sampling, each in a fresh process, alternating, 5 runs each; the figure is the ratio
+sampling, each in a fresh process, alternating (ABBA), 5 runs each; the figure is the ratio
 of the medians (target >= 0.97).
 
     python -m tests.bench.bench_engine_overhead
@@ -67,7 +67,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as home:
         run_tailor(home)  # warm the page cache for both sides
         for i in range(RUNS):
-            t, b = run_tailor(home), run_bare()
+            # ABBA order, so a drift of the machine's speed weighs on both sides alike.
+            if i % 2:
+                b, t = run_bare(), run_tailor(home)
+            else:
+                t, b = run_tailor(home), run_bare()
             tailor_rates.append(t["decode_tok_s"])
             bare_rates.append(b["decode_tok_s"])
             print(f"  run {i + 1}: tailor {t['decode_tok_s']:.1f} tok/s ({t['gen_tokens']} tokens), "
