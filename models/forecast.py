@@ -1,0 +1,196 @@
+"""Memory forecast of a GGUF model under given settings, per device, before loading it.
+
+The parts follow what llama.cpp allocates (and logs as "model/KV/compute buffer size"):
+- weights: the real tensor sizes from the header, per layer, placed where llama.cpp
+  places them (the token embedding stays on the CPU; the last `n_gpu_layers` repeating
+  layers go to the GPU, the output layer too once every repeating layer is there);
+- KV cache: per layer, K and V rows of `head_dim x n_kv_heads` in the KV type, over the
+  context padded as llama.cpp pads it; sliding-window layers hold only their window;
+- compute: the largest set of intermediate tensors one ubatch needs (the logits of a
+  full ubatch, or without flash attention the attention scores and mask if larger).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+# Bytes per element of the KV cache types llama.cpp offers (block size / type size).
+KV_TYPE_BYTES: dict[str, float] = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "q5_0": 22 / 32}
+# llama.cpp rounds the KV cache length up to a multiple of this.
+KV_PADDING = 256
+# Besides the largest tensor, about this many (n_embd x ubatch) f32 activations are live
+# at the peak (residual stream, norms, projections): fitted to llama.cpp's own reports.
+_LIVE_ACTIVATIONS = 4
+_BLK = re.compile(r"^blk\.(\d+)\.")
+
+
+@dataclass(slots=True, frozen=True)
+class ModelShape:
+    """What the forecast needs to know of a model; built from a header."""
+
+    n_layers: int
+    n_embd: int
+    n_heads: int
+    n_kv_heads: tuple[int, ...]  # per layer
+    head_dim_k: int
+    head_dim_v: int
+    n_vocab: int
+    n_ctx_train: int
+    swa_layers: tuple[bool, ...]  # per layer: True where attention uses a sliding window
+    sliding_window: int | None
+    layer_weight_bytes: tuple[int, ...]  # per repeating layer
+    input_weight_bytes: int  # token embedding: always on the CPU
+    output_weight_bytes: int  # output norm + output projection
+
+
+@dataclass(slots=True, frozen=True)
+class ForecastSettings:
+    n_ctx: int
+    kv_type: str = "f16"
+    flash_attn: bool = True
+    n_batch: int = 512
+    n_ubatch: int = 512
+    n_gpu_layers: int = 0  # 0: CPU only; > n_layers: everything, output layer included
+    n_seq: int = 1
+
+
+@dataclass(slots=True, frozen=True)
+class DeviceForecast:
+    weights_bytes: int = 0
+    kv_cache_bytes: int = 0
+    compute_bytes: int = 0
+    overhead_bytes: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_cache_bytes + self.compute_bytes + self.overhead_bytes
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "weights_bytes": self.weights_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "compute_bytes": self.compute_bytes,
+            "overhead_bytes": self.overhead_bytes,
+            "total_bytes": self.total_bytes,
+        }
+
+
+@dataclass(slots=True, frozen=True)
+class Forecast:
+    settings: ForecastSettings
+    devices: dict[str, DeviceForecast] = field(default_factory=dict)
+
+    def total(self, part: str) -> int:
+        return sum(getattr(d, part) for d in self.devices.values())
+
+    def to_dict(self) -> dict:
+        parts = ("weights_bytes", "kv_cache_bytes", "compute_bytes", "overhead_bytes", "total_bytes")
+        return {**{p: self.total(p) for p in parts}, "devices": {n: d.to_dict() for n, d in self.devices.items()}}
+
+
+def padded_context(n_ctx: int) -> int:
+    return -(-n_ctx // KV_PADDING) * KV_PADDING
+
+
+def kv_cells(shape: ModelShape, layer: int, s: ForecastSettings) -> int:
+    """KV cells a layer keeps: the padded context, or a sliding window plus one ubatch."""
+    n_ctx = padded_context(s.n_ctx)
+    if shape.swa_layers[layer] and shape.sliding_window:
+        return min(n_ctx, padded_context(shape.sliding_window * s.n_seq + s.n_ubatch))
+    return n_ctx
+
+
+def kv_layer_bytes(shape: ModelShape, layer: int, s: ForecastSettings) -> int:
+    if s.kv_type not in KV_TYPE_BYTES:
+        raise ValueError(f"unknown KV cache type {s.kv_type!r}; use one of {', '.join(KV_TYPE_BYTES)}")
+    per_elem = KV_TYPE_BYTES[s.kv_type]
+    n_kv = shape.n_kv_heads[layer]
+    row = shape.head_dim_k * n_kv * per_elem + shape.head_dim_v * n_kv * per_elem
+    return int(row * kv_cells(shape, layer, s))
+
+
+def compute_bytes(shape: ModelShape, s: ForecastSettings, with_logits: bool = True) -> int:
+    """The largest live set of one ubatch's graph (f32 activations)."""
+    n_ubatch = min(s.n_ubatch, s.n_batch, s.n_ctx)
+    logits = shape.n_vocab * n_ubatch * 4 if with_logits else 0
+    attention = 0
+    if not s.flash_attn:
+        # scores (heads x cells x ubatch) and the mask (cells x ubatch), both f32
+        cells = max(kv_cells(shape, i, s) for i in range(shape.n_layers))
+        attention = cells * n_ubatch * (shape.n_heads + 1) * 4
+    return max(logits, attention) + _LIVE_ACTIVATIONS * shape.n_embd * n_ubatch * 4
+
+
+def forecast(shape: ModelShape, settings: ForecastSettings, gpu: str = "cuda:0") -> Forecast:
+    """Bytes per device for `shape` under `settings`; the GPU is named `gpu` when layers go there."""
+    n_gpu = max(0, min(settings.n_gpu_layers, shape.n_layers + 1))
+    first_gpu_layer = shape.n_layers - min(n_gpu, shape.n_layers)
+    parts: dict[str, dict[str, int]] = {"cpu": _zero()}
+    if n_gpu:
+        parts[gpu] = _zero()
+    for i in range(shape.n_layers):
+        device = gpu if i >= first_gpu_layer and n_gpu else "cpu"
+        parts[device]["weights_bytes"] += shape.layer_weight_bytes[i]
+        parts[device]["kv_cache_bytes"] += kv_layer_bytes(shape, i, settings)
+    parts["cpu"]["weights_bytes"] += shape.input_weight_bytes
+    out_device = gpu if n_gpu > shape.n_layers else "cpu"
+    parts[out_device]["weights_bytes"] += shape.output_weight_bytes
+    # The logits are computed where the output layer is; every device running layers
+    # needs room for one ubatch's attention and activations.
+    for device in parts:
+        parts[device]["compute_bytes"] += compute_bytes(shape, settings, with_logits=device == out_device)
+    return Forecast(settings, {name: DeviceForecast(**p) for name, p in parts.items()})
+
+
+def scaled_to(shape: ModelShape, weights_bytes: int) -> ModelShape:
+    """The same model at another quantization: every part scaled to a total of `weights_bytes`.
+
+    Used for the other files of a repo, whose headers need not all be fetched: within one
+    repo the files differ in tensor types only.
+    """
+    total = sum(shape.layer_weight_bytes) + shape.input_weight_bytes + shape.output_weight_bytes
+    k = weights_bytes / total if total else 0.0
+    return replace(
+        shape,
+        layer_weight_bytes=tuple(int(b * k) for b in shape.layer_weight_bytes),
+        input_weight_bytes=int(shape.input_weight_bytes * k),
+        output_weight_bytes=int(shape.output_weight_bytes * k),
+    )
+
+
+def shape_from_gguf(header) -> ModelShape:  # noqa: ANN001 - models.gguf_header.GgufHeader
+    """The forecast's view of a GGUF header: dimensions and per-layer tensor bytes."""
+    n_layers = header.n_layers
+    layer_bytes = [0] * n_layers
+    input_bytes = output_bytes = 0
+    for tensor in header.tensors:
+        match = _BLK.match(tensor.name)
+        if match and int(match.group(1)) < n_layers:
+            layer_bytes[int(match.group(1))] += tensor.nbytes
+        elif tensor.name.startswith("token_embd"):
+            input_bytes += tensor.nbytes
+        else:
+            output_bytes += tensor.nbytes
+    kv_heads = header.n_kv_heads
+    kv_heads = tuple(kv_heads) if isinstance(kv_heads, tuple | list) else (kv_heads,) * n_layers
+    swa = getattr(header, "swa_layers", None) or (False,) * n_layers
+    return ModelShape(
+        n_layers=n_layers,
+        n_embd=header.n_embd,
+        n_heads=header.n_heads if isinstance(header.n_heads, int) else max(header.n_heads),
+        n_kv_heads=kv_heads,
+        head_dim_k=header.head_dim_k,
+        head_dim_v=header.head_dim_v,
+        n_vocab=header.n_vocab,
+        n_ctx_train=header.n_ctx_train,
+        swa_layers=tuple(swa),
+        sliding_window=header.sliding_window,
+        layer_weight_bytes=tuple(layer_bytes),
+        input_weight_bytes=input_bytes,
+        output_weight_bytes=output_bytes,
+    )
+
+
+def _zero() -> dict[str, int]:
+    return {"weights_bytes": 0, "kv_cache_bytes": 0, "compute_bytes": 0, "overhead_bytes": 0}

@@ -1,0 +1,279 @@
+"""The quantization decision tree: which file of a repo to run on this machine, and how.
+
+Every step taken is written into `Plan.reasons` in plain words; the GUI and `tailor plan`
+show them as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from models.forecast import Forecast, ForecastSettings, ModelShape, forecast, scaled_to
+from models.gpu_catalog import find_gpu
+from models.quant_levels import CPU_DEFAULT, quality_key, quant_from_name
+
+GIB = 1024**3
+# Kept free on a GPU for the driver, the desktop and CUDA's own context.
+GPU_RESERVE_BYTES = int(0.6 * GIB)
+# Forecasts are within a few percent; plan with a margin on top.
+SAFETY_MARGIN = 0.05
+# Kept free in RAM for the OS, the window and everything else the user runs.
+RAM_RESERVE_BYTES = 2 * GIB
+MIN_CONTEXT = 2048
+
+
+@dataclass(slots=True, frozen=True)
+class Candidate:
+    """One runnable choice in a repo: a GGUF file (or split set), or an AWQ/FP8 checkpoint."""
+
+    format: str  # "gguf" | "awq" | "fp8"
+    files: tuple[str, ...]  # a split GGUF lists every part
+    quant: str | None
+    size_bytes: int
+    shape: ModelShape
+
+
+@dataclass(slots=True, frozen=True)
+class Machine:
+    """What the plan needs of the hardware profile (one GPU: the one with most free memory)."""
+
+    gpu_name: str | None
+    gpu_free_bytes: int
+    gpu_total_bytes: int
+    compute_capability: tuple[int, int] | None
+    ram_available_bytes: int
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.gpu_name is not None and self.gpu_total_bytes > 0
+
+    @property
+    def is_datacenter(self) -> bool:
+        card = find_gpu(self.gpu_name) if self.gpu_name else None
+        return bool(card and card.is_datacenter)
+
+    @classmethod
+    def from_profile(cls, profile) -> Machine:  # noqa: ANN001 - models.hardware.HardwareProfile
+        gpus = sorted(profile.gpus, key=lambda g: g.free_bytes, reverse=True)
+        if not gpus:
+            return cls(None, 0, 0, None, profile.ram_available_bytes)
+        g = gpus[0]
+        return cls(g.name, g.free_bytes, g.total_bytes, g.compute_capability, profile.ram_available_bytes)
+
+
+@dataclass(slots=True, frozen=True)
+class Plan:
+    format: str
+    files: tuple[str, ...]
+    quant: str | None
+    n_layers: int
+    n_gpu_layers: int
+    context: int
+    kv_type: str
+    flash_attn: bool
+    n_batch: int
+    n_ubatch: int
+    fits: bool
+    forecast: Forecast | None
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        return {
+            "format": self.format,
+            "file": self.files[0] if self.files else None,
+            "files": list(self.files),
+            "quant": self.quant,
+            "n_layers": self.n_layers,
+            "n_gpu_layers": self.n_gpu_layers,
+            "context": self.context,
+            "kv_type": self.kv_type,
+            "flash_attn": self.flash_attn,
+            "n_batch": self.n_batch,
+            "n_ubatch": self.n_ubatch,
+            "fits": self.fits,
+            "reasons": list(self.reasons),
+            "forecast": self.forecast.to_dict() if self.forecast else None,
+        }
+
+
+def gb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB"
+
+
+class _Tree:
+    """One walk through the tree; collects reasons as it goes."""
+
+    def __init__(self, machine: Machine, candidates: list[Candidate], context: int, kv_type: str, torch_ok: bool):
+        self.m, self.context, self.kv_type, self.torch_ok = machine, context, kv_type, torch_ok
+        self.candidates = sorted(candidates, key=lambda c: quality_key(c.quant), reverse=True)
+        self.reasons: list[str] = []
+        gpu_room = max(0, machine.gpu_free_bytes - GPU_RESERVE_BYTES)
+        self.gpu_budget = int(gpu_room * (1 - SAFETY_MARGIN))
+        self.ram_budget = int(max(0, machine.ram_available_bytes - RAM_RESERVE_BYTES) * (1 - SAFETY_MARGIN))
+
+    def settings(self, c: Candidate, n_gpu_layers: int, context: int | None = None, kv: str | None = None):
+        return ForecastSettings(
+            n_ctx=context or self.context, kv_type=kv or self.kv_type, flash_attn=True, n_gpu_layers=n_gpu_layers
+        )
+
+    def fits(self, f: Forecast) -> bool:
+        gpu = sum(d.total_bytes for name, d in f.devices.items() if name != "cpu")
+        cpu = f.devices["cpu"].total_bytes if "cpu" in f.devices else 0
+        return gpu <= self.gpu_budget and cpu <= self.ram_budget
+
+    def plan(self, c: Candidate, n_gpu_layers: int, fits: bool, context: int | None = None, kv: str | None = None):
+        s = self.settings(c, n_gpu_layers, context, kv)
+        return Plan(
+            format=c.format, files=c.files, quant=c.quant, n_layers=c.shape.n_layers, n_gpu_layers=n_gpu_layers,
+            context=s.n_ctx, kv_type=s.kv_type, flash_attn=s.flash_attn, n_batch=s.n_batch, n_ubatch=s.n_ubatch,
+            fits=fits, forecast=forecast(c.shape, s), reasons=tuple(self.reasons),
+        )
+
+    # ------------------------------------------------------------ the tree
+
+    def walk(self) -> Plan:
+        if not self.candidates:
+            raise ValueError("the repo has no GGUF, AWQ or FP8 model files")
+        m = self.m
+        if m.has_gpu:
+            cc = ".".join(map(str, m.compute_capability)) if m.compute_capability else "unknown"
+            self.reasons.append(
+                f"GPU: {m.gpu_name} (compute capability {cc}), {gb(m.gpu_free_bytes)} free of {gb(m.gpu_total_bytes)}; "
+                f"planning with {gb(self.gpu_budget)} after a {gb(GPU_RESERVE_BYTES)} reserve and a "
+                f"{SAFETY_MARGIN:.0%} margin."
+            )
+            return self.gpu_native() or self.gguf_full_offload() or self.gguf_partial_offload() or self.nothing_fits()
+        self.reasons.append(f"No NVIDIA GPU: running on the CPU with {gb(self.ram_budget)} of RAM to plan with.")
+        return self.cpu_only() or self.nothing_fits()
+
+    def gpu_native(self) -> Plan | None:
+        native = [c for c in self.candidates if c.format in ("awq", "fp8")]
+        if not native:
+            return None
+        if not self.torch_ok:
+            self.reasons.append("The repo has AWQ/FP8 checkpoints, but the PyTorch engine is not installed: using GGUF.")
+            return None
+        cc = self.m.compute_capability or (0, 0)
+        fp8 = [c for c in native if c.format == "fp8"]
+        order = (fp8 if cc >= (8, 9) else []) + [c for c in native if c.format == "awq"]
+        for c in order:
+            f = forecast(c.shape, self.settings(c, c.shape.n_layers + 1), gpu="cuda:0")
+            if self.fits(f):
+                why = "FP8 runs natively on compute capability >= 8.9" if c.format == "fp8" else "4-bit AWQ"
+                extra = " (datacenter GPUs run AWQ/FP8 faster than GGUF)" if self.m.is_datacenter else ""
+                self.reasons.append(f"The whole {c.format.upper()} model fits in VRAM: {why}{extra}.")
+                return self.plan(c, c.shape.n_layers + 1, True)
+        self.reasons.append("The AWQ/FP8 checkpoints do not fit entirely in VRAM: looking at GGUF.")
+        return None
+
+    def gguf(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.format == "gguf"]
+
+    def gguf_full_offload(self) -> Plan | None:
+        for c in self.gguf():
+            all_layers = c.shape.n_layers + 1
+            if self.fits(forecast(c.shape, self.settings(c, all_layers))):
+                self.reasons.append(
+                    f"{c.quant} is the highest-quality level that fits entirely on the GPU at "
+                    f"{self.context:,} tokens of context ({self.kv_type} KV cache)."
+                )
+                return self.plan(c, all_layers, True)
+            self.reasons.append(f"{c.quant} ({gb(c.size_bytes)}) does not fit entirely on the GPU.")
+        return None
+
+    def gguf_partial_offload(self) -> Plan | None:
+        """The best level with at least half its layers on the GPU; else the most layers of any."""
+        options = [(c, self.max_gpu_layers(c)) for c in self.gguf()]
+        options = [(c, n) for c, n in options if n > 0]
+        if not options:
+            return None
+        half = [(c, n) for c, n in options if 2 * n >= c.shape.n_layers]
+        c, layers = half[0] if half else max(options, key=lambda o: o[1] / o[0].shape.n_layers)
+        self.reasons.append(
+            f"{c.quant} fits with {layers} of {c.shape.n_layers} layers on the GPU and the rest in RAM "
+            "(partial offload: slower than a full fit"
+            + ("; the best level with at least half of its layers on the GPU)." if half else ").")
+        )
+        return self.plan(c, layers, True)
+
+    def max_gpu_layers(self, c: Candidate) -> int:
+        best = 0
+        for n in range(1, c.shape.n_layers + 1):
+            if self.fits(forecast(c.shape, self.settings(c, n))):
+                best = n
+            elif best:
+                break
+        return best
+
+    def cpu_only(self) -> Plan | None:
+        gguf = self.gguf()
+        default = [c for c in gguf if c.quant == CPU_DEFAULT]
+        rest = [c for c in gguf if quality_key(c.quant) < quality_key(CPU_DEFAULT)]
+        for c in default + rest:
+            if self.fits(forecast(c.shape, self.settings(c, 0))):
+                if c.quant == CPU_DEFAULT:
+                    self.reasons.append(f"{CPU_DEFAULT} is the usual best balance of speed and quality on a CPU.")
+                else:
+                    self.reasons.append(f"{c.quant} is the best level below {CPU_DEFAULT} that fits in RAM.")
+                return self.plan(c, 0, True)
+            self.reasons.append(f"{c.quant} ({gb(c.size_bytes)}) does not fit in RAM.")
+        if not default:
+            self.reasons.append(f"The repo has no {CPU_DEFAULT} file.")
+        return None
+
+    def nothing_fits(self) -> Plan:
+        smallest = min(self.candidates, key=lambda c: c.size_bytes)
+        self.reasons.append(f"Nothing fits at {self.context:,} tokens with a {self.kv_type} KV cache.")
+        gpu_layers = smallest.shape.n_layers + 1 if self.m.has_gpu else 0
+        for context, kv in ((self.context, "q8_0"), (max(MIN_CONTEXT, self.context // 2), self.kv_type),
+                            (MIN_CONTEXT, "q8_0")):
+            if self.fits(forecast(smallest.shape, self.settings(smallest, gpu_layers, context, kv))):
+                self.reasons.append(f"{smallest.quant} would fit at {context:,} tokens with a {kv} KV cache.")
+                break
+        else:
+            self.reasons.append("Even the smallest file does not fit at 2,048 tokens: choose a smaller model.")
+        return self.plan(smallest, gpu_layers, False)
+
+
+def make_plan(
+    machine: Machine, candidates: list[Candidate], context: int = 4096, kv_type: str = "f16", torch_ok: bool = False
+) -> Plan:
+    """Walk the decision tree for `candidates` on `machine`.
+
+    Raises:
+        ValueError: no candidates.
+    """
+    plan = _Tree(machine, candidates, context, kv_type, torch_ok).walk()
+    trained = plan_context_cap(candidates)
+    if trained and plan.context > trained:
+        return replace(plan, reasons=(*plan.reasons, f"Note: the model was trained for {trained:,} tokens of context."))
+    return plan
+
+
+_SPLIT = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$", re.IGNORECASE)
+
+
+def gguf_candidates(files: list[tuple[str, int]], shape: ModelShape) -> list[Candidate]:
+    """Candidates from a repo's GGUF files (name, size): split sets joined, projector files left out.
+
+    `shape` is read from one header of the repo; the other files are scaled to their size.
+    """
+    sets: dict[str, list[tuple[str, int]]] = {}
+    for name, size in files:
+        base = name.rsplit("/", 1)[-1]
+        if not base.lower().endswith(".gguf") or base.lower().startswith("mmproj"):
+            continue
+        split = _SPLIT.match(name)
+        sets.setdefault(split.group("stem") if split else name, []).append((name, size))
+    out = []
+    for parts in sets.values():
+        parts.sort()
+        size = sum(s for _, s in parts)
+        out.append(Candidate("gguf", tuple(n for n, _ in parts), quant_from_name(parts[0][0]), size,
+                             scaled_to(shape, size)))
+    return out
+
+
+def plan_context_cap(candidates: list[Candidate]) -> int | None:
+    return min((c.shape.n_ctx_train for c in candidates if c.shape.n_ctx_train), default=None)
