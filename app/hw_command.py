@@ -1,0 +1,64 @@
+"""`tailor hw [--json]`: the GPUs, RAM and CPU Tailor sees. No Qt."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from models.hardware import GIB, HardwareProfile, NvmlApi, detect_hardware
+
+
+def add_hw_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `hw` subcommand to `parser.add_subparsers()`; it runs `run_hw`."""
+    hw = subparsers.add_parser("hw", help="show the GPUs, RAM and CPU that Tailor sees")
+    hw.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    hw.set_defaults(func=run_hw)
+    return hw
+
+
+def run_hw(args: argparse.Namespace, nvml: NvmlApi | None = None) -> int:
+    """Detect the hardware and print it; detection never fails, so this returns 0.
+
+    Args:
+        args: Parsed arguments; `args.json` selects one line of JSON.
+        nvml: The NVML to ask (tests); default: pynvml.
+    """
+    profile = detect_hardware(nvml)
+    if getattr(args, "json", False):
+        print(json.dumps(profile.to_dict()))
+    else:
+        print(format_profile(profile))
+    return 0
+
+
+def format_profile(profile: HardwareProfile) -> str:
+    """The profile in a few lines of plain text."""
+    lines = []
+    for gpu in profile.gpus:
+        line = f"GPU {gpu.index}: {gpu.name}, {_gib(gpu.total_bytes)} ({_gib(gpu.free_bytes)} free)"
+        if gpu.used_by_others_bytes:
+            line += f", {_gib(gpu.used_by_others_bytes)} used by other processes"
+        if gpu.compute_capability is not None:
+            line += ", compute capability {}.{}".format(*gpu.compute_capability)
+        lines.append(line)
+    if profile.gpus:
+        first = profile.gpus[0]
+        versions = [f"driver {first.driver_version}" if first.driver_version else ""]
+        versions.append(f"CUDA {first.cuda_version}" if first.cuda_version else "")
+        if any(versions):
+            lines.append("NVIDIA " + ", ".join(v for v in versions if v))
+        if profile.source.startswith("nvml ("):
+            lines.append("Note: " + profile.source.removeprefix("nvml (").removesuffix(")"))
+    else:
+        reason = profile.source.removeprefix("none: ")
+        lines.append(f"No NVIDIA GPU found ({reason})")
+    lines.append(f"RAM: {_gib(profile.ram_total_bytes)} ({_gib(profile.ram_available_bytes)} available)")
+    lines.append(
+        f"CPU: {profile.cpu_name}, {profile.cpu_physical_cores} cores, {profile.cpu_logical_cores} threads"
+    )
+    return "\n".join(lines)
+
+
+def _gib(n_bytes: int) -> str:
+    return f"{n_bytes / GIB:.1f} GiB"
