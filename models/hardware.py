@@ -31,13 +31,13 @@ NVML_ERROR_RESET_REQUIRED = 16
 NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
 
 _NVML_REASONS = {
-    NVML_ERROR_LIBRARY_NOT_FOUND: "no NVIDIA driver is installed (the NVML library libnvidia-ml was not found)",
+    NVML_ERROR_LIBRARY_NOT_FOUND: "no NVIDIA driver is installed: the NVML library libnvidia-ml was not found",
     NVML_ERROR_DRIVER_NOT_LOADED: "the NVIDIA driver is not loaded",
     NVML_ERROR_NO_PERMISSION: "no permission to query the NVIDIA driver",
     NVML_ERROR_FUNCTION_NOT_FOUND: "the NVIDIA driver is too old for this query",
-    NVML_ERROR_GPU_IS_LOST: "the GPU is lost (it stopped answering the driver)",
+    NVML_ERROR_GPU_IS_LOST: "the GPU is lost: it stopped answering the driver",
     NVML_ERROR_RESET_REQUIRED: "the GPU needs a reset",
-    NVML_ERROR_LIB_RM_VERSION_MISMATCH: "the NVIDIA driver and its NVML library differ in version (reboot?)",
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH: "the NVIDIA driver and its NVML library differ in version; reboot after a driver update",
 }
 
 T = TypeVar("T")

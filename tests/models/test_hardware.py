@@ -298,7 +298,7 @@ def test_gpu_lost_mid_way_keeps_the_others() -> None:
     lost = FakeGpu(**{**vars(RTX_3060), "fails": {"nvmlDeviceGetMemoryInfo": pynvml.NVML_ERROR_GPU_IS_LOST}})
     profile = _detect(FakePynvml([RTX_4090, lost, RTX_3060]))
     assert [gpu.index for gpu in profile.gpus] == [0, 2]
-    assert profile.source == "nvml (GPU 1 skipped: the GPU is lost (it stopped answering the driver))"
+    assert profile.source == "nvml (GPU 1 skipped: the GPU is lost: it stopped answering the driver)"
 
 
 def test_gpu_lost_in_an_optional_query_still_drops_that_gpu() -> None:
@@ -313,7 +313,7 @@ def test_every_gpu_lost_gives_no_gpu() -> None:
     )
     profile = _detect(FakePynvml([lost]))
     assert profile.gpus == ()
-    assert profile.source == "none: GPU 0 skipped: the GPU is lost (it stopped answering the driver)"
+    assert profile.source == "none: GPU 0 skipped: the GPU is lost: it stopped answering the driver"
 
 
 def test_unsupported_queries_leave_fields_unknown() -> None:
