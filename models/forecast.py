@@ -42,6 +42,9 @@ class ModelShape:
     layer_weight_bytes: tuple[int, ...]  # per repeating layer
     input_weight_bytes: int  # token embedding: always on the CPU
     output_weight_bytes: int  # output norm + output projection
+    # No output projection of its own: llama.cpp reuses the token embedding, and copies it
+    # to the GPU when the output layer goes there.
+    output_tied: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -136,6 +139,8 @@ def forecast(shape: ModelShape, settings: ForecastSettings, gpu: str = "cuda:0")
     parts["cpu"]["weights_bytes"] += shape.input_weight_bytes
     out_device = gpu if n_gpu > shape.n_layers else "cpu"
     parts[out_device]["weights_bytes"] += shape.output_weight_bytes
+    if shape.output_tied and out_device != "cpu":
+        parts[out_device]["weights_bytes"] += shape.input_weight_bytes
     # The logits are computed where the output layer is; every device running layers
     # needs room for one ubatch's attention and activations.
     for device in parts:
@@ -160,10 +165,19 @@ def scaled_to(shape: ModelShape, weights_bytes: int) -> ModelShape:
 
 
 def shape_from_gguf(header) -> ModelShape:  # noqa: ANN001 - models.gguf_header.GgufHeader
-    """The forecast's view of a GGUF header: dimensions and per-layer tensor bytes."""
+    """The forecast's view of a GGUF header: dimensions and per-layer tensor bytes.
+
+    Raises:
+        ValueError: the header lacks a dimension the forecast needs.
+    """
+    needed = ("n_layers", "n_embd", "n_heads", "n_kv_heads", "head_dim_k", "head_dim_v", "n_vocab")
+    missing = [name for name in needed if getattr(header, name) is None]
+    if missing:
+        raise ValueError(f"{header.source}: the header lacks {', '.join(missing)}; cannot forecast its memory")
     n_layers = header.n_layers
     layer_bytes = [0] * n_layers
     input_bytes = output_bytes = 0
+    has_output = False
     for tensor in header.tensors:
         match = _BLK.match(tensor.name)
         if match and int(match.group(1)) < n_layers:
@@ -171,25 +185,32 @@ def shape_from_gguf(header) -> ModelShape:  # noqa: ANN001 - models.gguf_header.
         elif tensor.name.startswith("token_embd"):
             input_bytes += tensor.nbytes
         else:
+            has_output |= tensor.name.startswith("output.")
             output_bytes += tensor.nbytes
-    kv_heads = header.n_kv_heads
-    kv_heads = tuple(kv_heads) if isinstance(kv_heads, tuple | list) else (kv_heads,) * n_layers
-    swa = getattr(header, "swa_layers", None) or (False,) * n_layers
     return ModelShape(
         n_layers=n_layers,
         n_embd=header.n_embd,
-        n_heads=header.n_heads if isinstance(header.n_heads, int) else max(header.n_heads),
-        n_kv_heads=kv_heads,
+        n_heads=_widest(header.n_heads),
+        n_kv_heads=_per_layer(header.n_kv_heads, n_layers),
         head_dim_k=header.head_dim_k,
         head_dim_v=header.head_dim_v,
         n_vocab=header.n_vocab,
-        n_ctx_train=header.n_ctx_train,
-        swa_layers=tuple(swa),
+        n_ctx_train=header.n_ctx_train or 0,
+        swa_layers=tuple(header.swa_layers or (False,) * n_layers),
         sliding_window=header.sliding_window,
         layer_weight_bytes=tuple(layer_bytes),
         input_weight_bytes=input_bytes,
         output_weight_bytes=output_bytes,
+        output_tied=not has_output,
     )
+
+
+def _per_layer(value: int | tuple[int, ...], n_layers: int) -> tuple[int, ...]:
+    return tuple(value) if isinstance(value, tuple | list) else (value,) * n_layers
+
+
+def _widest(value: int | tuple[int, ...]) -> int:
+    return max(value) if isinstance(value, tuple | list) else value
 
 
 def _zero() -> dict[str, int]:

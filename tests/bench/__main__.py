@@ -9,7 +9,7 @@ import tests.bench as bench
 
 
 def main() -> None:
-    for module in sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_")):
+    for module in sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name != "__main__"):
         print(f"== {module}", flush=True)
         importlib.import_module(f"tests.bench.{module}").main()
 

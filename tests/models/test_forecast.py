@@ -1,0 +1,63 @@
+"""The memory forecast against what llama.cpp itself allocates, and its placement rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models.forecast import ForecastSettings, forecast, padded_context, shape_from_gguf
+from models.gguf_header import read_gguf_header
+from tests.bench.forecast_accuracy import relative_error, rows
+
+TOLERANCE = 0.05
+
+
+@pytest.fixture(scope="module")
+def starter_shape(starter_model: Path):
+    return shape_from_gguf(read_gguf_header(starter_model))
+
+
+def test_each_part_is_within_5_percent_of_llama_cpp(tmp_path: Path):
+    cases = list(rows(tmp_path, contexts=(2048, 8192), kv_configs=(("f16", False), ("q8_0", True))))
+    assert len(cases) == 12
+    for name, settings, parts in cases:
+        for part, (predicted, actual) in parts.items():
+            assert actual > 0, (name, part)
+            assert relative_error(predicted, actual) <= TOLERANCE, (name, settings, part, predicted, actual)
+
+
+def test_weights_and_kv_of_the_starter_model_are_exact(starter_shape):
+    cpu = forecast(starter_shape, ForecastSettings(n_ctx=4096)).devices["cpu"]
+    # 30 layers x 4096 cells x (3 KV heads x 64) x (K + V) x 2 bytes
+    assert cpu.kv_cache_bytes == 30 * 4096 * 192 * 2 * 2
+    assert starter_shape.output_tied  # SmolLM2 reuses its token embedding as output
+
+
+def test_context_is_padded_like_llama_cpp():
+    assert padded_context(2048) == 2048
+    assert padded_context(3000) == 3072
+
+
+def test_partial_offload_puts_the_last_layers_and_their_kv_on_the_gpu(starter_shape):
+    s = ForecastSettings(n_ctx=4096, n_gpu_layers=10)
+    f = forecast(starter_shape, s)
+    gpu, cpu = f.devices["cuda:0"], f.devices["cpu"]
+    per_layer = starter_shape.layer_weight_bytes[0]
+    assert gpu.weights_bytes == 10 * per_layer
+    assert cpu.weights_bytes == 20 * per_layer + starter_shape.input_weight_bytes + starter_shape.output_weight_bytes
+    assert gpu.kv_cache_bytes * 2 == cpu.kv_cache_bytes  # 10 vs 20 layers
+    assert cpu.compute_bytes > gpu.compute_bytes  # the logits stay with the output layer on the CPU
+
+
+def test_full_offload_copies_a_tied_embedding_to_the_gpu(starter_shape):
+    f = forecast(starter_shape, ForecastSettings(n_ctx=4096, n_gpu_layers=999))
+    gpu = f.devices["cuda:0"]
+    expected = sum(starter_shape.layer_weight_bytes) + starter_shape.output_weight_bytes + starter_shape.input_weight_bytes
+    assert gpu.weights_bytes == expected
+    assert f.devices["cpu"].weights_bytes == starter_shape.input_weight_bytes
+
+
+def test_unknown_kv_type_is_a_clear_error(starter_shape):
+    with pytest.raises(ValueError, match="unknown KV cache type 'q3'"):
+        forecast(starter_shape, ForecastSettings(n_ctx=2048, kv_type="q3"))
