@@ -16,8 +16,10 @@ from app.chat_defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
+from app.hw_command import add_hw_parser
 from app.log_setup import configure_logging
 from app.paths import AppPaths
+from app.plan_command import PlanError, add_plan_parser
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, LoadRequest, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path
@@ -45,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--top-p", type=float, default=DEFAULT_TOP_P, help="nucleus sampling (%(default)s)")
     chat.add_argument("--seed", type=int, help="sampling seed, for repeatable replies")
     chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
+    add_hw_parser(sub)
+    add_plan_parser(sub)
     gui = sub.add_parser("gui", help="open the window (the default with no command)")
     gui.add_argument("--model", help="GGUF file to load (default: the built-in starter model)")
     gui.add_argument("--db", help="chat history file (default: in the user data folder)")
@@ -53,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in ("hw", "plan"):
+        try:
+            return args.func(args)
+        except PlanError as exc:
+            print(f"tailor: error: {exc}", file=sys.stderr)
+            return 1
     if args.command != "chat":
         from app.launcher import open_gui  # Qt only when the window is wanted
 

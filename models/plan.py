@@ -98,7 +98,7 @@ class Plan:
 
 
 def gb(n: int) -> str:
-    return f"{n / 1e9:.1f} GB"
+    return f"{n / GIB:.1f} GiB"
 
 
 class _Tree:
@@ -207,19 +207,19 @@ class _Tree:
         return best
 
     def cpu_only(self) -> Plan | None:
+        """Q4_K_M where the repo has it and it fits; otherwise the best level that fits in RAM."""
         gguf = self.gguf()
         default = [c for c in gguf if c.quant == CPU_DEFAULT]
-        rest = [c for c in gguf if quality_key(c.quant) < quality_key(CPU_DEFAULT)]
-        for c in default + rest:
+        if not default:
+            self.reasons.append(f"The repo has no {CPU_DEFAULT} file, the usual best balance on a CPU.")
+        for c in default + [c for c in gguf if c.quant != CPU_DEFAULT]:
             if self.fits(forecast(c.shape, self.settings(c, 0))):
                 if c.quant == CPU_DEFAULT:
                     self.reasons.append(f"{CPU_DEFAULT} is the usual best balance of speed and quality on a CPU.")
                 else:
-                    self.reasons.append(f"{c.quant} is the best level below {CPU_DEFAULT} that fits in RAM.")
+                    self.reasons.append(f"{c.quant} is the best remaining level that fits in RAM.")
                 return self.plan(c, 0, True)
             self.reasons.append(f"{c.quant} ({gb(c.size_bytes)}) does not fit in RAM.")
-        if not default:
-            self.reasons.append(f"The repo has no {CPU_DEFAULT} file.")
         return None
 
     def nothing_fits(self) -> Plan:

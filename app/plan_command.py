@@ -1,0 +1,87 @@
+"""`tailor plan`: which quantization of a model fits this machine (or another), and why."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from typing import Any
+
+from models.errors import InvalidModelFile
+from models.forecast import shape_from_gguf
+from models.gguf_header import read_gguf_header
+from models.hardware import detect_hardware, profile_for
+from models.plan import Candidate, Machine, Plan, make_plan
+from models.quant_levels import quant_from_name
+
+KV_TYPES = ("f16", "q8_0", "q4_0")
+
+
+class PlanError(Exception):
+    """A bad file, repo or option; printed as one line."""
+
+
+def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("plan", help="which quantization fits this machine, with the reasons")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--file", help="a GGUF file, local path or http(s) URL (only the header is read)")
+    source.add_argument("--repo", help="a Hugging Face repo id (needs the hub client of the model manager)")
+    parser.add_argument("--ctx", type=int, default=4096, help="context length wanted (%(default)s)")
+    parser.add_argument("--kv", choices=KV_TYPES, default="f16", help="KV cache type (%(default)s)")
+    parser.add_argument("--vram", type=float, help="plan for a GPU with this many GiB instead of this machine's")
+    parser.add_argument("--gpu-name", help='the GPU to plan for, e.g. "RTX 4090"')
+    parser.add_argument("--cc", help="its compute capability, e.g. 8.9")
+    parser.add_argument("--ram", type=float, help="RAM in GiB to plan with")
+    parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    parser.set_defaults(func=run_plan)
+    return parser
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    machine = Machine.from_profile(_profile(args))
+    candidates = _candidates(args)
+    torch_ok = importlib.util.find_spec("torch") is not None
+    plan = make_plan(machine, candidates, context=args.ctx, kv_type=args.kv, torch_ok=torch_ok)
+    print(json.dumps(plan.to_dict()) if args.json else format_plan(plan))
+    return 0
+
+
+def _profile(args: argparse.Namespace):  # noqa: ANN202 - models.hardware.HardwareProfile
+    if args.vram is None and args.gpu_name is None and args.cc is None and args.ram is None:
+        return detect_hardware()
+    try:
+        return profile_for(gpu_name=args.gpu_name, vram_gib=args.vram, cc=args.cc, ram_gib=args.ram)
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
+
+
+def _candidates(args: argparse.Namespace) -> list[Candidate]:
+    if args.repo:
+        raise PlanError("planning for a hub repo needs the model manager's hub client, which is not built yet; "
+                        "use --file with a local path or a file URL")
+    try:
+        header = read_gguf_header(args.file)
+        shape = shape_from_gguf(header)
+    except (InvalidModelFile, ValueError, OSError) as exc:
+        raise PlanError(str(exc)) from None
+    name = str(args.file).rsplit("/", 1)[-1]
+    size = header.file_size or header.data_offset + header.weights_bytes
+    return [Candidate("gguf", (str(args.file),), quant_from_name(name) or header.quant_name, size, shape)]
+
+
+def format_plan(plan: Plan) -> str:
+    gib = 1024**3
+    lines = [
+        f"{'Fits' if plan.fits else 'Does not fit'}: {plan.format.upper()} {plan.quant or ''} {plan.files[0]}",
+        f"  GPU layers {plan.n_gpu_layers} of {plan.n_layers}, context {plan.context:,}, KV cache {plan.kv_type}, "
+        f"flash attention {'on' if plan.flash_attn else 'off'}",
+    ]
+    if plan.forecast:
+        for device, d in plan.forecast.devices.items():
+            lines.append(
+                f"  {device:<7} weights {d.weights_bytes / gib:6.2f} GiB  KV {d.kv_cache_bytes / gib:6.2f} GiB  "
+                f"compute {d.compute_bytes / gib:6.2f} GiB  total {d.total_bytes / gib:6.2f} GiB"
+            )
+    lines.append("Why:")
+    lines += [f"  - {reason}" for reason in plan.reasons]
+    return "\n".join(lines)
