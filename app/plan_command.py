@@ -73,7 +73,7 @@ def format_plan(plan: Plan) -> str:
     gib = 1024**3
     lines = [
         f"{'Fits' if plan.fits else 'Does not fit'}: {plan.format.upper()} {plan.quant or ''} {plan.files[0]}",
-        f"  GPU layers {plan.n_gpu_layers} of {plan.n_layers}, context {plan.context:,}, KV cache {plan.kv_type}, "
+        f"  {_layers(plan)}, context {plan.context:,}, KV cache {plan.kv_type}, "
         f"flash attention {'on' if plan.flash_attn else 'off'}",
     ]
     if plan.forecast:
@@ -85,3 +85,11 @@ def format_plan(plan: Plan) -> str:
     lines.append("Why:")
     lines += [f"  - {reason}" for reason in plan.reasons]
     return "\n".join(lines)
+
+
+def _layers(plan: Plan) -> str:
+    if plan.n_gpu_layers > plan.n_layers:
+        return f"all {plan.n_layers} layers and the output on the GPU"
+    if plan.n_gpu_layers == 0:
+        return "all layers on the CPU"
+    return f"{plan.n_gpu_layers} of {plan.n_layers} layers on the GPU"
