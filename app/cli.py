@@ -17,11 +17,12 @@ from app.chat_defaults import (
     DEFAULT_TOP_P,
 )
 from app.hw_command import add_hw_parser
+from app.load_planner import LoadPlanner
 from app.log_setup import configure_logging
 from app.paths import AppPaths
 from app.plan_command import PlanError, add_plan_parser
 from engine.client import EngineClient, EngineNotRunning
-from engine.protocol import ChatMessage, Done, Error, Loaded, LoadRequest, SamplingParams, Token
+from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path
 
 
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help="sampling temperature (%(default)s)")
     chat.add_argument("--top-p", type=float, default=DEFAULT_TOP_P, help="nucleus sampling (%(default)s)")
     chat.add_argument("--seed", type=int, help="sampling seed, for repeatable replies")
+    chat.add_argument("--kv", choices=("f16", "q8_0", "q4_0"), default="f16", help="KV cache type (%(default)s)")
     chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
     add_hw_parser(sub)
     add_plan_parser(sub)
@@ -99,7 +101,8 @@ def run_chat(args: argparse.Namespace) -> int:
     client = EngineClient(log_path=paths.engine_log)
     client.start()
     try:
-        client.load(LoadRequest(str(model), n_ctx=args.ctx))
+        # GPU layers, KV type and flash attention as the decision tree plans them for this machine.
+        client.load(LoadPlanner().plan_load(str(model), n_ctx=args.ctx, kv_type=args.kv).request)
         _wait_loaded(client)
         request_id = client.generate(messages, sampling)
         previous = signal.getsignal(signal.SIGINT)

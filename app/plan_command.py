@@ -8,11 +8,9 @@ import json
 from typing import Any
 
 from models.errors import InvalidModelFile
-from models.forecast import shape_from_gguf
-from models.gguf_header import read_gguf_header
 from models.hardware import detect_hardware, profile_for
 from models.plan import Candidate, Machine, Plan, make_plan
-from models.quant_levels import quant_from_name
+from models.plan_sources import gguf_file_candidate
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 
@@ -60,13 +58,9 @@ def _candidates(args: argparse.Namespace) -> list[Candidate]:
         raise PlanError("planning for a hub repo needs the model manager's hub client, which is not built yet; "
                         "use --file with a local path or a file URL")
     try:
-        header = read_gguf_header(args.file)
-        shape = shape_from_gguf(header)
+        return [gguf_file_candidate(args.file)]
     except (InvalidModelFile, ValueError, OSError) as exc:
         raise PlanError(str(exc)) from None
-    name = str(args.file).rsplit("/", 1)[-1]
-    size = header.file_size or header.data_offset + header.weights_bytes
-    return [Candidate("gguf", (str(args.file),), quant_from_name(name) or header.quant_name, size, shape)]
 
 
 def format_plan(plan: Plan) -> str:

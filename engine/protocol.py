@@ -36,6 +36,8 @@ class LoadRequest:
     n_ctx: int = 4096
     n_gpu_layers: int = 0
     n_threads: int | None = None
+    kv_type: str = "f16"  # "f16", "q8_0" or "q4_0"; a quantized V cache needs flash attention
+    flash_attn: bool = True
 
 
 @dataclass(slots=True, frozen=True)
@@ -132,6 +134,7 @@ ErrorKind = Literal[
     "template",  # chat template unsafe, broken, or over its time/size limit
     "no_model",  # generate before a successful load
     "context_overflow",  # the prompt does not fit the context window
+    "bad_request",  # settings the engine cannot honour (an unknown KV type, ...)
     "engine_died",  # the engine process exited unexpectedly
     "internal",  # anything else; the message says what
 ]

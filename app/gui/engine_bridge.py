@@ -13,6 +13,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
+from app.load_planner import LoadPlanner
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import (
     ChatMessage,
@@ -20,12 +21,12 @@ from engine.protocol import (
     Error,
     Event,
     Loaded,
-    LoadRequest,
     MemoryReport,
     SamplingParams,
     Token,
     Unloaded,
 )
+from models.plan import Plan
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,8 @@ class EngineBridge(QObject):
         error(object): an `Error` event (invalid_model, engine_died, ...); also emitted when a
             request cannot be sent because the engine process is gone.
         memory(object): a `MemoryReport` event.
+        planned(object): the `Plan` a load follows (None when the file's header is unreadable;
+            the engine then reports why).
     """
 
     loaded = Signal(object)
@@ -55,10 +58,19 @@ class EngineBridge(QObject):
     done = Signal(object)
     error = Signal(object)
     memory = Signal(object)
+    planned = Signal(object)
     _event = Signal(object)
 
-    def __init__(self, log_path: Path | None = None, client: Any = None, parent: QObject | None = None):
+    def __init__(
+        self,
+        log_path: Path | None = None,
+        client: Any = None,
+        parent: QObject | None = None,
+        planner: LoadPlanner | None = None,
+    ):
         super().__init__(parent)
+        self.planner = planner or LoadPlanner()
+        self.plan: Plan | None = None
         self.client = client if client is not None else EngineClient(on_event=self.deliver, log_path=log_path)
         # Queued even when emitted on the GUI thread, so events are handled in arrival order.
         self._event.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
@@ -107,8 +119,11 @@ class EngineBridge(QObject):
         self.client.restart()
 
     def load(self, path: str, n_ctx: int) -> bool:
-        """Ask for a model; False (and an `error`) when the engine is not running."""
-        return self._call(self.client.load, LoadRequest(str(path), n_ctx=n_ctx)) is not None
+        """Ask for a model, loaded as the decision tree plans it; False (and an `error`) when the engine is gone."""
+        planned = self.planner.plan_load(str(path), n_ctx)
+        self.plan = planned.plan
+        self.planned.emit(planned.plan)
+        return self._call(self.client.load, planned.request) is not None
 
     def generate(self, messages: list[ChatMessage], sampling: SamplingParams) -> int | None:
         """Start a reply; its request id, or None (and an `error`) when the engine is gone."""

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QMessageBox,
     QPushButton,
     QSplitter,
     QVBoxLayout,
@@ -20,6 +21,7 @@ from app.gui.chat_controller import ChatController
 from app.gui.chat_view import ChatView
 from app.gui.composer import Composer
 from app.gui.conversation_list import ConversationList
+from app.gui.plan_view import PlanLabel, open_plan_dialog
 from app.gui.settings_panel import SettingsPanel
 from app.store import Conversation, Message
 from engine.protocol import MemoryReport
@@ -83,7 +85,9 @@ class MainWindow(QMainWindow):
         self.model_label = QLabel("No model")
         self.stats_label = QLabel("")
         self.memory_label = QLabel("")
+        self.plan_label = PlanLabel("")
         self.statusBar().addWidget(self.model_label)
+        self.statusBar().addWidget(self.plan_label)
         self.statusBar().addPermanentWidget(self.stats_label)
         self.statusBar().addPermanentWidget(self.memory_label)
         self._connect()
@@ -125,8 +129,9 @@ class MainWindow(QMainWindow):
         self.focus_action = self._action("Focus message box", "Ctrl+L", self.composer.setFocus)
         self.edit_action = self._action("Edit last message", "Ctrl+E", self.edit_last_message)
         self.open_action = self._action("Open model…", "Ctrl+O", self._choose_model)
+        self.plan_action = self._action("Model plan…", "Ctrl+I", self.show_plan)
         menu = self.menuBar().addMenu("&Chat")
-        menu.addActions([self.new_action, self.open_action])
+        menu.addActions([self.new_action, self.open_action, self.plan_action])
         menu.addSeparator()
         menu.addActions([self.stop_action, self.regenerate_action, self.edit_action, self.copy_action])
 
@@ -146,6 +151,7 @@ class MainWindow(QMainWindow):
         c.problem_cleared.connect(self.banner.hide)
         self.banner.reload_button.clicked.connect(c.reload_engine)
         c.bridge.memory.connect(self._on_memory)
+        c.bridge.planned.connect(self.plan_label.show_plan)
         self.composer.submitted.connect(self.submit)
         self.send_button.clicked.connect(lambda: self.submit(self.composer.toPlainText()))
         self.stop_button.clicked.connect(self.stop)
@@ -220,6 +226,10 @@ class MainWindow(QMainWindow):
             self.composer.clear()
 
     @Slot()
+    def show_plan(self) -> QMessageBox:
+        """Open the plan of the loaded model: where the layers go, the forecast, and why."""
+        return open_plan_dialog(self, self.controller.bridge.plan)
+
     def copy_last_reply(self) -> None:
         reply = self.controller.last_reply()
         if reply:

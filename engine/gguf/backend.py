@@ -30,6 +30,9 @@ from engine.stop_strings import StopStringFilter
 
 log = logging.getLogger(__name__)
 
+# ggml type ids of the KV cache types offered.
+KV_CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
+
 # Used when a GGUF carries no chat template: ChatML, the most common instruct format.
 FALLBACK_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -66,6 +69,11 @@ class GgufBackend:
             check_gguf_path(path)
         except InvalidModelFile as exc:
             raise BackendError("invalid_model", str(exc)) from None
+        kv_type = KV_CACHE_TYPES.get(request.kv_type)
+        if kv_type is None:
+            raise BackendError("bad_request", f"Unknown KV cache type {request.kv_type!r}: use f16, q8_0 or q4_0.")
+        if request.kv_type != "f16" and not request.flash_attn:
+            raise BackendError("bad_request", f"A {request.kv_type} KV cache needs flash attention on.")
         self.close()
         self._logs.reset_buffers()
         try:
@@ -75,6 +83,9 @@ class GgufBackend:
                 n_gpu_layers=request.n_gpu_layers,
                 n_threads=request.n_threads or default_threads(),
                 n_batch=min(512, request.n_ctx),
+                flash_attn=request.flash_attn,
+                type_k=kv_type,
+                type_v=kv_type,
                 verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:

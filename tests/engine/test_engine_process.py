@@ -11,7 +11,7 @@ import pytest
 
 from app.chat_defaults import DEFAULT_SYSTEM_PROMPT
 from engine.client import EngineClient
-from engine.protocol import ChatMessage, Done, Error, Loaded, MemoryReport, SamplingParams, Token
+from engine.protocol import ChatMessage, Done, Error, Loaded, LoadRequest, MemoryReport, SamplingParams, Token
 from tests.engine.helpers import collect, load, wait_for
 from tests.fixtures.model_files import copy_with_chat_template
 
@@ -196,3 +196,23 @@ def test_hostile_chat_template_in_the_model_file_is_a_template_error(
     assert time.monotonic() - t0 < 10
     assert not marker.exists()
     assert fresh_engine.running
+
+
+def test_q8_0_kv_cache_is_what_the_forecast_says(fresh_engine: EngineClient, starter_model: Path):
+    fresh_engine.load(LoadRequest(str(starter_model), n_ctx=2048, kv_type="q8_0", flash_attn=True))
+    assert isinstance(wait_for(fresh_engine, (Loaded,)), Loaded)
+    report = wait_for(fresh_engine, (MemoryReport,))
+    # 30 layers x 2048 cells x 192 values x (K + V), 34 bytes per 32 values; llama.cpp
+    # logs the size in MiB with two decimals.
+    expected = 30 * 2048 * 192 * 2 * 34 // 32
+    assert abs(report.devices[0].kv_allocated_bytes - expected) <= 0.005 * 2**20
+
+
+@pytest.mark.parametrize(("kv", "fa"), [("q3_k", True), ("q4_0", False)])
+def test_kv_settings_the_engine_cannot_honour_are_bad_request(
+    kv: str, fa: bool, fresh_engine: EngineClient, starter_model: Path
+):
+    fresh_engine.load(LoadRequest(str(starter_model), n_ctx=2048, kv_type=kv, flash_attn=fa))
+    result = wait_for(fresh_engine, (Loaded,))
+    assert isinstance(result, Error) and result.kind == "bad_request"
+    assert kv in result.message

@@ -1,0 +1,51 @@
+"""Turn "load this file with this context" into a LoadRequest that follows the plan.
+
+The front ends ask for a model; the decision tree says how many layers go to the GPU,
+which KV type and whether flash attention is on, so the engine loads what the forecast
+described. No Qt here: the CLI and the window both use it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from engine.protocol import LoadRequest
+from models.errors import InvalidModelFile
+from models.hardware import HardwareProfile, detect_hardware
+from models.plan import Machine, Plan, make_plan
+from models.plan_sources import gguf_file_candidate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, frozen=True)
+class PlannedLoad:
+    request: LoadRequest
+    plan: Plan | None  # None when the header could not be read: the engine reports why
+
+
+class LoadPlanner:
+    """Plans loads on one machine; the hardware is detected once, when first needed."""
+
+    def __init__(self, profile: HardwareProfile | None = None):
+        self._profile = profile
+
+    @property
+    def profile(self) -> HardwareProfile:
+        if self._profile is None:
+            self._profile = detect_hardware()
+        return self._profile
+
+    def plan_load(self, path: str, n_ctx: int, kv_type: str = "f16") -> PlannedLoad:
+        try:
+            candidate = gguf_file_candidate(path)
+        except (InvalidModelFile, ValueError, OSError) as exc:
+            # The engine checks the file again and sends the user-facing error.
+            log.info("no plan for %s: %s", path, exc)
+            return PlannedLoad(LoadRequest(path, n_ctx=n_ctx, kv_type=kv_type), None)
+        plan = make_plan(Machine.from_profile(self.profile), [candidate], context=n_ctx, kv_type=kv_type)
+        request = LoadRequest(
+            path, n_ctx=n_ctx, n_gpu_layers=plan.n_gpu_layers, kv_type=plan.kv_type, flash_attn=plan.flash_attn
+        )
+        return PlannedLoad(request, plan)
