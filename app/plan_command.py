@@ -9,8 +9,9 @@ from typing import Any
 
 from models.errors import InvalidModelFile
 from models.hardware import detect_hardware, profile_for
+from models.hub import HubClient, HubError
 from models.plan import Candidate, Machine, Plan, make_plan
-from models.plan_sources import gguf_file_candidate
+from models.plan_sources import gguf_file_candidate, repo_candidates
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 
@@ -23,7 +24,8 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("plan", help="which quantization fits this machine, with the reasons")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--file", help="a GGUF file, local path or http(s) URL (only the header is read)")
-    source.add_argument("--repo", help="a Hugging Face repo id (needs the hub client of the model manager)")
+    source.add_argument("--repo", help="a Hugging Face repo id (HF_ENDPOINT selects the hub); one header is read")
+    parser.add_argument("--revision", default="main", help="the repo's branch, tag or commit (%(default)s)")
     parser.add_argument("--ctx", type=int, default=4096, help="context length wanted (%(default)s)")
     parser.add_argument("--kv", choices=KV_TYPES, default="f16", help="KV cache type (%(default)s)")
     parser.add_argument("--vram", type=float, help="plan for a GPU with this many GiB instead of this machine's")
@@ -55,12 +57,23 @@ def _profile(args: argparse.Namespace):  # noqa: ANN202 - models.hardware.Hardwa
 
 def _candidates(args: argparse.Namespace) -> list[Candidate]:
     if args.repo:
-        raise PlanError("planning for a hub repo needs the model manager's hub client, which is not built yet; "
-                        "use --file with a local path or a file URL")
+        return _repo_candidates(args.repo, getattr(args, "revision", None) or "main")
     try:
         return [gguf_file_candidate(args.file)]
     except (InvalidModelFile, ValueError, OSError) as exc:
         raise PlanError(str(exc)) from None
+
+
+def _repo_candidates(repo_id: str, revision: str) -> list[Candidate]:
+    try:
+        candidates = repo_candidates(HubClient(), repo_id, revision)
+    except HubError as exc:
+        raise PlanError(exc.message) from None
+    except (InvalidModelFile, ValueError, OSError) as exc:
+        raise PlanError(f"{repo_id}: {exc}") from None
+    if not candidates:
+        raise PlanError(f"{repo_id}: no GGUF file or AWQ/FP8 checkpoint to plan for")
+    return candidates
 
 
 def format_plan(plan: Plan) -> str:

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.fixtures import fake_hub as hub_fixtures
+from tests.fixtures import hub_repos
+from tests.fixtures.fake_hub import FakeHub
+
 TAILOR = str(Path(sys.executable).with_name("tailor"))
 
 
@@ -53,3 +57,62 @@ def test_bad_file_is_one_line_and_nonzero(truncated_model: Path, not_a_model: Pa
 def test_unknown_gpu_without_memory_is_a_clear_error(starter_model: Path):
     result = plan("--file", str(starter_model), "--gpu-name", "Voodoo 5")
     assert result.returncode == 1 and "tailor: error:" in result.stderr and "Traceback" not in result.stderr
+
+
+# -- tailor plan --repo, against the fake hub ---------------------------------------------------------
+
+fake_hub = hub_fixtures.fake_hub
+tiny_quants = hub_repos.tiny_quants
+
+
+def test_plan_for_a_gguf_repo_reads_one_header(fake_hub: FakeHub, tiny_quants: dict[str, Path]):
+    fake_hub.add_repo("org/Tiny-GGUF", hub_repos.gguf_repo_files(tiny_quants), tags=["gguf"])
+    result = plan("--repo", "org/Tiny-GGUF", "--json", "--gpu-name", "RTX 4090")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    assert d["format"] == "gguf" and d["quant"] == "F16" and d["files"] == ["Tiny-Llama-F16.gguf"]
+    assert d["n_layers"] == hub_repos.TINY_SPEC.n_layers
+    # one header, read with Range requests from the CDN the hub redirects to; no whole file sent
+    assert fake_hub.bytes_sent < tiny_quants["Q4_K_M"].stat().st_size
+    assert fake_hub.count_requests("GET", "/cdn/") >= 1
+    assert fake_hub.count_requests("GET", "Q4_K_M.gguf") >= 1  # the smallest file's header
+    assert fake_hub.count_requests(contains="F16.gguf") == 0
+
+
+def test_plan_for_a_gguf_repo_on_a_cpu_picks_the_cpu_default(fake_hub: FakeHub,
+                                                                  tiny_quants: dict[str, Path]):
+    fake_hub.add_repo("org/Tiny-GGUF", hub_repos.gguf_repo_files(tiny_quants), tags=["gguf"])
+    result = plan("--repo", "org/Tiny-GGUF", "--json", "--ram", "64")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    assert d["format"] == "gguf" and d["n_gpu_layers"] == 0 and d["quant"] == "Q4_K_M"
+
+
+def test_plan_for_a_split_only_repo_lists_every_part(fake_hub: FakeHub, tiny_quants: dict[str, Path]):
+    fake_hub.add_repo("org/Tiny-Split", hub_repos.split_repo_files(tiny_quants["Q8_0"]))
+    result = plan("--repo", "org/Tiny-Split", "--json", "--gpu-name", "RTX 4090")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    assert d["quant"] == "Q8_0" and d["files"] == [f"Tiny-Llama-Q8_0-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+
+
+def test_plan_for_an_awq_repo(fake_hub: FakeHub):
+    files = hub_repos.awq_repo_files()
+    fake_hub.add_repo("org/Tiny-AWQ", files, tags=["awq"])
+    result = plan("--repo", "org/Tiny-AWQ", "--json", "--gpu-name", "RTX 4090")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    assert d["format"] == "awq" and d["n_layers"] == 22
+    assert d["files"] == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+
+
+def test_plan_for_a_missing_repo_is_one_line(fake_hub: FakeHub):
+    result = plan("--repo", "org/Nope", "--json")
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "org/Nope" in result.stderr and "no such repo" in result.stderr
+
+
+def test_plan_for_a_gated_repo_without_a_token(fake_hub: FakeHub, tiny_quants: dict[str, Path]):
+    fake_hub.add_repo("org/Gated", {"m-Q8_0.gguf": tiny_quants["Q8_0"]}, gated="auto")
+    result = plan("--repo", "org/Gated")
+    assert result.returncode == 1 and "gated" in result.stderr and result.stderr.count("\n") == 1
