@@ -21,6 +21,7 @@ from app.load_planner import LoadPlanner
 from app.log_setup import configure_logging
 from app.paths import AppPaths
 from app.plan_command import PlanError, add_plan_parser
+from app.search_command import add_search_parser
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
     add_hw_parser(sub)
     add_plan_parser(sub)
+    add_search_parser(sub)
     gui = sub.add_parser("gui", help="open the window (the default with no command)")
     gui.add_argument("--model", help="GGUF file to load (default: the built-in starter model)")
     gui.add_argument("--db", help="chat history file (default: in the user data folder)")
@@ -59,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in ("hw", "plan"):
+    if getattr(args, "func", None) is not None:
         try:
             return args.func(args)
         except PlanError as exc:

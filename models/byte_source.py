@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -11,6 +12,25 @@ from types import TracebackType
 from typing import IO, Self
 
 from models.errors import InvalidModelFile
+
+
+class _NoCredentialsAcrossOrigins(urllib.request.HTTPRedirectHandler):
+    """Follows redirects, but never carries the hub token to another host (the CDN)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201 - urllib's signature
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            for name in ("Authorization", "Cookie"):
+                new.remove_header(name)
+        return new
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme, parts.netloc
+
+
+_OPENER = urllib.request.build_opener(_NoCredentialsAcrossOrigins)
 
 DEFAULT_TIMEOUT_S = 30.0
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
@@ -114,7 +134,7 @@ class HttpByteSource(ByteSource):
             self.name, headers={**self._headers, "Range": f"bytes={offset}-{offset + length - 1}"}
         )
         try:
-            response = urllib.request.urlopen(request, timeout=self._timeout)  # noqa: S310 - http(s) only
+            response = _OPENER.open(request, timeout=self._timeout)
         except urllib.error.HTTPError as exc:
             if exc.code == 416:  # range starts past the end
                 return b""

@@ -102,3 +102,51 @@ def test_starter_header_from_a_server_that_ignores_range(server: RangeServer, st
     assert source.bytes_fetched <= header.data_offset + MIB
     # what the server pushed into socket buffers before we hung up; far from the whole 98 MB
     assert server.bytes_sent < size // 4
+
+
+def test_token_is_not_sent_to_another_origin_after_a_redirect():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from models.byte_source import HttpByteSource
+
+    seen: dict[str, str | None] = {}
+
+    class Cdn(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            seen["cdn"] = self.headers.get("Authorization")
+            body = b"GGUF" + bytes(60)
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes 0-{len(body) - 1}/{len(body)}")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):  # noqa: ANN002
+            pass
+
+    cdn = ThreadingHTTPServer(("127.0.0.1", 0), Cdn)
+
+    class Hub(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            seen["hub"] = self.headers.get("Authorization")
+            self.send_response(302)
+            # "localhost" vs "127.0.0.1": another origin, as the hub's CDN is
+            self.send_header("Location", f"http://localhost:{cdn.server_port}/blob")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):  # noqa: ANN002
+            pass
+
+    hub = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    for server in (cdn, hub):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        source = HttpByteSource(f"http://127.0.0.1:{hub.server_port}/r/resolve/main/m.gguf",
+                                headers={"Authorization": "Bearer hf_secret"})
+        assert source.read(0, 4) == b"GGUF"
+    finally:
+        hub.shutdown()
+        cdn.shutdown()
+    assert seen == {"hub": "Bearer hf_secret", "cdn": None}
