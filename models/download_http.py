@@ -10,9 +10,11 @@ from __future__ import annotations
 import errno
 import hashlib
 import http.client
+import queue
 import re
 import socket
 import ssl
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 _REDIRECTS = (301, 302, 303, 307, 308)
 _MAX_REDIRECTS = 10
 _DISK_FULL = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+_HASH_BUFFERS = 4
 USER_AGENT = "tailor/0.1 (model downloader)"
 
 
@@ -172,40 +175,60 @@ def _check_answer(resp: http.client.HTTPResponse, file: DownloadFile, offset: in
 
 
 def _copy_body(resp, file, partial, state, remaining, chunk_size, on_bytes, should_stop, timeout) -> None:
-    buf = bytearray(chunk_size)
-    view = memoryview(buf)
+    """Receive and write on this thread; hash on another (sha256 is as slow as a loopback socket)."""
+    free: queue.Queue[bytearray] = queue.Queue()
+    for _ in range(_HASH_BUFFERS):
+        free.put(bytearray(chunk_size))
+    work: queue.Queue[tuple[bytearray, int] | None] = queue.Queue()
+    hasher = threading.Thread(target=_hash_loop, args=(state, work, free), name="sha256", daemon=True)
+    hasher.start()
     name = file.path_in_repo
-    with partial.open("ab", buffering=0) as out:
-        while remaining > 0:
-            if should_stop():
-                raise Stopped
-            try:
-                n = resp.readinto(view[: min(chunk_size, remaining)])
-            except TimeoutError as exc:
-                raise Retryable(f"stalled: no bytes for {timeout:g} s while fetching {name}") from exc
-            except (OSError, http.client.HTTPException, ValueError) as exc:
-                if should_stop():
-                    raise Stopped from exc
-                raise Retryable(f"connection lost while fetching {name}: {exc!r}") from exc
-            if not n:
+    try:
+        with partial.open("ab", buffering=0) as out:
+            while remaining > 0:
                 if should_stop():
                     raise Stopped
-                raise Retryable(f"connection closed early while fetching {name}")
-            data = view[:n]
-            try:
-                written = 0
-                while written < n:
-                    written += out.write(data[written:])
-            except OSError as exc:
-                if exc.errno in _DISK_FULL:
-                    raise DownloadError("disk_full", f"disk full while writing {name}") from exc
-                raise DownloadError("disk_full" if exc.errno == errno.EDQUOT else "network",
-                                    f"cannot write {name}: {exc.strerror or exc}") from exc
-            state.sha256.update(data)
-            state.length += n
-            state.fetched += n
-            remaining -= n
-            on_bytes(n)
+                buf = free.get()
+                view = memoryview(buf)
+                try:
+                    n = resp.readinto(view[: min(chunk_size, remaining)])
+                except TimeoutError as exc:
+                    raise Retryable(f"stalled: no bytes for {timeout:g} s while fetching {name}") from exc
+                except (OSError, http.client.HTTPException, ValueError) as exc:
+                    if should_stop():
+                        raise Stopped from exc
+                    raise Retryable(f"connection lost while fetching {name}: {exc!r}") from exc
+                if not n:
+                    if should_stop():
+                        raise Stopped
+                    raise Retryable(f"connection closed early while fetching {name}")
+                _write_all(out, view[:n], name)
+                work.put((buf, n))
+                state.length += n
+                state.fetched += n
+                remaining -= n
+                on_bytes(n)
+    finally:
+        work.put(None)
+        hasher.join()
+
+
+def _hash_loop(state: HashState, work: queue.Queue, free: queue.Queue) -> None:
+    while (item := work.get()) is not None:
+        buf, n = item
+        state.sha256.update(memoryview(buf)[:n])
+        free.put(buf)
+
+
+def _write_all(out, data: memoryview, name: str) -> None:
+    try:
+        written = 0
+        while written < len(data):
+            written += out.write(data[written:])
+    except OSError as exc:
+        if exc.errno in _DISK_FULL:
+            raise DownloadError("disk_full", f"disk full while writing {name}") from exc
+        raise DownloadError("network", f"cannot write {name}: {exc.strerror or exc}") from exc
 
 
 def _truncate(partial: Path, file: DownloadFile) -> None:
