@@ -1,0 +1,90 @@
+"""Download throughput: our Downloader vs a bare urllib GET of the same file (target >= 0.95),
+and the extra bytes fetched after a connection drop at 50% (target < 10% of the file).
+
+    python -m tests.bench.download [SIZE_MB]
+
+The file is served by the fault server in a child process (so the server does not share our GIL),
+runs alternate between the two clients, and the median of 3 of each is compared. Our side writes
+into a fresh HF cache layout and checks the sha256; the bare GET only writes the bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from models.downloads import Downloader, DownloadFile, DownloadRequest
+from tests.fixtures.fault_server import serve_faulty
+
+RUNS = 3
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bare_get(url: str, out: Path) -> None:
+    with urllib.request.urlopen(url) as resp, out.open("wb") as f:
+        while chunk := resp.read(1 << 20):
+            f.write(chunk)
+
+
+def _ours(file: DownloadFile, cache: Path) -> None:
+    Downloader(cache).download(DownloadRequest("bench/file", "b" * 40, (file,)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    size = int(argv[0]) << 20 if argv else 200 << 20
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        source = tmp_path / "model.gguf"
+        digest = hashlib.sha256()
+        with source.open("wb") as f:
+            for _ in range(size >> 20):
+                block = os.urandom(1 << 20)
+                digest.update(block)
+                f.write(block)
+        sha = digest.hexdigest()
+
+        child = subprocess.Popen([sys.executable, "-m", "tests.fixtures.fault_server", str(source)],
+                                 stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        try:
+            url = child.stdout.readline().strip()
+            file = DownloadFile("model.gguf", url, size, sha, sha)
+            bare, ours = [], []
+            for i in range(RUNS):
+                for name in (("bare", "ours") if i % 2 == 0 else ("ours", "bare")):
+                    target = tmp_path / f"run-{name}"
+                    started = time.perf_counter()
+                    if name == "bare":
+                        target.mkdir()
+                        _bare_get(url, target / "model.gguf")
+                    else:
+                        _ours(file, target)
+                    seconds = time.perf_counter() - started
+                    (bare if name == "bare" else ours).append(size / seconds)
+                    shutil.rmtree(target)
+        finally:
+            child.terminate()
+            child.wait(10)
+        ratio = statistics.median(ours) / statistics.median(bare)
+        print(f"download_bare_get_mb_s={statistics.median(bare) / 1e6:.0f}")
+        print(f"download_ours_mb_s={statistics.median(ours) / 1e6:.0f}")
+        print(f"download_throughput_ratio={ratio:.3f} (target >= 0.95)")
+
+        with serve_faulty({"/model.gguf": source}) as server:
+            server.faults.drop_after = size // 2
+            file = DownloadFile("model.gguf", server.url("/model.gguf"), size, sha, sha)
+            Downloader(tmp_path / "drop", backoff_s=0.05).download(DownloadRequest("bench/file", "b" * 40, (file,)))
+            extra = (server.bytes_sent - size) / size * 100
+        print(f"download_extra_bytes_after_drop={extra:.2f}% (target < 10%)")
+
+
+if __name__ == "__main__":
+    main()
