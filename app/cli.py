@@ -17,10 +17,12 @@ from app.chat_defaults import (
     DEFAULT_TOP_P,
 )
 from app.hw_command import add_hw_parser
+from app.library_command import add_library_parsers
 from app.load_planner import LoadPlanner
 from app.log_setup import configure_logging
 from app.paths import AppPaths
 from app.plan_command import PlanError, add_plan_parser
+from app.pull_command import add_pull_parser
 from app.search_command import add_search_parser
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams, Token
@@ -53,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_hw_parser(sub)
     add_plan_parser(sub)
     add_search_parser(sub)
+    add_library_parsers(sub)
+    add_pull_parser(sub)
     gui = sub.add_parser("gui", help="open the window (the default with no command)")
     gui.add_argument("--model", help="GGUF file to load (default: the built-in starter model)")
     gui.add_argument("--db", help="chat history file (default: in the user data folder)")

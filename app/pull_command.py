@@ -1,0 +1,117 @@
+"""`tailor pull`: download a model's files from the hub into the Hugging Face cache, verified."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import PurePosixPath
+from typing import Any, TextIO
+
+from models.downloads import Downloader, DownloadError, DownloadFile, DownloadRequest, Progress
+from models.errors import InvalidModelFile
+from models.hardware import detect_hardware
+from models.hub import HubClient, HubError, RepoDetails
+from models.plan import Machine, make_plan
+from models.plan_sources import repo_candidates
+from models.repo_files import FileGroup, group_files
+
+# Small files a safetensors checkpoint needs beside its weights.
+_CHECKPOINT_EXTRAS = (".json", ".txt", ".model", ".tiktoken", ".jinja")
+
+
+class PullError(Exception):
+    """Nothing to download for what was asked; printed as one line."""
+
+
+def add_pull_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("pull", help="download a model from the hub, checksums verified")
+    parser.add_argument("repo", help="a Hugging Face repo id, e.g. org/Model-GGUF")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--file", help="this file (a split set comes whole)")
+    which.add_argument("--quant", help="the GGUF file of this quantization level, e.g. Q4_K_M")
+    which.add_argument("--auto", action="store_true", help="the file the plan picks for this machine (default)")
+    parser.add_argument("--revision", default="main", help="branch, tag or commit (%(default)s)")
+    parser.add_argument("--ctx", type=int, default=4096, help="context length the plan aims for (%(default)s)")
+    parser.set_defaults(func=run_pull)
+    return parser
+
+
+def run_pull(args: argparse.Namespace) -> int:
+    """Exit 0 only when every file is complete and verified; the local path is printed last."""
+    downloader = None
+    try:
+        client = HubClient()
+        details = client.repo_details(args.repo, args.revision)
+        paths = _choose(client, details, args)
+        request = DownloadRequest(
+            args.repo,
+            details.sha,
+            tuple(_download_file(client, details, p) for p in paths),
+            ref=None if args.revision == details.sha else args.revision,
+        )
+        downloader = Downloader(on_event=TerminalProgress(sys.stderr))
+        snapshot = downloader.download(request, client.auth_headers())
+    except (HubError, DownloadError, PullError, InvalidModelFile, ValueError) as exc:
+        print(f"tailor: error: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
+        return 1
+    finally:
+        if downloader is not None:
+            downloader.close()
+    print(snapshot / paths[0])
+    return 0
+
+
+def _choose(client: HubClient, details: RepoDetails, args: argparse.Namespace) -> tuple[str, ...]:
+    groups = [g for g in group_files(details.files) if g.complete]
+    if args.file:
+        for g in groups:
+            if any(p == args.file or PurePosixPath(p).name == args.file for p in g.paths):
+                return _with_extras(details, g)
+        raise PullError(f"{args.repo} has no file {args.file}")
+    if args.quant:
+        for g in groups:
+            if g.format == "gguf" and (g.quant or "").upper() == args.quant.upper():
+                return g.paths
+        levels = ", ".join(g.quant for g in groups if g.format == "gguf" and g.quant) or "none"
+        raise PullError(f"{args.repo} has no {args.quant.upper()} file (levels: {levels})")
+    torch_ok = importlib.util.find_spec("torch") is not None
+    candidates = repo_candidates(client, args.repo, details.sha)
+    if not candidates:
+        raise PullError(f"{args.repo} has no GGUF, AWQ or FP8 model files")
+    plan = make_plan(Machine.from_profile(detect_hardware()), candidates, context=args.ctx, torch_ok=torch_ok)
+    print(f"Plan: {plan.quant or plan.format} — {plan.reasons[-1]}", file=sys.stderr)
+    group = next((g for g in groups if g.paths == plan.files), None)
+    return _with_extras(details, group) if group else plan.files
+
+
+def _with_extras(details: RepoDetails, group: FileGroup) -> tuple[str, ...]:
+    if group.format in ("gguf", "mmproj"):
+        return group.paths
+    extras = tuple(f.path for f in details.files if "/" not in f.path and f.path.endswith(_CHECKPOINT_EXTRAS))
+    return group.paths + tuple(p for p in extras if p not in group.paths)
+
+
+def _download_file(client: HubClient, details: RepoDetails, path: str) -> DownloadFile:
+    f = details.file(path)
+    return DownloadFile(path, client.file_url(details.id, path, details.sha), f.size, f.sha256, f.sha256 or f.git_oid)
+
+
+class TerminalProgress:
+    """A one-line progress bar on a terminal; silent when the stream is not one."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+        self._tty = stream.isatty()
+
+    def __call__(self, event: object) -> None:
+        if not self._tty or not isinstance(event, Progress) or not event.total:
+            return
+        mib = 1024 * 1024
+        eta = f"{event.eta_s:4.0f}s" if event.eta_s is not None else "   ?"
+        line = (
+            f"\r{event.done / event.total:6.1%}  {event.done / mib:8.1f} / {event.total / mib:.1f} MiB  "
+            f"{event.speed_bps / mib:6.1f} MiB/s  ETA {eta}"
+        )
+        self._stream.write(line + ("\n" if event.done >= event.total else ""))
+        self._stream.flush()

@@ -1,0 +1,70 @@
+"""`tailor pull`, `tailor ls`: the installed command against the fake hub."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fixtures import fake_hub as hub_fixtures
+from tests.fixtures import hub_repos
+from tests.fixtures.fake_hub import FakeHub
+
+TAILOR = str(Path(sys.executable).with_name("tailor"))
+fake_hub = hub_fixtures.fake_hub
+tiny_quants = hub_repos.tiny_quants
+REPO = "org/Tiny-GGUF"
+
+
+def tailor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([TAILOR, *args], capture_output=True, text=True, timeout=120, env=dict(os.environ))
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_pull_a_quant_level_verifies_it_and_prints_the_path_last(fake_hub: FakeHub, tiny_quants: dict[str, Path]):
+    fake_hub.add_repo(REPO, hub_repos.gguf_repo_files(tiny_quants), tags=["gguf"])
+    result = tailor("pull", REPO, "--quant", "q8_0")
+    assert result.returncode == 0, result.stderr
+    local = Path(result.stdout.strip().splitlines()[-1])
+    assert local.name == "Tiny-Llama-Q8_0.gguf" and local.is_file()
+    assert sha256(local) == sha256(tiny_quants["Q8_0"])
+    assert str(Path(os.environ["HF_HOME"])) in str(local)  # in the standard cache
+    listed = json.loads(tailor("ls", "--json").stdout)
+    assert REPO in json.dumps(listed)
+
+
+def test_pull_without_a_choice_takes_the_plans_file(fake_hub: FakeHub, tiny_quants: dict[str, Path]):
+    fake_hub.add_repo(REPO, hub_repos.gguf_repo_files(tiny_quants), tags=["gguf"])
+    result = tailor("pull", REPO)
+    assert result.returncode == 0, result.stderr
+    # No GPU here: the CPU default.
+    assert result.stdout.strip().endswith("Tiny-Llama-Q4_K_M.gguf")
+    assert "Plan: Q4_K_M" in result.stderr
+
+
+def test_corrupted_bytes_fail_the_pull_and_leave_no_model(fake_hub: FakeHub, tiny_quants: dict[str, Path]):
+    fake_hub.add_repo(REPO, hub_repos.gguf_repo_files(tiny_quants), tags=["gguf"])
+    fake_hub.fault(REPO, "Tiny-Llama-Q8_0.gguf", corrupt=True)
+    result = tailor("pull", REPO, "--quant", "Q8_0")
+    assert result.returncode == 1 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Tiny-Llama-Q8_0.gguf" in lines[0] and "sha256" in lines[0].lower()
+    assert not list(Path(os.environ["HF_HOME"]).rglob("Tiny-Llama-Q8_0.gguf"))
+
+
+def test_what_the_repo_does_not_have_is_one_line(fake_hub: FakeHub, tiny_quants: dict[str, Path]):
+    fake_hub.add_repo(REPO, hub_repos.gguf_repo_files(tiny_quants), tags=["gguf"])
+    for args, words in (
+        (("pull", "org/Nope"), "org/Nope"),
+        (("pull", REPO, "--quant", "Q2_K"), "no Q2_K file"),
+        (("pull", REPO, "--file", "nope.gguf"), "no file nope.gguf"),
+    ):
+        result = tailor(*args)
+        assert result.returncode == 1, args
+        assert result.stderr.count("\n") == 1 and words in result.stderr and "Traceback" not in result.stderr
