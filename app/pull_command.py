@@ -51,6 +51,7 @@ def run_pull(args: argparse.Namespace) -> int:
             ref=None if args.revision == details.sha else args.revision,
         )
         downloader = Downloader(on_event=TerminalProgress(sys.stderr))
+        downloader.clean_stale_partials()  # a week old: abandoned, by us or another tool
         snapshot = downloader.download(request, client.auth_headers())
     except (HubError, DownloadError, PullError, InvalidModelFile, ValueError) as exc:
         print(f"tailor: error: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
