@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import PurePosixPath
 from typing import Any, TextIO
 
-from models.downloads import Downloader, DownloadError, DownloadFile, DownloadRequest, Progress
+from app.pull_plan import build_request, torch_available, with_extras
+from models.downloads import Downloader, DownloadError, Progress
 from models.errors import InvalidModelFile
 from models.hardware import detect_hardware
 from models.hub import HubClient, HubError, RepoDetails
 from models.plan import Machine, make_plan
 from models.plan_sources import repo_candidates
-from models.repo_files import FileGroup, group_files
-
-# Small files a safetensors checkpoint needs beside its weights.
-_CHECKPOINT_EXTRAS = (".json", ".txt", ".model", ".tiktoken", ".jinja")
+from models.repo_files import group_files
 
 
 class PullError(Exception):
@@ -44,12 +41,7 @@ def run_pull(args: argparse.Namespace) -> int:
         client = HubClient()
         details = client.repo_details(args.repo, args.revision)
         paths = _choose(client, details, args)
-        request = DownloadRequest(
-            args.repo,
-            details.sha,
-            tuple(_download_file(client, details, p) for p in paths),
-            ref=None if args.revision == details.sha else args.revision,
-        )
+        request = build_request(client, details, paths, args.revision)
         downloader = Downloader(on_event=TerminalProgress(sys.stderr))
         downloader.clean_stale_partials()  # a week old: abandoned, by us or another tool
         snapshot = downloader.download(request, client.auth_headers())
@@ -68,7 +60,7 @@ def _choose(client: HubClient, details: RepoDetails, args: argparse.Namespace) -
     if args.file:
         for g in groups:
             if any(p == args.file or PurePosixPath(p).name == args.file for p in g.paths):
-                return _with_extras(details, g)
+                return with_extras(details, g)
         raise PullError(f"{args.repo} has no file {args.file}")
     if args.quant:
         for g in groups:
@@ -76,26 +68,14 @@ def _choose(client: HubClient, details: RepoDetails, args: argparse.Namespace) -
                 return g.paths
         levels = ", ".join(g.quant for g in groups if g.format == "gguf" and g.quant) or "none"
         raise PullError(f"{args.repo} has no {args.quant.upper()} file (levels: {levels})")
-    torch_ok = importlib.util.find_spec("torch") is not None
+    torch_ok = torch_available()
     candidates = repo_candidates(client, args.repo, details.sha)
     if not candidates:
         raise PullError(f"{args.repo} has no GGUF, AWQ or FP8 model files")
     plan = make_plan(Machine.from_profile(detect_hardware()), candidates, context=args.ctx, torch_ok=torch_ok)
     print(f"Plan: {plan.quant or plan.format} — {plan.reasons[-1]}", file=sys.stderr)
     group = next((g for g in groups if g.paths == plan.files), None)
-    return _with_extras(details, group) if group else plan.files
-
-
-def _with_extras(details: RepoDetails, group: FileGroup) -> tuple[str, ...]:
-    if group.format in ("gguf", "mmproj"):
-        return group.paths
-    extras = tuple(f.path for f in details.files if "/" not in f.path and f.path.endswith(_CHECKPOINT_EXTRAS))
-    return group.paths + tuple(p for p in extras if p not in group.paths)
-
-
-def _download_file(client: HubClient, details: RepoDetails, path: str) -> DownloadFile:
-    f = details.file(path)
-    return DownloadFile(path, client.file_url(details.id, path, details.sha), f.size, f.sha256, f.sha256 or f.git_oid)
+    return with_extras(details, group) if group else plan.files
 
 
 class TerminalProgress:

@@ -21,6 +21,7 @@ from app.gui.chat_controller import ChatController
 from app.gui.chat_view import ChatView
 from app.gui.composer import Composer
 from app.gui.conversation_list import ConversationList
+from app.gui.models.manager_window import ModelManager
 from app.gui.plan_view import PlanLabel, open_plan_dialog
 from app.gui.settings_panel import SettingsPanel
 from app.store import Conversation, Message
@@ -130,8 +131,10 @@ class MainWindow(QMainWindow):
         self.edit_action = self._action("Edit last message", "Ctrl+E", self.edit_last_message)
         self.open_action = self._action("Open model…", "Ctrl+O", self._choose_model)
         self.plan_action = self._action("Model plan…", "Ctrl+I", self.show_plan)
+        self.models_action = self._action("Models…", "Ctrl+M", self.show_models)
+        self.model_manager: ModelManager | None = None
         menu = self.menuBar().addMenu("&Chat")
-        menu.addActions([self.new_action, self.open_action, self.plan_action])
+        menu.addActions([self.new_action, self.open_action, self.plan_action, self.models_action])
         menu.addSeparator()
         menu.addActions([self.stop_action, self.regenerate_action, self.edit_action, self.copy_action])
 
@@ -230,6 +233,16 @@ class MainWindow(QMainWindow):
         """Open the plan of the loaded model: where the layers go, the forecast, and why."""
         return open_plan_dialog(self, self.controller.bridge.plan)
 
+    @Slot()
+    def show_models(self) -> ModelManager:
+        """Open (or raise) the Models window: search the hub, download, the local library."""
+        if self.model_manager is None:
+            self.model_manager = ModelManager(self.controller.load_model, parent=self)
+        self.model_manager.show()
+        self.model_manager.raise_()
+        self.model_manager.activateWindow()
+        return self.model_manager
+
     def copy_last_reply(self) -> None:
         reply = self.controller.last_reply()
         if reply:
@@ -251,5 +264,8 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
         self.settings_panel.commit()
+        if self.model_manager is not None:
+            self.model_manager.shutdown()
+            self.model_manager.close()
         self.controller.shutdown()
         super().closeEvent(event)

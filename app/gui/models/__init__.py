@@ -1,0 +1,1 @@
+"""The model manager window: search the hub, see what fits, download, manage the local library."""
