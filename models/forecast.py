@@ -45,6 +45,7 @@ class ModelShape:
     # No output projection of its own: llama.cpp reuses the token embedding, and copies it
     # to the GPU when the output layer goes there.
     output_tied: bool = False
+    n_ff: int = 0  # FFN width (widest layer); the paged engine's activation peak depends on it
 
 
 @dataclass(slots=True, frozen=True)
@@ -56,6 +57,9 @@ class ForecastSettings:
     n_ubatch: int = 512
     n_gpu_layers: int = 0  # 0: CPU only; > n_layers: everything, output layer included
     n_seq: int = 1
+    # Set for the PyTorch engine (AWQ/FP8 checkpoints): its KV cache is a pool of blocks of
+    # this many tokens, and it computes logits only for the last token of each sequence.
+    paged_block_size: int | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -98,9 +102,10 @@ def padded_context(n_ctx: int) -> int:
 
 def kv_cells(shape: ModelShape, layer: int, s: ForecastSettings) -> int:
     """KV cells a layer keeps: the padded context, or a sliding window plus one ubatch."""
-    n_ctx = padded_context(s.n_ctx)
+    pad = padded_context if s.paged_block_size is None else lambda n: -(-n // s.paged_block_size) * s.paged_block_size
+    n_ctx = pad(s.n_ctx * (s.n_seq if s.paged_block_size else 1))
     if shape.swa_layers[layer] and shape.sliding_window:
-        return min(n_ctx, padded_context(shape.sliding_window * s.n_seq + s.n_ubatch))
+        return min(n_ctx, pad(shape.sliding_window * s.n_seq + s.n_ubatch))
     return n_ctx
 
 
@@ -116,6 +121,12 @@ def kv_layer_bytes(shape: ModelShape, layer: int, s: ForecastSettings) -> int:
 def compute_bytes(shape: ModelShape, s: ForecastSettings, with_logits: bool = True) -> int:
     """The largest live set of one ubatch's graph (f32 activations)."""
     n_ubatch = min(s.n_ubatch, s.n_batch, s.n_ctx)
+    if s.paged_block_size is not None:
+        # PyTorch engine, fp16 activations of one prefill chunk: the residual stream, q/k/v and
+        # the FFN's gate, up and product; logits (fp32) for one token per sequence.
+        n_ff = shape.n_ff or 4 * shape.n_embd
+        activations = n_ubatch * (4 * shape.n_embd + 3 * n_ff) * 2
+        return activations + (shape.n_vocab * s.n_seq * 4 if with_logits else 0)
     logits = shape.n_vocab * n_ubatch * 4 if with_logits else 0
     attention = 0
     if not s.flash_attn:
@@ -202,6 +213,7 @@ def shape_from_gguf(header) -> ModelShape:  # noqa: ANN001 - models.gguf_header.
         input_weight_bytes=input_bytes,
         output_weight_bytes=output_bytes,
         output_tied=not has_output,
+        n_ff=_widest(header.n_ff or 0),
     )
 
 

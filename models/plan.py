@@ -21,6 +21,8 @@ SAFETY_MARGIN = 0.05
 # Kept free in RAM for the OS, the window and everything else the user runs.
 RAM_RESERVE_BYTES = 2 * GIB
 MIN_CONTEXT = 2048
+# Tokens per KV block of the PyTorch engine's paged cache.
+PAGED_BLOCK_SIZE = 16
 
 
 @dataclass(slots=True, frozen=True)
@@ -113,6 +115,10 @@ class _Tree:
         self.ram_budget = int(max(0, machine.ram_available_bytes - RAM_RESERVE_BYTES) * (1 - SAFETY_MARGIN))
 
     def settings(self, c: Candidate, n_gpu_layers: int, context: int | None = None, kv: str | None = None):
+        if c.format != "gguf":
+            # The PyTorch engine: an f16 KV cache in blocks of PAGED_BLOCK_SIZE tokens.
+            return ForecastSettings(n_ctx=context or self.context, kv_type="f16", n_gpu_layers=n_gpu_layers,
+                                    paged_block_size=PAGED_BLOCK_SIZE)
         return ForecastSettings(
             n_ctx=context or self.context, kv_type=kv or self.kv_type, flash_attn=True, n_gpu_layers=n_gpu_layers
         )
@@ -158,7 +164,7 @@ class _Tree:
         fp8 = [c for c in native if c.format == "fp8"]
         order = (fp8 if cc >= (8, 9) else []) + [c for c in native if c.format == "awq"]
         for c in order:
-            f = forecast(c.shape, self.settings(c, c.shape.n_layers + 1), gpu="cuda:0")
+            f = forecast(c.shape, self.settings(c, c.shape.n_layers + 1))
             if self.fits(f):
                 why = "FP8 runs natively on compute capability >= 8.9" if c.format == "fp8" else "4-bit AWQ"
                 extra = " (datacenter GPUs run AWQ/FP8 faster than GGUF)" if self.m.is_datacenter else ""

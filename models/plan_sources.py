@@ -90,6 +90,7 @@ def checkpoint_candidate(group: FileGroup, config: HfConfig) -> Candidate:
         input_weight_bytes=embed,
         output_weight_bytes=output,
         output_tied=tied,
+        n_ff=config.intermediate_size or 0,
     )
     return Candidate(group.format, group.paths, group.quant, group.total_size, shape)
 

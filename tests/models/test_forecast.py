@@ -61,3 +61,16 @@ def test_full_offload_copies_a_tied_embedding_to_the_gpu(starter_shape):
 def test_unknown_kv_type_is_a_clear_error(starter_shape):
     with pytest.raises(ValueError, match="unknown KV cache type 'q3'"):
         forecast(starter_shape, ForecastSettings(n_ctx=2048, kv_type="q3"))
+
+
+def test_the_paged_engine_rounds_kv_to_whole_blocks_and_keeps_logits_of_one_token(starter_shape):
+    paged = ForecastSettings(n_ctx=1000, n_gpu_layers=999, paged_block_size=16, n_ubatch=512)
+    gpu = forecast(starter_shape, paged).devices["cuda:0"]
+    assert gpu.kv_cache_bytes == 30 * 1008 * 192 * 2 * 2  # 63 blocks of 16 tokens
+    n_ff = starter_shape.n_ff
+    assert n_ff == 1536
+    assert gpu.compute_bytes == 512 * (4 * 576 + 3 * n_ff) * 2 + 49152 * 4
+    # llama.cpp would pad the same context to 1024 cells and keep a whole ubatch of logits.
+    llama = forecast(starter_shape, ForecastSettings(n_ctx=1000, n_gpu_layers=999)).devices["cuda:0"]
+    assert llama.kv_cache_bytes == 30 * 1024 * 192 * 2 * 2
+    assert llama.compute_bytes > gpu.compute_bytes
