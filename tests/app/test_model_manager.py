@@ -253,3 +253,25 @@ def test_ctrl_m_opens_the_manager_and_load_switches_the_chat_model(qtbot, hub: F
         qtbot.mouseClick(library.load_button, Qt.MouseButton.LeftButton)
     assert window.controller.runner.model_path == str(gguf.path)
     assert window.show_models() is manager  # the same window, raised
+
+
+def test_a_download_left_unfinished_is_offered_and_resumed_next_time(
+        qtbot, hub: FakeHub, make_manager, tiny_quants: dict[str, Path]):
+    stall = hub.fault(REPO, "Tiny-Llama-F16.gguf", stall_s=30, stall_after=256 * 1024, times=1)
+    first = make_manager()
+    open_repo(qtbot, first)
+    download(qtbot, first, "F16", until=("running",))
+    qtbot.waitUntil(lambda: stall.times == 0, timeout=WAIT_MS)
+    first.shutdown()  # the app closes mid-download
+    assert list(Path(os.environ["HF_HOME"]).rglob("*.incomplete"))
+    second = make_manager()
+    panel = second.downloads
+    qtbot.waitUntil(lambda: bool(panel.interrupted), timeout=WAIT_MS)
+    assert "Tiny-Llama-F16.gguf" in panel.interrupted_label.text()
+    with qtbot.waitSignal(second.bridge.started, timeout=WAIT_MS) as started:
+        qtbot.mouseClick(panel.resume_all_button, Qt.MouseButton.LeftButton)
+    row = panel.row(started.args[0].id)
+    qtbot.waitUntil(lambda: row.state in ("done", "failed"), timeout=WAIT_MS)
+    assert row.state == "done", row.status.text()
+    local = next(Path(os.environ["HF_HOME"]).rglob("Tiny-Llama-F16.gguf"))
+    assert sha256(local) == sha256(tiny_quants["F16"])

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Slot
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.gui.models.download_bridge import DownloadBridge
 from app.gui.models.formatting import human_eta, human_size
-from models.downloads import Download, Progress, StateChanged
+from models.downloads import Download, DownloadRequest, Progress, StateChanged
 
 _STATE_WORDS = {"queued": "queued", "running": "downloading", "paused": "paused", "done": "done",
                 "failed": "failed", "cancelled": "cancelled"}
@@ -96,29 +106,68 @@ class DownloadRow(QFrame):
 
 
 class DownloadsPanel(QWidget):
-    """Every download of this session, newest first.
+    """Every download of this session, newest first, and those a previous session left unfinished.
 
     Args:
         bridge: the downloads, seen from Qt.
         parent: the Qt parent.
+
+    Signals:
+        resume_interrupted(object): the user asked to continue these `DownloadRequest`s (a list).
     """
+
+    resume_interrupted = Signal(object)
 
     def __init__(self, bridge: DownloadBridge, parent: QWidget | None = None):
         super().__init__(parent)
         self.bridge = bridge
         self.rows: dict[int, DownloadRow] = {}
+        self.interrupted: list[DownloadRequest] = []
         self.empty = QLabel("No downloads yet. Pick a file on the repo page and press Download.")
-        self._list = QVBoxLayout()
+        self.interrupted_label = QLabel(wordWrap=True)
+        self.resume_all_button = QPushButton("Resume them")
+        self.resume_all_button.clicked.connect(self._resume_all)
+        notice = QHBoxLayout()
+        notice.addWidget(self.interrupted_label, 1)
+        notice.addWidget(self.resume_all_button)
+        self.interrupted_label.hide()
+        self.resume_all_button.hide()
+        inner = QWidget()
+        self._list = QVBoxLayout(inner)
         self._list.addWidget(self.empty)
+        self._list.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(inner)
         outer = QVBoxLayout(self)
-        outer.addLayout(self._list)
-        outer.addStretch(1)
+        outer.addLayout(notice)
+        outer.addWidget(scroll, 1)
         bridge.started.connect(self._on_started)
         bridge.progress.connect(self._on_progress)
         bridge.state_changed.connect(self._on_state)
 
     def row(self, download_id: int) -> DownloadRow:
         return self.rows[download_id]
+
+    def show_interrupted(self, requests: list[DownloadRequest]) -> None:
+        """Offer to continue downloads that a previous session left unfinished (partial files kept)."""
+        self.interrupted = list(requests)
+        if not requests:
+            self.interrupted_label.hide()
+            self.resume_all_button.hide()
+            return
+        names = ", ".join(f"{r.repo_id} ({r.files[0].path_in_repo})" for r in requests[:3])
+        more = f" and {len(requests) - 3} more" if len(requests) > 3 else ""
+        self.interrupted_label.setText(f"{len(requests)} download(s) did not finish last time: {names}{more}. "
+                                       "They continue from where they stopped.")
+        self.interrupted_label.show()
+        self.resume_all_button.show()
+
+    @Slot()
+    def _resume_all(self) -> None:
+        requests, self.interrupted = self.interrupted, []
+        self.show_interrupted([])
+        self.resume_interrupted.emit(requests)
 
     @Slot(object)
     def _on_started(self, item: Download) -> None:

@@ -28,7 +28,7 @@ class ModelManager(QWidget):
     """Find, download and manage models; Load hands a GGUF file to `load_model`.
 
     Closing the window only hides it: downloads go on. `shutdown` pauses them (their partial
-    files are kept and resumed next time) and waits for the background jobs.
+    files are kept, and the next session offers to continue them) and waits for the background jobs.
 
     Args:
         load_model: called with a GGUF path when the user presses Load (the chat switches to it).
@@ -69,7 +69,29 @@ class ModelManager(QWidget):
         self.repo_page.download_requested.connect(self.start_download)
         self.library.load_requested.connect(self._load)
         self.bridge.state_changed.connect(self._on_download_state)
+        self.downloads.resume_interrupted.connect(self.resume_interrupted)
+        self._client_factory = client_factory
         self._closed = False
+        self._start_up()
+
+    def _start_up(self) -> None:
+        """Clean abandoned partial files, then offer the downloads a previous session left unfinished."""
+        downloader = self.bridge.downloader
+
+        def work() -> list[DownloadRequest]:
+            downloader.clean_stale_partials()
+            return downloader.pending_requests()
+
+        self.jobs.run(work, self.downloads.show_interrupted, lambda exc: None)
+
+    @Slot(object)
+    def resume_interrupted(self, requests: list[DownloadRequest]) -> None:
+        """Continue `requests` from their partial files (those not already running here)."""
+        running = {d.request.key for d in self.bridge.downloader.downloads()}
+        headers = self._client_factory().auth_headers()
+        for request in requests:
+            if request.key not in running:
+                self.start_download(request, headers)
 
     @Slot(str)
     def open_repo(self, repo_id: str) -> None:
