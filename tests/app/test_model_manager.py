@@ -275,3 +275,23 @@ def test_a_download_left_unfinished_is_offered_and_resumed_next_time(
     assert row.state == "done", row.status.text()
     local = next(Path(os.environ["HF_HOME"]).rglob("Tiny-Llama-F16.gguf"))
     assert sha256(local) == sha256(tiny_quants["F16"])
+
+
+def test_import_a_gguf_by_path_and_forget_it(qtbot, make_manager, starter_model: Path, not_a_model: Path,
+                                            monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # an empty cache, whatever this machine has
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    loaded: list[str] = []
+    library = make_manager(loaded=loaded).library
+    monkeypatch.setattr(library_page, "choose_gguf", lambda parent: str(not_a_model))
+    qtbot.mouseClick(library.import_button, Qt.MouseButton.LeftButton)
+    assert "not a GGUF file" in library.summary.text() and library.items() == []
+    monkeypatch.setattr(library_page, "choose_gguf", lambda parent: str(starter_model))
+    qtbot.mouseClick(library.import_button, Qt.MouseButton.LeftButton)
+    [model] = library.items()
+    assert library.selected() == model and model.path == starter_model.resolve()
+    qtbot.mouseClick(library.load_button, Qt.MouseButton.LeftButton)
+    assert loaded == [str(starter_model.resolve())]
+    monkeypatch.setattr(library_page, "confirm_delete", lambda parent, what: "stays on disk" in what)
+    qtbot.mouseClick(library.delete_button, Qt.MouseButton.LeftButton)
+    assert library.items() == [] and starter_model.exists()

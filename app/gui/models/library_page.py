@@ -1,4 +1,7 @@
-"""LibraryPage: the models on disk (the Hugging Face cache and imported GGUF files) with Load, Delete, Open folder."""
+"""LibraryPage: the models on disk (the Hugging Face cache and imported GGUF files).
+
+Load, Delete (asks first; an imported file is only forgotten), Open folder, Import GGUF (by path, not copied).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from PySide6.QtCore import QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QFileDialog,
     QHBoxLayout,
     QLabel,
     QMessageBox,
@@ -39,6 +43,12 @@ def confirm_delete(parent: QWidget, what: str) -> bool:
 def open_folder(path: Path) -> bool:
     """Show `path` in the file manager (tests replace this function)."""
     return QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+
+
+def choose_gguf(parent: QWidget) -> str:
+    """Ask for a GGUF file to import; "" when cancelled (tests replace this function)."""
+    path, _ = QFileDialog.getOpenFileName(parent, "Import a GGUF model", "", "GGUF models (*.gguf);;All files (*)")
+    return path
 
 
 def describe(item: Item) -> str:
@@ -87,9 +97,10 @@ class LibraryPage(QWidget):
         self.load_button = QPushButton("Load")
         self.delete_button = QPushButton("Delete…")
         self.folder_button = QPushButton("Open folder")
+        self.import_button = QPushButton("Import GGUF…")
         self.refresh_button = QPushButton("Refresh")
         buttons = QHBoxLayout()
-        for b in (self.load_button, self.delete_button, self.folder_button):
+        for b in (self.load_button, self.delete_button, self.folder_button, self.import_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
         buttons.addWidget(self.refresh_button)
@@ -101,6 +112,7 @@ class LibraryPage(QWidget):
         self.delete_button.clicked.connect(self.delete_selected)
         self.folder_button.clicked.connect(self.open_selected_folder)
         self.refresh_button.clicked.connect(self.refresh)
+        self.import_button.clicked.connect(self.import_file)
         self.tree.itemActivated.connect(lambda *_: self.load_selected())
         self.tree.currentItemChanged.connect(lambda *_: self._update_buttons())
         self.refresh()
@@ -184,6 +196,20 @@ class LibraryPage(QWidget):
             self.summary.setText(f"Cannot delete {describe(item)}: {exc}")
             return
         self.refresh()
+
+    @Slot()
+    def import_file(self) -> None:
+        """Add a GGUF file from anywhere to the library, by its path (the file is not copied)."""
+        path = choose_gguf(self)
+        if not path:
+            return
+        try:
+            model = self.store.import_gguf(path)
+        except StoreError as exc:
+            self.summary.setText(str(exc))
+            return
+        self.refresh()
+        self.select(model)
 
     @Slot()
     def open_selected_folder(self) -> None:
