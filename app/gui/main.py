@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.gui.chat_controller import ChatController
 from app.gui.engine_bridge import EngineBridge
+from app.gui.first_run import app_settings, maybe_show_first_run
 from app.gui.main_window import MainWindow
 from app.log_setup import configure_logging
 from app.paths import AppPaths
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         QMessageBox.critical(None, "Tailor", str(exc))
         return 1
     window.show()
+    maybe_show_first_run(window, app_settings())
     if problem:
         window.banner.show_problem(problem, False)
     else:

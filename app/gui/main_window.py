@@ -21,6 +21,7 @@ from app.gui.chat_controller import ChatController
 from app.gui.chat_view import ChatView
 from app.gui.composer import Composer
 from app.gui.conversation_list import ConversationList
+from app.gui.first_run import FirstRunDialog
 from app.gui.models.manager_window import ModelManager
 from app.gui.plan_view import PlanLabel, open_plan_dialog
 from app.gui.settings_panel import SettingsPanel
@@ -137,6 +138,10 @@ class MainWindow(QMainWindow):
         menu.addActions([self.new_action, self.open_action, self.plan_action, self.models_action])
         menu.addSeparator()
         menu.addActions([self.stop_action, self.regenerate_action, self.edit_action, self.copy_action])
+        self.welcome_action = QAction("Welcome…", self)
+        self.welcome_action.triggered.connect(self.show_welcome)
+        self.welcome: FirstRunDialog | None = None
+        self.menuBar().addMenu("&Help").addAction(self.welcome_action)
 
     def _connect(self) -> None:
         c = self.controller
@@ -243,6 +248,22 @@ class MainWindow(QMainWindow):
         self.model_manager.activateWindow()
         return self.model_manager
 
+    @Slot()
+    def show_welcome(self) -> FirstRunDialog:
+        """Open (or raise) the welcome: this machine, the built-in model, a recommended download."""
+        if self.welcome is None:
+            self.welcome = FirstRunDialog(self)
+            self.welcome.chat_requested.connect(self._chat_now)
+            self.welcome.model_requested.connect(lambda repo_id: self.show_models().open_repo(repo_id))
+        self.welcome.show()
+        self.welcome.raise_()
+        self.welcome.activateWindow()
+        return self.welcome
+
+    def _chat_now(self) -> None:
+        self.activateWindow()
+        self.composer.setFocus()
+
     def copy_last_reply(self) -> None:
         reply = self.controller.last_reply()
         if reply:
@@ -264,6 +285,9 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
         self.settings_panel.commit()
+        if self.welcome is not None:
+            self.welcome.close()
+            self.welcome.jobs.wait()
         if self.model_manager is not None:
             self.model_manager.shutdown()
             self.model_manager.close()
