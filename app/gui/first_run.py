@@ -81,6 +81,8 @@ class FirstRunDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Welcome to Tailor")
         self.setModal(False)
+        # Wrapped labels get their height from the width: give them room to lay out in.
+        self.setMinimumWidth(640)
         self.pick: Pick | None = None
         self.hardware_label = _label("Looking at this machine…")
         self.chat_button = QPushButton("Chat now with the built-in model")
@@ -119,6 +121,7 @@ class FirstRunDialog(QDialog):
                                 f"{self.pick.q4_k_m_gb:.1f} GB at Q4_K_M)<br>{html.escape(self.pick.reason)}<br>"
                                 "The Models window then picks the exact file for this machine and says why.")
         self.show_button.setEnabled(True)
+        self.adjustSize()  # the texts grew: let the dialog grow with them
         self.detected.emit(profile)
 
     @Slot(object)
