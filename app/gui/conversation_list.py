@@ -10,12 +10,12 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QMenu,
-    QMessageBox,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
+from app.gui.dialogs import confirm
 from app.store import Conversation
 
 ID_ROLE = Qt.ItemDataRole.UserRole
@@ -23,14 +23,7 @@ ID_ROLE = Qt.ItemDataRole.UserRole
 
 def confirm_delete(parent: QWidget, title: str) -> bool:
     """Ask before deleting a conversation (tests replace this function)."""
-    answer = QMessageBox.question(
-        parent,
-        "Delete conversation",
-        f"Delete “{title}” and all its messages? This cannot be undone.",
-        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-        QMessageBox.StandardButton.No,
-    )
-    return answer == QMessageBox.StandardButton.Yes
+    return confirm(parent, "Delete conversation", f"Delete “{title}” and all its messages? This cannot be undone.")
 
 
 class ConversationList(QWidget):

@@ -14,7 +14,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
-    QMessageBox,
     QPushButton,
     QTreeWidget,
     QTreeWidgetItem,
@@ -22,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.dialogs import confirm
 from app.gui.models.formatting import human_size
 from models.store import ImportedModel, Item, LocalFile, LocalRepo, ModelStore, StoreError
 
@@ -30,14 +30,7 @@ ITEM_ROLE = 0x0100  # Qt.ItemDataRole.UserRole
 
 def confirm_delete(parent: QWidget, what: str) -> bool:
     """Ask before deleting a model from disk (tests replace this function)."""
-    answer = QMessageBox.question(
-        parent,
-        "Delete model",
-        f"Delete {what} from disk? This cannot be undone.",
-        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-        QMessageBox.StandardButton.No,
-    )
-    return answer == QMessageBox.StandardButton.Yes
+    return confirm(parent, "Delete model", f"Delete {what} from disk? This cannot be undone.")
 
 
 def open_folder(path: Path) -> bool:
