@@ -18,7 +18,7 @@ from app.chat_defaults import (
 )
 from app.hw_command import add_hw_parser
 from app.library_command import add_library_parsers
-from app.load_planner import LoadPlanner
+from app.load_planner import LoadPlanner, LoadSettings
 from app.log_setup import configure_logging
 from app.paths import AppPaths
 from app.plan_command import PlanError, add_plan_parser
@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--top-p", type=float, default=DEFAULT_TOP_P, help="nucleus sampling (%(default)s)")
     chat.add_argument("--seed", type=int, help="sampling seed, for repeatable replies")
     chat.add_argument("--kv", choices=("f16", "q8_0", "q4_0"), default="f16", help="KV cache type (%(default)s)")
+    chat.add_argument(
+        "--flash-attn", choices=("on", "off", "auto"), default="auto",
+        help="flash attention (%(default)s; a quantized KV cache needs it on)",
+    )
     chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
     add_hw_parser(sub)
     add_plan_parser(sub)
@@ -108,7 +112,8 @@ def run_chat(args: argparse.Namespace) -> int:
     client.start()
     try:
         # GPU layers, KV type and flash attention as the decision tree plans them for this machine.
-        client.load(LoadPlanner().plan_load(str(model), n_ctx=args.ctx, kv_type=args.kv).request)
+        settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn)
+        client.load(LoadPlanner().plan_load(str(model), settings).request)
         _wait_loaded(client)
         request_id = client.generate(messages, sampling)
         previous = signal.getsignal(signal.SIGINT)

@@ -8,7 +8,7 @@ described. No Qt here: the CLI and the window both use it.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.protocol import LoadRequest
 from models.errors import InvalidModelFile
@@ -17,6 +17,21 @@ from models.plan import Machine, Plan, make_plan
 from models.plan_sources import gguf_file_candidate
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, frozen=True)
+class LoadSettings:
+    """What the user chose for a load: context length, KV cache type, flash attention."""
+
+    n_ctx: int
+    kv_type: str = "f16"  # "f16", "q8_0" or "q4_0"
+    flash_attn: str = "auto"  # "on", "off" or "auto" (on: every llama.cpp backend Tailor uses has it)
+
+    def resolved_flash_attn(self) -> tuple[bool, str | None]:
+        """Flash attention on or off, and why when the choice was overruled."""
+        if self.kv_type != "f16" and self.flash_attn == "off":
+            return True, f"A {self.kv_type} KV cache needs flash attention: it is on despite the setting."
+        return self.flash_attn != "off", None
 
 
 @dataclass(slots=True, frozen=True)
@@ -37,14 +52,19 @@ class LoadPlanner:
             self._profile = detect_hardware()
         return self._profile
 
-    def plan_load(self, path: str, n_ctx: int, kv_type: str = "f16") -> PlannedLoad:
+    def plan_load(self, path: str, settings: LoadSettings) -> PlannedLoad:
+        flash_attn, overruled = settings.resolved_flash_attn()
+        kv_type, n_ctx = settings.kv_type, settings.n_ctx
         try:
             candidate = gguf_file_candidate(path)
         except (InvalidModelFile, ValueError, OSError) as exc:
             # The engine checks the file again and sends the user-facing error.
             log.info("no plan for %s: %s", path, exc)
-            return PlannedLoad(LoadRequest(path, n_ctx=n_ctx, kv_type=kv_type), None)
-        plan = make_plan(Machine.from_profile(self.profile), [candidate], context=n_ctx, kv_type=kv_type)
+            return PlannedLoad(LoadRequest(path, n_ctx=n_ctx, kv_type=kv_type, flash_attn=flash_attn), None)
+        plan = make_plan(Machine.from_profile(self.profile), [candidate], context=n_ctx, kv_type=kv_type,
+                         flash_attn=flash_attn)
+        if overruled:
+            plan = replace(plan, reasons=(*plan.reasons, overruled))
         request = LoadRequest(
             path, n_ctx=n_ctx, n_gpu_layers=plan.n_gpu_layers, kv_type=plan.kv_type, flash_attn=plan.flash_attn
         )

@@ -48,6 +48,8 @@ class ChatSettings:
     top_p: float = DEFAULT_TOP_P
     max_tokens: int = DEFAULT_MAX_TOKENS
     n_ctx: int = DEFAULT_N_CTX
+    kv_type: str = "f16"  # "f16", "q8_0", "q4_0"
+    flash_attn: str = "auto"  # "on", "off", "auto"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -106,8 +106,10 @@ def gb(n: int) -> str:
 class _Tree:
     """One walk through the tree; collects reasons as it goes."""
 
-    def __init__(self, machine: Machine, candidates: list[Candidate], context: int, kv_type: str, torch_ok: bool):
+    def __init__(self, machine: Machine, candidates: list[Candidate], context: int, kv_type: str, torch_ok: bool,
+                 flash_attn: bool = True):
         self.m, self.context, self.kv_type, self.torch_ok = machine, context, kv_type, torch_ok
+        self.flash_attn = flash_attn
         self.candidates = sorted(candidates, key=lambda c: quality_key(c.quant), reverse=True)
         self.reasons: list[str] = []
         gpu_room = max(0, machine.gpu_free_bytes - GPU_RESERVE_BYTES)
@@ -120,7 +122,8 @@ class _Tree:
             return ForecastSettings(n_ctx=context or self.context, kv_type="f16", n_gpu_layers=n_gpu_layers,
                                     paged_block_size=PAGED_BLOCK_SIZE)
         return ForecastSettings(
-            n_ctx=context or self.context, kv_type=kv or self.kv_type, flash_attn=True, n_gpu_layers=n_gpu_layers
+            n_ctx=context or self.context, kv_type=kv or self.kv_type, flash_attn=self.flash_attn,
+            n_gpu_layers=n_gpu_layers,
         )
 
     def fits(self, f: Forecast) -> bool:
@@ -243,14 +246,19 @@ class _Tree:
 
 
 def make_plan(
-    machine: Machine, candidates: list[Candidate], context: int = 4096, kv_type: str = "f16", torch_ok: bool = False
+    machine: Machine,
+    candidates: list[Candidate],
+    context: int = 4096,
+    kv_type: str = "f16",
+    torch_ok: bool = False,
+    flash_attn: bool = True,
 ) -> Plan:
     """Walk the decision tree for `candidates` on `machine`.
 
     Raises:
         ValueError: no candidates.
     """
-    plan = _Tree(machine, candidates, context, kv_type, torch_ok).walk()
+    plan = _Tree(machine, candidates, context, kv_type, torch_ok, flash_attn).walk()
     trained = plan_context_cap(candidates)
     if trained and plan.context > trained:
         return replace(plan, reasons=(*plan.reasons, f"Note: the model was trained for {trained:,} tokens of context."))

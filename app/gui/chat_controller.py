@@ -9,7 +9,8 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.gui.engine_bridge import EngineBridge
-from app.gui.reply_runner import BUSY_HINT, ReplyRunner, format_stats
+from app.gui.reply_runner import BUSY_HINT, ReplyRunner, format_stats, load_settings_of
+from app.load_planner import LoadSettings
 from app.store import DEFAULT_TITLE, ChatSettings, ChatStore, Conversation, Message
 
 __all__ = ["BUSY_HINT", "ChatController"]
@@ -78,20 +79,20 @@ class ChatController(QObject):
     def partial_reply(self) -> str | None:
         return self.runner.partial_reply
 
-    def _n_ctx(self) -> int:
-        return (self.current.settings if self.current else ChatSettings()).n_ctx
+    def _load_settings(self) -> LoadSettings:
+        return load_settings_of(self.current.settings if self.current else ChatSettings())
 
     def start(self) -> None:
         """Start the engine and load the model."""
-        self.runner.start(self._n_ctx())
+        self.runner.start(self._load_settings())
 
     def reload_engine(self) -> None:
         """Start a new engine process and load the model again."""
-        self.runner.reload_engine(self._n_ctx())
+        self.runner.reload_engine(self._load_settings())
 
     def load_model(self, path: str) -> bool:
         """Switch to another model file; False while a reply is being written."""
-        return self.runner.load_model(path, self._n_ctx())
+        return self.runner.load_model(path, self._load_settings())
 
     def stop(self) -> None:
         self.runner.stop()

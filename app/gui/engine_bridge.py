@@ -13,7 +13,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
-from app.load_planner import LoadPlanner
+from app.load_planner import LoadPlanner, LoadSettings
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import (
     ChatMessage,
@@ -118,9 +118,9 @@ class EngineBridge(QObject):
         """Start a new engine process (after the old one died)."""
         self.client.restart()
 
-    def load(self, path: str, n_ctx: int) -> bool:
+    def load(self, path: str, settings: LoadSettings) -> bool:
         """Ask for a model, loaded as the decision tree plans it; False (and an `error`) when the engine is gone."""
-        planned = self.planner.plan_load(str(path), n_ctx)
+        planned = self.planner.plan_load(str(path), settings)
         self.plan = planned.plan
         self.planned.emit(planned.plan)
         return self._call(self.client.load, planned.request) is not None

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.gui.engine_bridge import EngineBridge
-from app.store import ChatStore, Message
+from app.load_planner import LoadSettings
+from app.store import ChatSettings, ChatStore, Message
 from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams
 
 SAVE_INTERVAL_S = 0.4  # a streaming reply reaches the database at least this often
@@ -44,6 +45,11 @@ def format_stats(stats: dict | None) -> str:
         f"({stats.get('cached_tokens', 0)} cached) · prefill {stats.get('prefill_tok_s', 0):.0f} tok/s"
         f" · decode {stats.get('decode_tok_s', 0):.1f} tok/s"
     )
+
+
+def load_settings_of(settings: ChatSettings) -> LoadSettings:
+    """The part of a chat's settings that needs the model loaded again when it changes."""
+    return LoadSettings(settings.n_ctx, settings.kv_type, settings.flash_attn)
 
 
 def _file_name(path: str) -> str:
@@ -87,7 +93,7 @@ class ReplyRunner(QObject):
         self.store, self.bridge = store, bridge
         self.model_path = str(model_path)
         self._good_model_path: str | None = None
-        self._loaded: tuple[str, int] | None = None  # (path, n_ctx asked for)
+        self._loaded: tuple[str, LoadSettings] | None = None  # (path, settings asked for)
         self._loading: tuple[str, int] | None = None
         self._pending: int | None = None  # conversation whose reply waits for a load
         self._stream: _Stream | None = None
@@ -126,37 +132,37 @@ class ReplyRunner(QObject):
 
     # ------------------------------------------------------------ engine and model
 
-    def start(self, n_ctx: int) -> None:
+    def start(self, settings: LoadSettings) -> None:
         """Start the engine and load the model."""
         self.bridge.start()
         self.engine_dead = False
-        self._request_load(self.model_path, n_ctx)
+        self._request_load(self.model_path, settings)
 
-    def reload_engine(self, n_ctx: int) -> None:
+    def reload_engine(self, settings: LoadSettings) -> None:
         """Start a new engine process and load the model again (after the engine died)."""
         self.problem_cleared.emit()
         self.bridge.restart()
         self.engine_dead = False
-        self._request_load(self.model_path, n_ctx)
+        self._request_load(self.model_path, settings)
 
-    def load_model(self, path: str, n_ctx: int) -> bool:
+    def load_model(self, path: str, settings: LoadSettings) -> bool:
         """Switch to another model file; False while a reply is being written."""
         if self.busy:
             self.notice.emit(BUSY_HINT)
             return False
         self.model_path = str(path)
-        self._request_load(self.model_path, n_ctx)
+        self._request_load(self.model_path, settings)
         return True
 
-    def _request_load(self, path: str, n_ctx: int) -> None:
+    def _request_load(self, path: str, settings: LoadSettings) -> None:
         self._loaded = None
-        self._loading = (path, n_ctx)
+        self._loading = (path, settings)
         self.model_changed.emit(f"Loading {_file_name(path)} …")
-        self.bridge.load(path, n_ctx)
+        self.bridge.load(path, settings)
 
     @Slot(object)
     def _on_loaded(self, event: Loaded) -> None:
-        self._loaded = self._loading or (event.info.path, event.info.n_ctx)
+        self._loaded = self._loading or (event.info.path, LoadSettings(event.info.n_ctx))
         self._loading = None
         self._good_model_path = self._loaded[0]
         self.model_changed.emit(f"{event.info.name} · context {event.info.n_ctx}")
@@ -171,7 +177,7 @@ class ReplyRunner(QObject):
         conversation = self.store.get_conversation(conversation_id)
         if conversation is None:
             return
-        wanted = (self.model_path, conversation.settings.n_ctx)
+        wanted = (self.model_path, load_settings_of(conversation.settings))
         self._pending = conversation_id
         self.busy_changed.emit(True)
         if self._loaded == wanted and self._loading is None:

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QTimer, Signal, Slot
-from PySide6.QtWidgets import QDoubleSpinBox, QFormLayout, QPlainTextEdit, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QPlainTextEdit,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.store import ChatSettings
+
+KV_TYPES = ("f16", "q8_0", "q4_0")
+FLASH_ATTN = ("auto", "on", "off")
 
 
 class SettingsPanel(QWidget):
@@ -30,6 +41,8 @@ class SettingsPanel(QWidget):
         self.max_tokens = _int(1, 32768, 64)
         self.n_ctx = _int(256, 131072, 512)
         self.n_ctx.setToolTip("Context length in tokens; changing it reloads the model.")
+        self.kv_type = _choice(KV_TYPES, "KV cache type: q8_0 halves its memory, q4_0 quarters it; reloads the model.")
+        self.flash_attn = _choice(FLASH_ATTN, "Flash attention; a quantized KV cache needs it on. Reloads the model.")
         outer = QVBoxLayout(self)
         form = QFormLayout()
         outer.addLayout(form)
@@ -39,12 +52,16 @@ class SettingsPanel(QWidget):
         form.addRow("Top-p", self.top_p)
         form.addRow("Max tokens", self.max_tokens)
         form.addRow("Context length", self.n_ctx)
+        form.addRow("KV cache", self.kv_type)
+        form.addRow("Flash attention", self.flash_attn)
         self._loading = False
         self._timer = QTimer(self, singleShot=True, interval=300)
         self._timer.timeout.connect(self._emit)
         self.system_prompt.textChanged.connect(self._changed)
         for box in (self.temperature, self.top_p, self.max_tokens, self.n_ctx):
             box.valueChanged.connect(self._changed)
+        for combo in (self.kv_type, self.flash_attn):
+            combo.currentTextChanged.connect(self._changed)
 
     def set_settings(self, settings: ChatSettings) -> None:
         """Show `settings` without reporting a change."""
@@ -56,6 +73,8 @@ class SettingsPanel(QWidget):
             self.top_p.setValue(settings.top_p)
             self.max_tokens.setValue(settings.max_tokens)
             self.n_ctx.setValue(settings.n_ctx)
+            self.kv_type.setCurrentText(settings.kv_type)
+            self.flash_attn.setCurrentText(settings.flash_attn)
         finally:
             self._loading = False
 
@@ -66,6 +85,8 @@ class SettingsPanel(QWidget):
             top_p=round(self.top_p.value(), 3),
             max_tokens=self.max_tokens.value(),
             n_ctx=self.n_ctx.value(),
+            kv_type=self.kv_type.currentText(),
+            flash_attn=self.flash_attn.currentText(),
         )
 
     @Slot()
@@ -81,6 +102,13 @@ class SettingsPanel(QWidget):
     def _changed(self) -> None:
         if not self._loading:
             self._timer.start()
+
+
+def _choice(options: tuple[str, ...], tooltip: str) -> QComboBox:
+    box = QComboBox()
+    box.addItems(options)
+    box.setToolTip(tooltip)
+    return box
 
 
 def _double(low: float, high: float, step: float) -> QDoubleSpinBox:

@@ -64,3 +64,15 @@ def test_bad_option_is_a_usage_error(tmp_path: Path):
 def test_version(tmp_path: Path):
     result = tailor("--version", home=tmp_path)
     assert result.returncode == 0 and result.stdout.startswith("tailor 0.")
+
+
+def test_kv_and_flash_attention_options(tmp_path: Path):
+    result = tailor(
+        "chat", "--kv", "q8_0", "--flash-attn", "off", "--temperature", "0", "--max-tokens", "8", "--json", "Hi",
+        home=tmp_path,
+    )
+    # q8_0 needs flash attention: the planner turns it on instead of failing.
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1])["gen_tokens"] >= 1
+    bad = tailor("chat", "--flash-attn", "maybe", "Hi", home=tmp_path)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
