@@ -37,13 +37,16 @@ class _Stream:
 
 
 def format_stats(stats: dict | None) -> str:
-    """One line for the status bar from a message's stats."""
+    """One line for the status bar from a message's stats, with what the prompt cache saved."""
     if not stats:
         return ""
+    prompt, cached = stats.get("prompt_tokens", 0), stats.get("cached_tokens", 0)
+    prefill = stats.get("prefill_tok_s", 0)
+    # The cached tokens would have been prefilled at this message's own prefill rate.
+    saved = f" (~{cached / prefill:.1f} s saved)" if cached and prefill else ""
     return (
-        f"TTFT {stats.get('ttft_s', 0):.2f} s · prompt {stats.get('prompt_tokens', 0)} tok "
-        f"({stats.get('cached_tokens', 0)} cached) · prefill {stats.get('prefill_tok_s', 0):.0f} tok/s"
-        f" · decode {stats.get('decode_tok_s', 0):.1f} tok/s"
+        f"TTFT {stats.get('ttft_s', 0):.2f} s · {cached:,} of {prompt:,} prompt tokens from cache{saved}"
+        f" · prefill {prefill:.0f} tok/s · decode {stats.get('decode_tok_s', 0):.1f} tok/s"
     )
 
 
