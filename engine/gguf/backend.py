@@ -1,4 +1,12 @@
-"""GGUF backend on llama-cpp-python: load, render the chat template, stream, reuse the KV prefix."""
+"""GGUF backend on llama-cpp-python: load, render the chat template, stream, reuse the KV prefix.
+
+Prefix reuse has two sources: the sequence still in llama.cpp's context (the same
+conversation's next turn), and the prefix cache of saved sequence states (a conversation
+switched back to, a shared system prompt). When the cache shares a longer prefix with the
+prompt than the live context, its state is restored into sequence 0 first. The live state is
+saved into the cache when a prompt is about to drop a long part of it: saving costs a copy of
+its KV bytes, so the same conversation's next turn never pays it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,7 @@ import codecs
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import llama_cpp
@@ -16,6 +24,16 @@ from engine.backend import BackendError
 from engine.chat_template import ChatTemplate, ChatTemplateError
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.log_bridge import LlamaLogBridge
+from engine.gguf.prefix_cache import (
+    CacheEntry,
+    CacheKey,
+    PrefixCache,
+    common_prefix_len,
+    model_identity,
+    restore_state,
+    save_state,
+    settings_key,
+)
 from engine.protocol import (
     DeviceMemory,
     Done,
@@ -40,13 +58,12 @@ FALLBACK_TEMPLATE = (
 )
 
 
-def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+# A live sequence is saved into the prefix cache when a prompt drops at least this many of
+# its tokens; shorter tails are cheaper to prefill again than to copy.
+MIN_SAVED_TOKENS = 64
+# A cached state is restored only when it shares at least this many more tokens with the
+# prompt than the live context does.
+MIN_RESTORE_GAIN = 16
 
 
 class GgufBackend:
@@ -60,6 +77,8 @@ class GgufBackend:
         self._info: ModelInfo | None = None
         self._add_bos = True
         self._bos_text = ""
+        self._cache = PrefixCache(0)
+        self._cache_key: CacheKey | None = None
 
     # ------------------------------------------------------------ loading
 
@@ -71,7 +90,9 @@ class GgufBackend:
             raise BackendError("invalid_model", str(exc)) from None
         kv_type = KV_CACHE_TYPES.get(request.kv_type)
         if kv_type is None:
-            raise BackendError("bad_request", f"Unknown KV cache type {request.kv_type!r}: use f16, q8_0 or q4_0.")
+            raise BackendError(
+                "bad_request", f"Unknown KV cache type {request.kv_type!r}: use f16, q8_0 or q4_0."
+            )
         if request.kv_type != "f16" and not request.flash_attn:
             raise BackendError("bad_request", f"A {request.kv_type} KV cache needs flash attention on.")
         self.close()
@@ -90,8 +111,15 @@ class GgufBackend:
             )
         except (ValueError, RuntimeError, OSError) as exc:
             detail = "; ".join(self._logs.recent_errors) or str(exc)
-            raise BackendError("invalid_model", f"{path.name}: llama.cpp could not load it ({detail})") from None
+            raise BackendError(
+                "invalid_model", f"{path.name}: llama.cpp could not load it ({detail})"
+            ) from None
         self._llm = llm
+        self._cache.budget_bytes = max(0, request.prefix_cache_bytes)
+        self._cache_key = CacheKey(
+            model_identity(path),
+            settings_key(llm.n_ctx(), request.kv_type, request.flash_attn, request.n_gpu_layers),
+        )
         meta = llm.metadata
         self._bos_text = _token_text(llm, llm.token_bos())
         self._add_bos = meta.get("tokenizer.ggml.add_bos_token", "true") != "false"
@@ -100,7 +128,9 @@ class GgufBackend:
         # the model itself is fine and the error belongs to the message.
         try:
             self._template = ChatTemplate(
-                source or FALLBACK_TEMPLATE, bos_token=self._bos_text, eos_token=_token_text(llm, llm.token_eos())
+                source or FALLBACK_TEMPLATE,
+                bos_token=self._bos_text,
+                eos_token=_token_text(llm, llm.token_eos()),
             )
             self._template_error = None
         except ChatTemplateError as exc:
@@ -121,7 +151,7 @@ class GgufBackend:
     def close(self) -> None:
         if self._llm is not None:
             self._llm.close()
-        self._llm = self._template = self._info = None
+        self._llm = self._template = self._info = self._cache_key = None
 
     # ------------------------------------------------------------ generation
 
@@ -138,6 +168,7 @@ class GgufBackend:
                 f"The conversation is {len(tokens)} tokens long; the context holds {n_ctx}. "
                 "Start a new chat or raise the context length.",
             )
+        self._restore_cached_prefix(llm, tokens)
         cached = self._reuse_prefix(llm, tokens)
         s = request.sampling
         if s.seed is not None:
@@ -203,6 +234,40 @@ class GgufBackend:
             raise BackendError("template", str(exc)) from None
         add_bos = self._add_bos and not (self._bos_text and prompt.startswith(self._bos_text))
         return self._llm.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
+
+    def _restore_cached_prefix(self, llm: llama_cpp.Llama, tokens: list[int]) -> None:
+        """Save the live sequence if this prompt drops much of it; restore a longer cached prefix."""
+        key = self._cache_key
+        if key is None or self._cache.budget_bytes <= 0:
+            return
+        live = tuple(llm.input_ids[: llm.n_tokens].tolist())
+        live_len = common_prefix_len(live, tokens)
+        best, best_len = self._cache.lookup(key, tokens)
+        if len(live) - live_len >= MIN_SAVED_TOKENS:
+            self._save_live(llm, live)
+        if best is None or best_len < live_len + MIN_RESTORE_GAIN:
+            return
+        llm._ctx.kv_cache_clear()
+        llm.reset()
+        if not restore_state(llm._ctx.ctx, best.state):
+            log.warning("llama.cpp refused a cached state of %d tokens; dropped it", len(best.tokens))
+            self._cache.remove(best)
+            llm._ctx.kv_cache_clear()
+            return
+        llm.input_ids[: len(best.tokens)] = best.tokens
+        llm.n_tokens = len(best.tokens)
+
+    def _save_live(self, llm: llama_cpp.Llama, live: tuple[int, ...]) -> CacheEntry | None:
+        """Copy the KV state of the live sequence into the cache."""
+        key = self._cache_key
+        if key is None or len(live) < MIN_SAVED_TOKENS or (key, live) in self._cache:
+            return None
+        state = save_state(llm._ctx.ctx)
+        if state is None:
+            return None
+        entry = CacheEntry(key, live, state)
+        self._cache.put(entry)
+        return entry
 
     @staticmethod
     def _reuse_prefix(llm: llama_cpp.Llama, tokens: list[int]) -> int:
