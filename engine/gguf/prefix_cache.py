@@ -1,0 +1,144 @@
+"""The RAM tier of the prefix cache: saved llama.cpp sequence states, LRU under a byte budget.
+
+An entry is the KV state of one token sequence (what `llama_state_seq_get_data` returns for
+it), keyed by the model's identity and the settings that shape KV contents. A lookup finds
+the entry that shares the longest token prefix with a new prompt: restoring it and dropping
+the cells past that prefix leaves exactly the KV of the shared prefix.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+
+
+@dataclass(slots=True, frozen=True)
+class CacheKey:
+    """What must match for a saved state to be valid: the model file and the KV layout."""
+
+    model: str  # model_identity(...)
+    settings: str  # settings_key(...)
+
+
+@dataclass(slots=True, eq=False)
+class CacheEntry:
+    key: CacheKey
+    tokens: tuple[int, ...]
+    state: bytearray  # the bytes of llama_state_seq_get_data for `tokens`; never mutated
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.state)
+
+
+def model_identity(path: Path) -> str:
+    """The model file as a cache key part: a changed or replaced file gets a new identity."""
+    st = path.stat()
+    return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+
+
+def settings_key(n_ctx: int, kv_type: str, flash_attn: bool, n_gpu_layers: int) -> str:
+    """The load settings that change what a KV state holds or how it was computed."""
+    return f"llama-cpp-python={llama_cpp.__version__};n_ctx={n_ctx};kv={kv_type};fa={int(flash_attn)};ngl={n_gpu_layers}"
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the common prefix; slices compare in C, so long token lists cost little."""
+    a, b = tuple(a), tuple(b)
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    # Invariant: a[:lo] == b[:lo] and a[:hi] != b[:hi].
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class PrefixCache:
+    """Sequence states in RAM, least recently used evicted first, total bytes ≤ `budget_bytes`."""
+
+    def __init__(self, budget_bytes: int):
+        self.budget_bytes = max(0, budget_bytes)
+        self._entries: OrderedDict[tuple[CacheKey, tuple[int, ...]], CacheEntry] = OrderedDict()
+        self._total = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self._total
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[CacheEntry]:
+        """Entries from least to most recently used."""
+        return iter(list(self._entries.values()))
+
+    def __contains__(self, item: tuple[CacheKey, Sequence[int]]) -> bool:
+        key, tokens = item
+        return (key, tuple(tokens)) in self._entries
+
+    def lookup(self, key: CacheKey, tokens: Sequence[int]) -> tuple[CacheEntry | None, int]:
+        """The entry sharing the longest prefix with `tokens`, and that length; marks it used."""
+        tokens = tuple(tokens)
+        best, best_len = None, 0
+        for (k, entry_tokens), entry in self._entries.items():
+            if k != key or not entry_tokens or entry_tokens[0] != (tokens[0] if tokens else None):
+                continue
+            n = common_prefix_len(entry_tokens, tokens)
+            # Ties go to the smaller state: cheaper to restore.
+            if n > best_len or (n == best_len and best is not None and entry.nbytes < best.nbytes):
+                best, best_len = entry, n
+        if best is not None:
+            self._entries.move_to_end((best.key, best.tokens))
+        return best, best_len
+
+    def put(self, entry: CacheEntry) -> bool:
+        """Store `entry` (most recently used); False when it alone exceeds the budget.
+
+        Entries of the same key whose tokens are a prefix of the new one are dropped: every
+        lookup they could answer, the new entry answers at least as well.
+        """
+        if entry.nbytes > self.budget_bytes or not entry.tokens:
+            return False
+        for (k, tokens), old in list(self._entries.items()):
+            if k == entry.key and len(tokens) <= len(entry.tokens) and entry.tokens[: len(tokens)] == tokens:
+                self.remove(old)
+        self._entries[(entry.key, entry.tokens)] = entry
+        self._total += entry.nbytes
+        while self._total > self.budget_bytes:
+            self.remove(next(iter(self._entries.values())))
+        return True
+
+    def remove(self, entry: CacheEntry) -> None:
+        if self._entries.pop((entry.key, entry.tokens), None) is not None:
+            self._total -= entry.nbytes
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._total = 0
+
+
+def save_state(ctx: llama_cpp.llama_context_p, seq_id: int = 0) -> bytearray | None:
+    """The KV state of one sequence (no logits), or None if llama.cpp could not write it."""
+    size = llama_cpp.llama_state_seq_get_size(ctx, seq_id)
+    if size <= 0:
+        return None
+    buf = bytearray(size)
+    written = llama_cpp.llama_state_seq_get_data(ctx, (ctypes.c_uint8 * size).from_buffer(buf), size, seq_id)
+    return buf if written == size else None
+
+
+def restore_state(ctx: llama_cpp.llama_context_p, state: bytearray, seq_id: int = 0) -> bool:
+    """Load a saved state into `seq_id` (its cells are replaced); False if llama.cpp refused it."""
+    size = len(state)
+    ptr = (ctypes.c_uint8 * size).from_buffer(state)
+    return llama_cpp.llama_state_seq_set_data(ctx, ptr, size, seq_id) > 0

@@ -1,0 +1,198 @@
+"""The prefix cache: the RAM tier on its own, and end to end with real llama.cpp."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import llama_cpp
+import pytest
+
+from engine.client import EngineClient
+from engine.gguf.backend import GgufBackend
+from engine.gguf.log_bridge import LlamaLogBridge
+from engine.gguf.prefix_cache import CacheEntry, CacheKey, PrefixCache, common_prefix_len
+from engine.protocol import ChatMessage, Done, GenerateRequest, Loaded, LoadRequest, SamplingParams
+from tests.engine.helpers import collect, wait_for
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=24, seed=1)
+KEY = CacheKey("model-a", "n_ctx=2048")
+
+# Long enough that reusing it is worth measuring, short enough for a 2-core machine.
+SYSTEM = "You are a careful assistant for a small bakery. " + " ".join(
+    f"Rule {i}: answer politely, mention the daily bread number {i}, and keep replies short."
+    for i in range(20)
+)
+A = [
+    ChatMessage("system", "You are a geography tutor. " * 20),
+    ChatMessage("user", "What is the capital of France?"),
+]
+B = [ChatMessage("system", "You are a chemistry tutor. " * 20), ChatMessage("user", "What is water made of?")]
+
+
+def entry(tokens: list[int], nbytes: int = 100, key: CacheKey = KEY) -> CacheEntry:
+    return CacheEntry(key, tuple(tokens), bytearray(nbytes))
+
+
+# ---------------------------------------------------------------- the RAM tier
+
+
+def test_common_prefix_len():
+    assert common_prefix_len([1, 2, 3], [1, 2, 4]) == 2
+    assert common_prefix_len([1, 2, 3], [1, 2, 3, 4]) == 3
+    assert common_prefix_len([], [1]) == 0
+    assert common_prefix_len([5] * 1000 + [1], [5] * 1000 + [2]) == 1000
+
+
+def test_lookup_finds_the_longest_shared_prefix_of_the_same_key():
+    cache = PrefixCache(10_000)
+    cache.put(entry([1, 2, 3, 4, 5]))
+    cache.put(entry([1, 2, 9, 9]))
+    cache.put(entry([1, 2, 3, 4, 5, 6, 7], key=CacheKey("model-b", "n_ctx=2048")))
+    best, n = cache.lookup(KEY, [1, 2, 3, 4, 8])
+    assert best is not None and best.tokens == (1, 2, 3, 4, 5) and n == 4
+    assert cache.lookup(CacheKey("model-a", "n_ctx=4096"), [1, 2, 3]) == (None, 0)
+    assert cache.lookup(KEY, [7, 1, 2]) == (None, 0)
+
+
+def test_an_entry_replaces_the_entries_it_extends():
+    cache = PrefixCache(10_000)
+    cache.put(entry([1, 2, 3]))
+    cache.put(entry([1, 2, 3, 4, 5]))
+    assert [e.tokens for e in cache] == [(1, 2, 3, 4, 5)]
+    assert cache.total_bytes == 100
+
+
+def test_budget_is_honoured_with_50_conversations_and_the_oldest_go_first():
+    cache = PrefixCache(budget_bytes=20 * 1000)
+    for i in range(50):
+        assert cache.put(entry([1, 1000 + i, 7], nbytes=1000))
+        assert cache.total_bytes <= cache.budget_bytes
+    assert len(cache) == 20
+    assert [e.tokens[1] for e in cache] == list(range(1030, 1050))
+    # A lookup makes an entry the most recently used: it survives the next eviction.
+    cache.lookup(KEY, [1, 1030, 7])
+    cache.put(entry([1, 2000, 7], nbytes=1000))
+    kept = {e.tokens[1] for e in cache}
+    assert 1030 in kept and 1031 not in kept
+
+
+def test_an_entry_over_the_budget_is_not_stored():
+    cache = PrefixCache(budget_bytes=500)
+    assert not cache.put(entry([1, 2], nbytes=501))
+    assert len(cache) == 0 and cache.total_bytes == 0
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def start(starter_model: Path, tmp_path: Path, **load_args) -> EngineClient:
+    client = EngineClient(log_path=tmp_path / "engine.log")
+    client.start()
+    client.load(LoadRequest(str(starter_model), n_ctx=2048, **load_args))
+    assert isinstance(wait_for(client, (Loaded,)), Loaded)
+    return client
+
+
+def ask(client: EngineClient, messages: list[ChatMessage]) -> Done:
+    done = collect(client, client.generate(messages, GREEDY)).end
+    assert isinstance(done, Done), done
+    return done
+
+
+@pytest.fixture(scope="module")
+def engine(starter_model: Path, tmp_path_factory: pytest.TempPathFactory):
+    client = start(starter_model, tmp_path_factory.mktemp("logs"))
+    yield client
+    client.shutdown()
+
+
+def test_switching_back_to_a_conversation_resumes_its_history(engine: EngineClient):
+    a1 = ask(engine, A)
+    b1 = ask(engine, B)
+    assert b1.stats.cached_tokens < 10  # B shares nothing but the template's first tokens with A
+    a2 = ask(engine, [*A, ChatMessage("assistant", a1.text), ChatMessage("user", "And of Italy?")])
+    assert a2.stats.cached_tokens >= a1.stats.prompt_tokens
+    assert a2.stats.prompt_tokens - a2.stats.cached_tokens < 40
+
+
+def test_a_new_conversation_reuses_a_shared_system_prompt(engine: EngineClient, starter_model: Path):
+    first = ask(engine, [ChatMessage("system", SYSTEM), ChatMessage("user", "Do you sell rye bread?")])
+    ask(engine, B)  # something else in between, so the live context no longer holds it
+    second = ask(engine, [ChatMessage("system", SYSTEM), ChatMessage("user", "When do you open?")])
+    llm_tokens = len(
+        llama_cpp.Llama(str(starter_model), vocab_only=True, verbose=False).tokenize(SYSTEM.encode())
+    )
+    assert first.stats.prompt_tokens > llm_tokens > 300
+    assert second.stats.cached_tokens >= llm_tokens
+
+
+def test_greedy_output_with_the_cache_equals_output_without(starter_model: Path, tmp_path: Path):
+    turn2 = None
+    with_cache = start(starter_model, tmp_path)
+    try:
+        a1 = ask(with_cache, A)
+        ask(with_cache, B)
+        turn2 = [*A, ChatMessage("assistant", a1.text), ChatMessage("user", "Name three rivers there.")]
+        cached = ask(with_cache, turn2)
+        assert cached.stats.cached_tokens >= a1.stats.prompt_tokens
+    finally:
+        with_cache.shutdown()
+    without = start(starter_model, tmp_path, prefix_cache_bytes=0)
+    try:
+        cold = ask(without, turn2)
+    finally:
+        without.shutdown()
+    assert cold.stats.cached_tokens == 0
+    assert cached.text == cold.text and cached.stats.gen_tokens == cold.stats.gen_tokens
+
+
+# ---------------------------------------------------------------- the backend directly
+
+
+@pytest.fixture(scope="module")
+def backend():
+    b = GgufBackend(LlamaLogBridge())
+    yield b
+    b.close()
+
+
+def generate(backend: GgufBackend, messages: list[ChatMessage]) -> Done:
+    return backend.generate(GenerateRequest(1, tuple(messages), GREEDY), lambda _t: None, lambda: False)
+
+
+def test_other_settings_never_reuse_a_state(backend: GgufBackend, starter_model: Path):
+    backend.load(LoadRequest(str(starter_model), n_ctx=2048, kv_type="f16"))
+    generate(backend, A)
+    generate(backend, B)  # A's state is now in the cache
+    assert len(backend._cache) >= 1
+    for other in (
+        LoadRequest(str(starter_model), n_ctx=2048, kv_type="q8_0"),
+        LoadRequest(str(starter_model), n_ctx=1024),
+    ):
+        backend.load(other)
+        assert generate(backend, A).stats.cached_tokens == 0
+        generate(backend, B)
+
+
+def test_another_model_file_never_reuses_a_state(backend: GgufBackend, starter_model: Path, tmp_path: Path):
+    backend.load(LoadRequest(str(starter_model), n_ctx=2048))
+    generate(backend, A)
+    generate(backend, B)
+    copy = tmp_path / "copy.gguf"
+    copy.write_bytes(starter_model.read_bytes())
+    backend.load(LoadRequest(str(copy), n_ctx=2048))
+    assert generate(backend, A).stats.cached_tokens == 0
+
+
+def test_a_saved_state_holds_kv_bytes_only(backend: GgufBackend, starter_model: Path):
+    backend.load(LoadRequest(str(starter_model), n_ctx=2048))
+    generate(backend, A)
+    generate(backend, B)
+    llm = backend._llm
+    model = llm.model
+    head_dim = llama_cpp.llama_model_n_embd(model) // llama_cpp.llama_model_n_head(model)
+    per_token = (
+        2 * llama_cpp.llama_model_n_layer(model) * llama_cpp.llama_model_n_head_kv(model) * head_dim * 2
+    )
+    for e in backend._cache:
+        assert e.nbytes <= 1.5 * per_token * len(e.tokens)
