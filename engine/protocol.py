@@ -40,6 +40,9 @@ class LoadRequest:
     flash_attn: bool = True
     # RAM budget of the prefix cache (saved KV states of recent conversations); 0 turns it off.
     prefix_cache_bytes: int = 1 << 30
+    # Folder of the disk tier, so prefixes survive an engine restart; None keeps them in RAM only.
+    prefix_cache_dir: str | None = None
+    prefix_cache_disk_bytes: int = 4 << 30
 
 
 @dataclass(slots=True, frozen=True)

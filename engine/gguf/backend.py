@@ -34,6 +34,7 @@ from engine.gguf.prefix_cache import (
     save_state,
     settings_key,
 )
+from engine.gguf.prefix_store import PrefixStore
 from engine.protocol import (
     DeviceMemory,
     Done,
@@ -79,6 +80,7 @@ class GgufBackend:
         self._bos_text = ""
         self._cache = PrefixCache(0)
         self._cache_key: CacheKey | None = None
+        self._store: PrefixStore | None = None
 
     # ------------------------------------------------------------ loading
 
@@ -120,6 +122,8 @@ class GgufBackend:
             model_identity(path),
             settings_key(llm.n_ctx(), request.kv_type, request.flash_attn, request.n_gpu_layers),
         )
+        if request.prefix_cache_dir:
+            self._store = PrefixStore(Path(request.prefix_cache_dir), request.prefix_cache_disk_bytes)
         meta = llm.metadata
         self._bos_text = _token_text(llm, llm.token_bos())
         self._add_bos = meta.get("tokenizer.ggml.add_bos_token", "true") != "false"
@@ -150,7 +154,15 @@ class GgufBackend:
 
     def close(self) -> None:
         if self._llm is not None:
+            if self._store is not None:
+                # What the context holds now is the conversation most likely resumed next.
+                entry = self._save_live(self._llm, tuple(self._llm.input_ids[: self._llm.n_tokens].tolist()))
+                if entry is not None:
+                    self._store.put(entry)
             self._llm.close()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
         self._llm = self._template = self._info = self._cache_key = None
 
     # ------------------------------------------------------------ generation
@@ -237,14 +249,23 @@ class GgufBackend:
 
     def _restore_cached_prefix(self, llm: llama_cpp.Llama, tokens: list[int]) -> None:
         """Save the live sequence if this prompt drops much of it; restore a longer cached prefix."""
-        key = self._cache_key
-        if key is None or self._cache.budget_bytes <= 0:
+        key, store = self._cache_key, self._store
+        if key is None or (self._cache.budget_bytes <= 0 and store is None):
             return
         live = tuple(llm.input_ids[: llm.n_tokens].tolist())
         live_len = common_prefix_len(live, tokens)
         best, best_len = self._cache.lookup(key, tokens)
         if len(live) - live_len >= MIN_SAVED_TOKENS:
-            self._save_live(llm, live)
+            saved = self._save_live(llm, live)
+            if saved is not None and store is not None:
+                store.put(saved)
+        if store is not None:
+            on_disk, disk_len = store.lookup(key, tokens)
+            if on_disk is not None and disk_len > max(best_len, live_len + MIN_RESTORE_GAIN - 1):
+                loaded = store.load(on_disk)
+                if loaded is not None:
+                    self._cache.put(loaded)
+                    best, best_len = loaded, disk_len
         if best is None or best_len < live_len + MIN_RESTORE_GAIN:
             return
         llm._ctx.kv_cache_clear()
@@ -258,10 +279,13 @@ class GgufBackend:
         llm.n_tokens = len(best.tokens)
 
     def _save_live(self, llm: llama_cpp.Llama, live: tuple[int, ...]) -> CacheEntry | None:
-        """Copy the KV state of the live sequence into the cache."""
+        """Copy the KV state of the live sequence into the cache; the entry, or None if not saved."""
         key = self._cache_key
-        if key is None or len(live) < MIN_SAVED_TOKENS or (key, live) in self._cache:
+        if key is None or len(live) < MIN_SAVED_TOKENS:
             return None
+        for entry in self._cache:
+            if entry.key == key and entry.tokens == live:
+                return entry
         state = save_state(llm._ctx.ctx)
         if state is None:
             return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import llama_cpp
@@ -10,7 +12,8 @@ import pytest
 from engine.client import EngineClient
 from engine.gguf.backend import GgufBackend
 from engine.gguf.log_bridge import LlamaLogBridge
-from engine.gguf.prefix_cache import CacheEntry, CacheKey, PrefixCache, common_prefix_len
+from engine.gguf.prefix_cache import CacheEntry, CacheKey, PrefixCache, common_prefix_len, model_identity
+from engine.gguf.prefix_store import PrefixStore
 from engine.protocol import ChatMessage, Done, GenerateRequest, Loaded, LoadRequest, SamplingParams
 from tests.engine.helpers import collect, wait_for
 
@@ -196,3 +199,110 @@ def test_a_saved_state_holds_kv_bytes_only(backend: GgufBackend, starter_model: 
     )
     for e in backend._cache:
         assert e.nbytes <= 1.5 * per_token * len(e.tokens)
+
+
+# ---------------------------------------------------------------- the disk tier
+
+
+@pytest.fixture
+def model_file(tmp_path: Path) -> Path:
+    path = tmp_path / "m.gguf"
+    path.write_bytes(b"GGUF" + bytes(100))
+    return path
+
+
+def disk_entry(model_file: Path, tokens: list[int], nbytes: int = 1000) -> CacheEntry:
+    return CacheEntry(
+        CacheKey(model_identity(model_file), "s"), tuple(tokens), bytearray(range(256)) * (nbytes // 256)
+    )
+
+
+def written_store(tmp_path: Path, model_file: Path, *entries: CacheEntry) -> PrefixStore:
+    store = PrefixStore(tmp_path / "cache", 1 << 20)
+    for e in entries:
+        store.put(e)
+    store.flush()
+    return store
+
+
+def test_disk_entries_survive_a_new_store_and_load_intact(tmp_path: Path, model_file: Path):
+    e = disk_entry(model_file, [1, 2, 3, 4])
+    written_store(tmp_path, model_file, e).close()
+    store = PrefixStore(tmp_path / "cache", 1 << 20)
+    found, n = store.lookup(e.key, [1, 2, 3, 9])
+    assert found is not None and n == 3
+    loaded = store.load(found)
+    assert loaded is not None and loaded.tokens == e.tokens and loaded.state == e.state
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupted", "foreign_version", "not_ours"])
+def test_a_damaged_or_foreign_entry_file_is_ignored_and_removed(
+    damage: str, tmp_path: Path, model_file: Path
+):
+    e = disk_entry(model_file, [1, 2, 3, 4])
+    store = written_store(tmp_path, model_file, e)
+    store.close()
+    path = store.path_for(e)
+    data = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(data[: len(data) - 100])
+    elif damage == "corrupted":
+        path.write_bytes(data[:-10] + bytes(10))  # same length: only the checksum can tell
+    elif damage == "foreign_version":
+        path.write_bytes(data.replace(b"llama-cpp-python ", b"llama-cpp-python 0.0.1+"))
+    else:
+        path.write_bytes(b"hello" * 100)
+    fresh = PrefixStore(tmp_path / "cache", 1 << 20)
+    if damage == "corrupted":  # the header is fine, so the file is indexed; loading it catches it
+        found, _ = fresh.lookup(e.key, e.tokens)
+        assert found is not None and fresh.load(found) is None
+    assert fresh.lookup(e.key, e.tokens) == (None, 0)
+    assert not path.exists()
+
+
+def test_entries_of_a_changed_model_file_are_removed(tmp_path: Path, model_file: Path):
+    e = disk_entry(model_file, [1, 2, 3, 4])
+    written_store(tmp_path, model_file, e).close()
+    model_file.write_bytes(b"GGUF" + bytes(200))  # the file was replaced: new size and mtime
+    fresh = PrefixStore(tmp_path / "cache", 1 << 20)
+    assert len(fresh) == 0 and not list((tmp_path / "cache").iterdir())
+
+
+def test_a_full_disk_drops_the_entry_and_nothing_else(
+    tmp_path: Path, model_file: Path, monkeypatch: pytest.MonkeyPatch
+):
+    def no_space(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", no_space)
+    store = written_store(tmp_path, model_file, disk_entry(model_file, [1, 2, 3]))
+    assert len(store) == 0 and not list((tmp_path / "cache").iterdir())
+    monkeypatch.undo()
+    store.put(disk_entry(model_file, [5, 6, 7]))
+    store.flush()
+    assert len(store) == 1
+    store.close()
+
+
+def test_the_disk_budget_is_honoured(tmp_path: Path, model_file: Path):
+    store = PrefixStore(tmp_path / "cache", budget_bytes=10 * 1200)
+    for i in range(50):
+        store.put(disk_entry(model_file, [1, 100 + i, 2], nbytes=1024))
+    store.flush()
+    assert store.total_bytes <= store.budget_bytes
+    assert len(store) == len(list((tmp_path / "cache").iterdir())) >= 5
+    store.close()
+
+
+def test_after_an_engine_restart_the_prefix_comes_from_disk(starter_model: Path, tmp_path: Path):
+    cache_dir = str(tmp_path / "prefixes")
+    client = start(starter_model, tmp_path, prefix_cache_dir=cache_dir)
+    try:
+        a1 = ask(client, A)
+        client.restart()
+        client.load(LoadRequest(str(starter_model), n_ctx=2048, prefix_cache_dir=cache_dir))
+        assert isinstance(wait_for(client, (Loaded,)), Loaded)
+        a2 = ask(client, [*A, ChatMessage("assistant", a1.text), ChatMessage("user", "And of Italy?")])
+    finally:
+        client.shutdown()
+    assert a2.stats.cached_tokens >= a1.stats.prompt_tokens
