@@ -32,7 +32,7 @@ NEW_MESSAGE = (
 
 
 def _system(topic: str, tokens: int) -> str:
-    """A system prompt of about `tokens` tokens (about 12 tokens a sentence)."""
+    """A system prompt of about `tokens` tokens (about 18 tokens a sentence)."""
     return " ".join(
         f"Note {i} about {topic}: keep the answer clear, short and kind." for i in range(tokens // 13)
     )
