@@ -113,7 +113,7 @@ def run_chat(args: argparse.Namespace) -> int:
     try:
         # GPU layers, KV type and flash attention as the decision tree plans them for this machine.
         settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn)
-        client.load(LoadPlanner().plan_load(str(model), settings).request)
+        client.load(LoadPlanner(prefix_cache_dir=paths.prefix_cache).plan_load(str(model), settings).request)
         _wait_loaded(client)
         request_id = client.generate(messages, sampling)
         previous = signal.getsignal(signal.SIGINT)

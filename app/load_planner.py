@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from engine.protocol import LoadRequest
 from models.errors import InvalidModelFile
@@ -43,8 +44,10 @@ class PlannedLoad:
 class LoadPlanner:
     """Plans loads on one machine; the hardware is detected once, when first needed."""
 
-    def __init__(self, profile: HardwareProfile | None = None):
+    def __init__(self, profile: HardwareProfile | None = None, prefix_cache_dir: Path | None = None):
         self._profile = profile
+        # Where the engine keeps chat prefixes warm across restarts; None keeps them in RAM only.
+        self._prefix_cache_dir = str(prefix_cache_dir) if prefix_cache_dir else None
 
     @property
     def profile(self) -> HardwareProfile:
@@ -60,12 +63,15 @@ class LoadPlanner:
         except (InvalidModelFile, ValueError, OSError) as exc:
             # The engine checks the file again and sends the user-facing error.
             log.info("no plan for %s: %s", path, exc)
-            return PlannedLoad(LoadRequest(path, n_ctx=n_ctx, kv_type=kv_type, flash_attn=flash_attn), None)
+            request = LoadRequest(path, n_ctx=n_ctx, kv_type=kv_type, flash_attn=flash_attn,
+                                  prefix_cache_dir=self._prefix_cache_dir)
+            return PlannedLoad(request, None)
         plan = make_plan(Machine.from_profile(self.profile), [candidate], context=n_ctx, kv_type=kv_type,
                          flash_attn=flash_attn)
         if overruled:
             plan = replace(plan, reasons=(*plan.reasons, overruled))
         request = LoadRequest(
-            path, n_ctx=n_ctx, n_gpu_layers=plan.n_gpu_layers, kv_type=plan.kv_type, flash_attn=plan.flash_attn
+            path, n_ctx=n_ctx, n_gpu_layers=plan.n_gpu_layers, kv_type=plan.kv_type, flash_attn=plan.flash_attn,
+            prefix_cache_dir=self._prefix_cache_dir,
         )
         return PlannedLoad(request, plan)

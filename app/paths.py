@@ -15,6 +15,7 @@ APP_NAME = "Tailor"
 class AppPaths:
     data_dir: Path
     log_dir: Path
+    cache_dir: Path
 
     @property
     def chat_db(self) -> Path:
@@ -23,6 +24,11 @@ class AppPaths:
     @property
     def engine_log(self) -> Path:
         return self.log_dir / "engine.log"
+
+    @property
+    def prefix_cache(self) -> Path:
+        """Saved KV states of chat prefixes, so they stay warm across restarts (safe to delete)."""
+        return self.cache_dir / "prefix-cache"
 
     @property
     def app_log(self) -> Path:
@@ -34,8 +40,9 @@ class AppPaths:
         home = os.environ.get("TAILOR_HOME")
         if home:
             root = Path(home)
-            return cls(data_dir=root / "data", log_dir=root / "logs")
+            return cls(data_dir=root / "data", log_dir=root / "logs", cache_dir=root / "cache")
         return cls(
             data_dir=Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)),
             log_dir=Path(platformdirs.user_log_dir(APP_NAME, appauthor=False)),
+            cache_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)),
         )

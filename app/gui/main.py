@@ -12,6 +12,7 @@ from app.gui.chat_controller import ChatController
 from app.gui.engine_bridge import EngineBridge
 from app.gui.first_run import app_settings, maybe_show_first_run
 from app.gui.main_window import MainWindow
+from app.load_planner import LoadPlanner
 from app.log_setup import configure_logging
 from app.paths import AppPaths
 from app.store import ChatStore, StoreError
@@ -21,7 +22,7 @@ from engine.starter import StarterModelMissing, starter_model_path
 def build_window(db_path: Path | None, model_path: str, log_path: Path | None) -> MainWindow:
     """A window over the given chat history and engine; the engine is not started yet."""
     store = ChatStore(db_path)
-    bridge = EngineBridge(log_path=log_path)
+    bridge = EngineBridge(log_path=log_path, planner=LoadPlanner(prefix_cache_dir=AppPaths.default().prefix_cache))
     controller = ChatController(store, bridge, model_path)
     window = MainWindow(controller)
     bridge.setParent(window)

@@ -76,3 +76,16 @@ def test_kv_and_flash_attention_options(tmp_path: Path):
     assert json.loads(result.stdout.strip().splitlines()[-1])["gen_tokens"] >= 1
     bad = tailor("chat", "--flash-attn", "maybe", "Hi", home=tmp_path)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_a_second_run_reuses_the_system_prompt_from_the_disk_cache(tmp_path: Path):
+    system = "You are a careful assistant. " * 40  # a long system prompt, worth keeping warm
+    args = ("chat", "--json", "--temperature", "0", "--max-tokens", "4", "--system", system)
+    first = tailor(*args, "Hi", home=tmp_path)
+    second = tailor(*args, "Hello there", home=tmp_path)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    cold = json.loads(first.stdout.strip().splitlines()[-1])
+    warm = json.loads(second.stdout.strip().splitlines()[-1])
+    assert cold["cached_tokens"] == 0
+    assert warm["cached_tokens"] >= 200  # the shared system prompt came from the previous process
+    assert list((tmp_path / "cache" / "prefix-cache").iterdir())
