@@ -9,6 +9,7 @@ from typing import Any
 
 from app.paths import AppPaths
 from models.store import ImportedModel, Library, LocalFile, LocalRepo, LocalRevision, ModelStore, StoreError
+from models.units import human_size
 
 
 def add_library_parsers(subparsers: Any) -> None:
@@ -60,12 +61,12 @@ def run_rm(args: argparse.Namespace, store: ModelStore | None = None) -> int:
 
 def describe(item: LocalRepo | LocalRevision | LocalFile | ImportedModel) -> str:
     if isinstance(item, LocalRepo):
-        return f"{item.repo_id} ({_size(item.size)})"
+        return f"{item.repo_id} ({human_size(item.size)})"
     if isinstance(item, LocalRevision):
-        return f"{item.repo_id}@{item.commit[:8]} ({_size(item.size)})"
+        return f"{item.repo_id}@{item.commit[:8]} ({human_size(item.size)})"
     if isinstance(item, LocalFile):
-        return f"{item.repo_id}/{item.path_in_repo} ({_size(item.size)})"
-    return f"imported file {item.path} ({_size(item.size)})"
+        return f"{item.repo_id}/{item.path_in_repo} ({human_size(item.size)})"
+    return f"imported file {item.path} ({human_size(item.size)})"
 
 
 def library_to_dict(library: Library) -> dict:
@@ -101,21 +102,15 @@ def format_library(library: Library) -> str:
     lines = []
     for repo in library.repos:
         status = "" if repo.complete else "  (download incomplete)"
-        lines.append(f"{repo.repo_id}  {_size(repo.size)}{status}")
+        lines.append(f"{repo.repo_id}  {human_size(repo.size)}{status}")
         for rev in repo.revisions:
             refs = f" ({', '.join(rev.refs)})" if rev.refs else ""
             for f in rev.files:
                 if f.is_gguf or len(rev.files) <= 3:
-                    lines.append(f"  {f.path_in_repo}  {_size(f.size)}  @{rev.commit[:8]}{refs}")
+                    lines.append(f"  {f.path_in_repo}  {human_size(f.size)}  @{rev.commit[:8]}{refs}")
     for model in library.imported:
-        lines.append(f"{model.path}  {_size(model.size)}  (imported{'' if model.exists else ', missing'})")
-    lines.append(f"Total: {_size(library.total_size)}")
+        lines.append(f"{model.path}  {human_size(model.size)}  (imported{'' if model.exists else ', missing'})")
+    lines.append(f"Total: {human_size(library.total_size)}")
     return "\n".join(lines)
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"

@@ -52,6 +52,7 @@ from models.hf_cache import (
     validate_commit,
     write_ref,
 )
+from models.units import human_size
 
 __all__ = [
     "Download",
@@ -334,8 +335,8 @@ class Downloader:
         if free < need:
             raise DownloadError(
                 "disk_full",
-                f"not enough free space in {self.cache_dir}: the download needs {_human(need)} "
-                f"(with a 5% margin), {_human(free)} is free",
+                f"not enough free space in {self.cache_dir}: the download needs {human_size(need)} "
+                f"(with a 5% margin), {human_size(free)} is free",
             )
 
     def _fetch_file(
@@ -475,9 +476,3 @@ def _sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"

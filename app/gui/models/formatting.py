@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-
-def human_size(n: float) -> str:
-    """Bytes in decimal units, as file managers show them: 4.9 GB."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
+from models.units import human_size  # noqa: F401 - the pages import it from here
 
 
 def human_eta(seconds: float | None) -> str:
