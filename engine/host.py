@@ -121,7 +121,7 @@ class EngineHost:
     def _load(self, request: LoadRequest) -> None:
         self.close()
         t0 = time.perf_counter()
-        backend = self._backend_for(request.path)
+        backend = self._new_backend()
         info = backend.load(request)
         self._backend = backend
         self._send(Loaded(info, time.perf_counter() - t0))
@@ -166,15 +166,14 @@ class EngineHost:
         self._send(done)
         self._send(backend.memory())
 
-    def _backend_for(self, path: str) -> Backend:
-        """The backend that runs this model file (GGUF only for now)."""
+    def _new_backend(self) -> Backend:
+        """A backend for the next model (GGUF only until the PyTorch engine exists)."""
         # Imported here: llama_cpp is loaded only inside the engine process.
         from engine.gguf.backend import GgufBackend
         from engine.gguf.log_bridge import LlamaLogBridge
 
         if self._log_bridge is None:  # llama.cpp has one process-wide log callback
             self._log_bridge = LlamaLogBridge()
-        del path
         return GgufBackend(self._log_bridge)
 
     def _send(self, event: Event) -> None:
