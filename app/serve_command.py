@@ -1,0 +1,1 @@
+"""`tailor serve`: serve a model over an OpenAI-compatible HTTP API."""
