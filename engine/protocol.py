@@ -50,6 +50,9 @@ class GenerateRequest:
     request_id: int
     messages: tuple[ChatMessage, ...]
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    # A raw prompt continued as is, without the chat template (the server's /v1/completions);
+    # when set, `messages` is ignored.
+    prompt: str | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -238,6 +238,11 @@ class GgufBackend:
         return self._llm
 
     def _prompt_tokens(self, request: GenerateRequest) -> list[int]:
+        if request.prompt is not None:  # a raw completion: no chat template
+            raw = self._llm.tokenize(request.prompt.encode("utf-8"), add_bos=self._add_bos, special=True)
+            if not raw:
+                raise BackendError("bad_request", "The prompt is empty.")
+            return raw
         if self._template is None:
             raise BackendError("template", self._template_error or "The model has no usable chat template.")
         try:
