@@ -21,10 +21,12 @@ from app.gui.chat_controller import ChatController
 from app.gui.chat_view import ChatView
 from app.gui.composer import Composer
 from app.gui.conversation_list import ConversationList
+from app.gui.crash_dialog import open_log_folder
 from app.gui.first_run import FirstRunDialog
 from app.gui.models.manager_window import ModelManager
 from app.gui.plan_view import PlanLabel, open_plan_dialog
 from app.gui.settings_panel import SettingsPanel
+from app.paths import AppPaths
 from app.store import Conversation, Message
 from engine.protocol import MemoryReport
 
@@ -141,7 +143,12 @@ class MainWindow(QMainWindow):
         self.welcome_action = QAction("Welcome…", self)
         self.welcome_action.triggered.connect(self.show_welcome)
         self.welcome: FirstRunDialog | None = None
-        self.menuBar().addMenu("&Help").addAction(self.welcome_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction(self.welcome_action)
+        # The folder of tailor.log and engine.log (rotating, in the user log dir): what a bug report needs.
+        self.open_log_action = help_menu.addAction(
+            "Open log folder", lambda: open_log_folder(AppPaths.default().app_log)
+        )
 
     def _connect(self) -> None:
         c = self.controller
