@@ -43,6 +43,11 @@ class LoadRequest:
     # Folder of the disk tier, so prefixes survive an engine restart; None keeps them in RAM only.
     prefix_cache_dir: str | None = None
     prefix_cache_disk_bytes: int = 4 << 30
+    # Folder where the engine keeps a status file (its latest memory report, for `tailor mem`);
+    # None writes none. `forecast` is the plan's forecast for these settings (Forecast.to_dict()),
+    # written beside the report so readers compare the two.
+    status_dir: str | None = None
+    forecast: dict | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -157,9 +162,16 @@ class Error:
 
 @dataclass(slots=True, frozen=True)
 class DeviceMemory:
-    """Where the bytes of one device go; `free_bytes` is what the OS/driver says is left."""
+    """Where the bytes of one device go, as the engine's backend accounts for them.
 
-    device: str  # "cpu" or "cuda:N"
+    The parts are this process's: weights, the KV cache (allocated; `kv_used_bytes` of it hold
+    tokens), compute/activation buffers, the prefix cache's RAM tier (host only) and `other`
+    (the rest of the process: RSS on the host, NVML's per-process figure on a GPU, minus the
+    parts above). `free_bytes` is what the OS or the driver says is left; whatever of
+    `total_bytes` is neither ours nor free is held by other programs.
+    """
+
+    device: str  # "cpu" or "cuda:N" (any backend: "cpu" is host RAM)
     weights_bytes: int
     kv_allocated_bytes: int
     kv_used_bytes: int
@@ -167,13 +179,55 @@ class DeviceMemory:
     other_bytes: int
     free_bytes: int
     total_bytes: int
+    kv_used_tokens: int = 0  # tokens whose KV cells live here (each device holds its layers' cells)
+    kv_total_tokens: int = 0  # cells this device's KV cache has room for
+    prefix_cache_bytes: int = 0  # saved sequence states held in this device's memory
+    name: str = ""  # what people call it: "NVIDIA GeForce RTX 4090", "RAM"
+
+    @property
+    def process_bytes(self) -> int:
+        """Everything this engine process holds on the device."""
+        return (self.weights_bytes + self.kv_allocated_bytes + self.compute_bytes
+                + self.prefix_cache_bytes + self.other_bytes)
+
+    def to_dict(self) -> dict[str, int | str]:
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 @dataclass(slots=True, frozen=True)
 class MemoryReport:
+    """The engine's memory, per device; sent after a load, while generating and on every change.
+
+    `kv_tokens_used` counts the KV cells holding tokens over all sequences, a prefix shared
+    by several sequences once; `kv_tokens_total` is the cells the cache has.
+    """
+
     devices: tuple[DeviceMemory, ...]
     kv_tokens_used: int
     kv_tokens_total: int
+    prefix_cache_disk_bytes: int = 0  # the prefix cache's disk tier (not memory, shown beside it)
+
+    def device(self, name: str) -> DeviceMemory | None:
+        return next((d for d in self.devices if d.device == name), None)
+
+    def to_dict(self) -> dict:
+        return {
+            "devices": [d.to_dict() for d in self.devices],
+            "kv_tokens_used": self.kv_tokens_used,
+            "kv_tokens_total": self.kv_tokens_total,
+            "prefix_cache_disk_bytes": self.prefix_cache_disk_bytes,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> MemoryReport:
+        """The inverse of `to_dict` (the status file a running engine writes)."""
+        fields = DeviceMemory.__slots__
+        return cls(
+            devices=tuple(DeviceMemory(**{k: v for k, v in d.items() if k in fields}) for d in data["devices"]),
+            kv_tokens_used=int(data["kv_tokens_used"]),
+            kv_tokens_total=int(data["kv_tokens_total"]),
+            prefix_cache_disk_bytes=int(data.get("prefix_cache_disk_bytes", 0)),
+        )
 
 
 Event = Loaded | Unloaded | Token | Done | Error | MemoryReport

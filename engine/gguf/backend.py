@@ -24,6 +24,7 @@ from engine.backend import BackendError
 from engine.chat_template import ChatTemplate, ChatTemplateError
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.log_bridge import LlamaLogBridge
+from engine.gguf.memory_report import gguf_memory_report
 from engine.gguf.prefix_cache import (
     CacheEntry,
     CacheKey,
@@ -36,7 +37,6 @@ from engine.gguf.prefix_cache import (
 )
 from engine.gguf.prefix_store import PrefixStore
 from engine.protocol import (
-    DeviceMemory,
     Done,
     FinishReason,
     GenerateRequest,
@@ -317,27 +317,8 @@ class GgufBackend:
     # ------------------------------------------------------------ memory
 
     def memory(self) -> MemoryReport:
-        vm = psutil.virtual_memory()
-        rss = psutil.Process().memory_info().rss
-        llm = self._llm
-        buffers = self._logs.buffers
-        weights = buffers.total("weights") if llm is not None else 0
-        kv = buffers.total("kv") if llm is not None else 0
-        compute = buffers.total("compute") if llm is not None else 0
-        n_ctx = llm.n_ctx() if llm is not None else 0
-        used = llm.n_tokens if llm is not None else 0
-        kv_used = kv * used // n_ctx if n_ctx else 0
-        cpu = DeviceMemory(
-            device="cpu",
-            weights_bytes=weights,
-            kv_allocated_bytes=kv,
-            kv_used_bytes=kv_used,
-            compute_bytes=compute,
-            other_bytes=max(0, rss - weights - kv - compute),
-            free_bytes=vm.available,
-            total_bytes=vm.total,
-        )
-        return MemoryReport(devices=(cpu,), kv_tokens_used=used, kv_tokens_total=n_ctx)
+        """llama.cpp's buffers per device, KV cells in use, the prefix cache and the rest (memory_report.py)."""
+        return gguf_memory_report(self)
 
 
 def _token_text(llm: llama_cpp.Llama, token: int) -> str:

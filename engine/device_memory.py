@@ -1,0 +1,120 @@
+"""What the OS and the NVIDIA driver say about this process's memory, per device.
+
+Backends know their own parts (weights, KV cache, compute buffers); this module adds what
+only the OS or the driver knows: the whole process's use of a device (RSS on the host,
+NVML's per-process figure on a GPU) and the device's free and total memory. Both the GGUF
+and the torch backend use it, so their reports mean the same thing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import psutil
+
+from models.nvml import NvmlApi, Pynvml, describe_nvml_error
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, frozen=True)
+class DeviceUsage:
+    device: str  # "cpu" or "cuda:N" (N: the CUDA ordinal this process sees)
+    name: str
+    process_bytes: int | None  # this process's whole use; None where the driver does not say
+    free_bytes: int
+    total_bytes: int
+
+
+class DeviceMeter:
+    """Reads host and GPU memory for one process; NVML is initialised once, on first use.
+
+    Args:
+        nvml: the NVML to ask (tests hand in a fake); default: pynvml, when installed.
+        pid: the process to account for; default: this one.
+    """
+
+    def __init__(self, nvml: NvmlApi | None = None, pid: int | None = None):
+        self._nvml = nvml
+        self._nvml_ready: bool | None = None  # None: not tried yet
+        self._pid = pid or os.getpid()
+        self._process = psutil.Process(self._pid)
+        self._handles: dict[int, object] = {}
+
+    def host(self) -> DeviceUsage:
+        vm = psutil.virtual_memory()
+        try:
+            rss: int | None = self._process.memory_info().rss
+        except psutil.Error:
+            rss = None
+        return DeviceUsage("cpu", "RAM", rss, int(vm.available), int(vm.total))
+
+    def gpu(self, ordinal: int) -> DeviceUsage | None:
+        """CUDA device `ordinal` of this process, or None when NVML cannot read it."""
+        if not self._start_nvml():
+            return None
+        nvml = self._nvml
+        assert nvml is not None
+        try:
+            handle = self._handle(ordinal)
+            total, free, _used = nvml.memory(handle)
+            name = nvml.name(handle)
+            try:
+                mine = nvml.process_memory(handle).get(self._pid)
+            except Exception:  # noqa: BLE001 - per-process figures are optional (no permission, WDDM)
+                mine = None
+        except Exception as exc:  # noqa: BLE001 - a report without this GPU beats no report
+            log.warning("cannot read GPU %d: %s", ordinal, describe_nvml_error(exc))
+            return None
+        return DeviceUsage(f"cuda:{ordinal}", name, mine, int(free), int(total))
+
+    def close(self) -> None:
+        if self._nvml_ready and self._nvml is not None:
+            try:
+                self._nvml.shutdown()
+            except Exception:  # noqa: BLE001 - nothing to do about it at exit
+                pass
+        self._nvml_ready = None
+        self._handles.clear()
+
+    def _start_nvml(self) -> bool:
+        if self._nvml_ready is None:
+            try:
+                if self._nvml is None:
+                    self._nvml = Pynvml.load()
+                self._nvml.init()
+                self._nvml_ready = True
+            except Exception as exc:  # noqa: BLE001 - ImportError or any NVML failure: no GPU figures
+                log.info("no GPU memory figures: %s", describe_nvml_error(exc))
+                self._nvml_ready = False
+        return self._nvml_ready
+
+    def _handle(self, ordinal: int) -> object:
+        if ordinal not in self._handles:
+            assert self._nvml is not None
+            self._handles[ordinal] = self._nvml.device(nvml_index(ordinal, self._nvml))
+        return self._handles[ordinal]
+
+
+def nvml_index(ordinal: int, nvml: NvmlApi, visible: str | None = None) -> int:
+    """NVML's index of the GPU that CUDA calls `ordinal` in this process.
+
+    CUDA numbers only the devices in CUDA_VISIBLE_DEVICES, in that order (indices or UUIDs);
+    NVML always numbers every device. Without the variable both count the same way (Tailor
+    does not change CUDA_DEVICE_ORDER; with PCI_BUS_ID ordering, both agree too).
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+    if not visible:
+        return ordinal
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    if ordinal >= len(entries):
+        return ordinal
+    entry = entries[ordinal]
+    if entry.isdigit():
+        return int(entry)
+    for index in range(nvml.device_count()):  # a UUID (or its prefix), as nvidia-smi -L prints it
+        if nvml.uuid(nvml.device(index)).startswith(entry):
+            return index
+    return ordinal

@@ -1,0 +1,153 @@
+"""The GGUF backend's memory report: llama.cpp's own buffer sizes, per device, and KV cells in use.
+
+Sizes come from llama.cpp itself, never from a formula: the "model/KV/compute/output buffer
+size" lines it logs while loading (captured by LlamaLogBridge), attributed to a device by
+the buffer's backend name ("CUDA0" is cuda:0; "CPU", "CPU_Mapped", "CUDA_Host" live in host
+RAM). The KV cells in use come from llama.cpp's memory API (the position span of every
+sequence id of the context). The rest of the process and the free memory come from the OS
+and the driver (engine.device_memory).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import llama_cpp
+
+from engine.device_memory import DeviceMeter
+from engine.gguf.log_bridge import BufferSizes
+from engine.gguf.prefix_cache import common_prefix_len
+from engine.protocol import DeviceMemory, MemoryReport
+
+_PARTS = ("weights", "kv", "compute")
+_NUMBERED = re.compile(r"([A-Za-z]+?)(\d+)")
+
+
+def device_of(backend_name: str) -> str:
+    """The device a llama.cpp buffer lives on, from its backend buffer type's name."""
+    if backend_name.startswith("CPU") or backend_name.endswith("_Host"):
+        return "cpu"  # plain, mapped, repacked, or pinned host memory
+    numbered = _NUMBERED.fullmatch(backend_name)
+    if numbered:
+        kind, index = numbered.groups()
+        return f"{kind.lower()}:{index}"  # CUDA0 -> cuda:0, Vulkan1 -> vulkan:1
+    return backend_name.lower()
+
+
+def parts_by_device(buffers: BufferSizes) -> dict[str, dict[str, int]]:
+    """{device: {"weights": bytes, "kv": bytes, "compute": bytes}} from llama.cpp's logged buffers."""
+    out: dict[str, dict[str, int]] = {"cpu": dict.fromkeys(_PARTS, 0)}
+    for kind in _PARTS:
+        for backend_name, nbytes in buffers.by_kind.get(kind, {}).items():
+            device = out.setdefault(device_of(backend_name), dict.fromkeys(_PARTS, 0))
+            device[kind] += nbytes
+    return out
+
+
+def distinct_prefix_tokens(sequences: Sequence[Sequence[int]]) -> int:
+    """Tokens in a trie of `sequences`: every shared prefix counted once."""
+    ordered = sorted(tuple(s) for s in sequences)
+    total = sum(len(s) for s in ordered)
+    # In sorted order, a sequence shares the most with its predecessor.
+    return total - sum(common_prefix_len(a, b) for a, b in zip(ordered, ordered[1:], strict=False))
+
+
+def count_cells(spans: Mapping[int, tuple[int, int]], known: Mapping[int, Sequence[int]], shared: bool) -> int:
+    """KV cells in use, from each sequence's (first, last) position.
+
+    Args:
+        spans: per sequence id, the positions llama.cpp holds (inclusive).
+        known: the tokens of the sequences the backend tracks (from position 0).
+        shared: whether sequences can share cells (one unified cache). Sequences that start
+            at 0 and whose tokens are known then share their common prefixes; any other
+            sequence counts in full.
+    """
+    total, prefixes = 0, []
+    for seq, (first, last) in spans.items():
+        n = last - first + 1
+        tokens = known.get(seq)
+        if shared and first == 0 and tokens is not None and len(tokens) >= n:
+            prefixes.append(tuple(tokens[:n]))
+        else:
+            total += n
+    return total + distinct_prefix_tokens(prefixes)
+
+
+def kv_cells_in_use(ctx: llama_cpp.llama_context_p, known: Mapping[int, Sequence[int]], shared: bool) -> int:
+    """KV cells holding tokens in a llama.cpp context, over all its sequence ids."""
+    memory = llama_cpp.llama_get_memory(ctx)
+    if not memory:
+        return 0
+    spans: dict[int, tuple[int, int]] = {}
+    for seq in range(llama_cpp.llama_n_seq_max(ctx)):
+        last = llama_cpp.llama_memory_seq_pos_max(memory, seq)
+        if last >= 0:
+            spans[seq] = (max(0, llama_cpp.llama_memory_seq_pos_min(memory, seq)), last)
+    return count_cells(spans, known, shared)
+
+
+def build_report(
+    parts: Mapping[str, Mapping[str, int]],
+    meter: DeviceMeter,
+    kv_used: int,
+    kv_total: int,
+    prefix_ram_bytes: int = 0,
+    prefix_disk_bytes: int = 0,
+) -> MemoryReport:
+    """A MemoryReport from the backend's parts per device and what the OS and driver say."""
+    devices = []
+    for device, p in parts.items():
+        weights, kv, compute = p.get("weights", 0), p.get("kv", 0), p.get("compute", 0)
+        prefix = prefix_ram_bytes if device == "cpu" else 0
+        if device == "cpu":
+            usage = meter.host()
+        elif device.startswith("cuda:"):
+            usage = meter.gpu(int(device.partition(":")[2]))
+        else:
+            usage = None  # a backend NVML cannot see (Vulkan, Metal): our parts only
+        ours = weights + kv + compute + prefix
+        process = usage.process_bytes if usage is not None else None
+        devices.append(
+            DeviceMemory(
+                device=device,
+                weights_bytes=weights,
+                kv_allocated_bytes=kv,
+                kv_used_bytes=kv * min(kv_used, kv_total) // kv_total if kv_total else 0,
+                compute_bytes=compute,
+                other_bytes=max(0, process - ours) if process is not None else 0,
+                free_bytes=usage.free_bytes if usage is not None else 0,
+                total_bytes=usage.total_bytes if usage is not None else ours,
+                kv_used_tokens=min(kv_used, kv_total) if kv else 0,
+                kv_total_tokens=kv_total if kv else 0,
+                prefix_cache_bytes=prefix,
+                name=usage.name if usage is not None else device,
+            )
+        )
+    return MemoryReport(tuple(devices), kv_used, kv_total, prefix_disk_bytes)
+
+
+def gguf_memory_report(backend: Any) -> MemoryReport:
+    """The report of a GgufBackend, read through its attributes (llama.cpp model, log, caches)."""
+    meter = getattr(backend, "_device_meter", None)
+    if meter is None:
+        # Kept on the backend, so NVML is initialised once, not at every report.
+        meter = backend._device_meter = DeviceMeter()
+    llm = backend._llm
+    cache = getattr(backend, "_cache", None)
+    store = getattr(backend, "_store", None)
+    prefix_ram = cache.total_bytes if cache is not None else 0
+    prefix_disk = store.total_bytes if store is not None else 0
+    if llm is None:
+        return build_report({"cpu": {}}, meter, 0, 0, prefix_ram, prefix_disk)
+    ctx = llm._ctx.ctx
+    known: dict[int, Sequence[int]] = {0: llm.input_ids[: llm.n_tokens].tolist()}
+    more = getattr(backend, "sequence_tokens", None)  # sequences beyond 0, where the backend keeps them
+    if callable(more):
+        known.update(more())
+    shared = llama_cpp.llama_n_seq_max(ctx) == 1 or bool(llm.context_params.kv_unified)
+    used = kv_cells_in_use(ctx, known, shared)
+    return build_report(
+        parts_by_device(backend._logs.buffers), meter, used, llama_cpp.llama_n_ctx(ctx), prefix_ram, prefix_disk
+    )
