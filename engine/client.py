@@ -60,6 +60,9 @@ class EngineClient:
         self._requests: Connection | None = None
         self._reader: threading.Thread | None = None
         self._stopping = threading.Event()
+        # Replies whose events go to their own handler (the server's requests) instead of on_event.
+        self._routes: dict[int, Callable[[Event], None]] = {}
+        self._routes_lock = threading.Lock()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -119,6 +122,7 @@ class EngineClient:
         if reader is not None and reader is not threading.current_thread():
             reader.join(2.0)
         self._process = self._requests = self._reader = None
+        self._end_routes("The engine was shut down.")
 
     # ------------------------------------------------------------ requests
 
@@ -126,10 +130,32 @@ class EngineClient:
         """Load a model; answered by `Loaded` or `Error(kind="invalid_model")`."""
         self._send(request)
 
-    def generate(self, messages: list[ChatMessage] | tuple[ChatMessage, ...], sampling: SamplingParams) -> int:
-        """Start a reply; returns its request id. Answered by `Token`s then `Done` or `Error`."""
+    def generate(
+        self,
+        messages: list[ChatMessage] | tuple[ChatMessage, ...],
+        sampling: SamplingParams,
+        *,
+        prompt: str | None = None,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> int:
+        """Start a reply; returns its request id. Answered by `Token`s then `Done` or `Error`.
+
+        Args:
+            prompt: a raw prompt to continue without the chat template (then `messages` is unused).
+            on_event: receives this reply's events (on the reader thread) instead of the client's
+                own handler, so several users of one engine never see each other's replies. An
+                engine that dies or shuts down ends the reply with an `Error` there too.
+        """
         request_id = next(self._ids)
-        self._send(GenerateRequest(request_id, tuple(messages), sampling))
+        if on_event is not None:
+            with self._routes_lock:  # before sending: the first event may come back at once
+                self._routes[request_id] = on_event
+        try:
+            self._send(GenerateRequest(request_id, tuple(messages), sampling, prompt))
+        except EngineNotRunning:
+            with self._routes_lock:
+                self._routes.pop(request_id, None)
+            raise
         return request_id
 
     def cancel(self, request_id: int) -> None:
@@ -178,7 +204,7 @@ class EngineClient:
                 ready = wait([events, process.sentinel], timeout=_POLL_S)
                 if events in ready:
                     try:
-                        self._on_event(events.recv())
+                        self._deliver(events.recv())
                     except EOFError:
                         break
                     continue
@@ -186,7 +212,7 @@ class EngineClient:
                     # Drain what the child sent before it went.
                     while events.poll(0):
                         try:
-                            self._on_event(events.recv())
+                            self._deliver(events.recv())
                         except EOFError:
                             break
                     break
@@ -194,7 +220,29 @@ class EngineClient:
             events.close()
         process.join(1.0)
         if not stopping.is_set():
-            self._on_event(Error("engine_died", _describe_exit(process.exitcode)))
+            self._deliver(Error("engine_died", _describe_exit(process.exitcode)))
+
+    def _deliver(self, event: Event) -> None:
+        """Hand an event to its reply's own handler, or to the client's."""
+        request_id = getattr(event, "request_id", None)
+        if request_id is not None:
+            with self._routes_lock:
+                handler = self._routes.get(request_id)
+                if handler is not None and isinstance(event, Done | Error):
+                    del self._routes[request_id]
+            if handler is not None:
+                handler(event)
+                return
+        elif isinstance(event, Error) and event.kind == "engine_died":
+            self._end_routes(event.message)
+        self._on_event(event)
+
+    def _end_routes(self, message: str) -> None:
+        """End every routed reply still open: the engine that would have answered is gone."""
+        with self._routes_lock:
+            routes, self._routes = self._routes, {}
+        for request_id, handler in routes.items():
+            handler(Error("engine_died", message, request_id))
 
 
 def _describe_exit(exitcode: int | None) -> str:
