@@ -14,7 +14,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from queue import Queue
+from queue import Empty, Queue
 
 from engine.backend import Backend, BackendError
 from engine.protocol import (
@@ -24,17 +24,24 @@ from engine.protocol import (
     GenerateRequest,
     Loaded,
     LoadRequest,
+    MemoryReport,
     Request,
     ShutdownRequest,
     Token,
     Unloaded,
     UnloadRequest,
 )
+from engine.status_file import StatusFile
 
 log = logging.getLogger("engine.host")
 
-# While a reply streams, memory is reported at most this often.
-MEMORY_REPORT_INTERVAL_S = 0.5
+# While a reply streams, memory is reported this often (a little more than twice a second).
+MEMORY_REPORT_INTERVAL_S = 0.4
+# While idle with a model loaded, memory is looked at this often and reported when it changed
+# (the prefix cache's disk tier is written in the background; other programs come and go).
+IDLE_CHECK_S = 1.0
+# Free memory and the rest of the process move a little all the time; smaller moves are no change.
+MEMORY_NOISE_BYTES = 16 << 20
 # Streamed text is sent in pieces at most this often: no eye sees faster updates, and on
 # a machine with few cores every wake-up of the client steals time from llama.cpp's threads.
 TOKEN_FLUSH_INTERVAL_S = 0.025
@@ -52,6 +59,7 @@ def run_engine(requests: Connection, events: Connection, log_path: str | None) -
         code = 1
     finally:
         host.close()
+        host.remove_status()
         logging.shutdown()
         # Skip interpreter finalization: llama.cpp's static destructors may call back into
         # Python (its log callback) while the interpreter is going away, which can hang the
@@ -71,11 +79,17 @@ class EngineHost:
         self._cancel_lock = threading.Lock()
         self._log_bridge = None
         self._client_gone = threading.Event()
+        self._status: StatusFile | None = None
+        self._last_report: MemoryReport | None = None
 
     def serve(self, requests: Connection) -> None:
         threading.Thread(target=self._receive, args=(requests,), name="engine-requests", daemon=True).start()
         while True:
-            request = self._inbox.get()
+            try:
+                request = self._inbox.get(timeout=IDLE_CHECK_S)
+            except Empty:
+                self._report_if_changed()
+                continue
             if request is None or isinstance(request, ShutdownRequest):
                 return
             try:
@@ -117,6 +131,9 @@ class EngineHost:
         elif isinstance(request, UnloadRequest):
             self.close()
             self._send(Unloaded())
+            if self._status is not None:
+                self._status.set_model(None, None)
+            self._send_memory(MemoryReport((), 0, 0))
 
     def _load(self, request: LoadRequest) -> None:
         self.close()
@@ -125,7 +142,12 @@ class EngineHost:
         info = backend.load(request)
         self._backend = backend
         self._send(Loaded(info, time.perf_counter() - t0))
-        self._send(backend.memory())
+        if request.status_dir and (self._status is None or self._status.path.parent != Path(request.status_dir)):
+            self.remove_status()
+            self._status = StatusFile(Path(request.status_dir))
+        if self._status is not None:
+            self._status.set_model(request, info)
+        self._send_memory(backend.memory())
 
     def _generate(self, request: GenerateRequest) -> None:
         backend = self._backend
@@ -149,7 +171,7 @@ class EngineHost:
                 flush()
             if now - last_report >= MEMORY_REPORT_INTERVAL_S:
                 last_report = now
-                self._send(backend.memory())
+                self._send_memory(backend.memory())
 
         def cancelled() -> bool:
             if self._client_gone.is_set():
@@ -164,7 +186,32 @@ class EngineHost:
             with self._cancel_lock:
                 self._cancelled.discard(rid)
         self._send(done)
-        self._send(backend.memory())
+        self._send_memory(backend.memory())
+
+    # ------------------------------------------------------------ memory reports
+
+    def _send_memory(self, report: MemoryReport) -> None:
+        self._last_report = report
+        self._send(report)
+        if self._status is not None:
+            self._status.write(report)
+
+    def _report_if_changed(self) -> None:
+        if self._backend is None:
+            return
+        try:
+            report = self._backend.memory()
+        except Exception:  # noqa: BLE001 - a failed look at memory must not stop the engine
+            log.exception("memory report failed")
+            return
+        if _changed(self._last_report, report):
+            self._send_memory(report)
+
+    def remove_status(self) -> None:
+        """Remove this engine's status file (at exit, or when a load names another folder)."""
+        if self._status is not None:
+            self._status.remove()
+            self._status = None
 
     def _new_backend(self) -> Backend:
         """A backend for the next model (GGUF only until the PyTorch engine exists)."""
@@ -182,6 +229,21 @@ class EngineHost:
                 self._events.send(event)
             except (BrokenPipeError, OSError):
                 pass  # the client went away; the reader thread will end the loop
+
+
+def _changed(old: MemoryReport | None, new: MemoryReport) -> bool:
+    """Whether a report says something new: any part or token count, or a move beyond the noise."""
+    if old is None or len(old.devices) != len(new.devices) or old.kv_tokens_used != new.kv_tokens_used:
+        return True
+    if old.prefix_cache_disk_bytes != new.prefix_cache_disk_bytes:
+        return True
+    for a, b in zip(old.devices, new.devices, strict=True):
+        exact = ("device", "weights_bytes", "kv_allocated_bytes", "compute_bytes", "prefix_cache_bytes", "total_bytes")
+        if any(getattr(a, f) != getattr(b, f) for f in exact):
+            return True
+        if abs(a.free_bytes - b.free_bytes) >= MEMORY_NOISE_BYTES or abs(a.other_bytes - b.other_bytes) >= MEMORY_NOISE_BYTES:
+            return True
+    return False
 
 
 def _configure_logging(log_path: str | None) -> None:
