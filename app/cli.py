@@ -24,6 +24,7 @@ from app.paths import AppPaths
 from app.plan_command import PlanError, add_plan_parser
 from app.pull_command import add_pull_parser
 from app.search_command import add_search_parser
+from app.serve_command import add_serve_parser
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_search_parser(sub)
     add_library_parsers(sub)
     add_pull_parser(sub)
+    add_serve_parser(sub)
     gui = sub.add_parser("gui", help="open the window (the default with no command)")
     gui.add_argument("--model", help="GGUF file to load (default: the built-in starter model)")
     gui.add_argument("--db", help="chat history file (default: in the user data folder)")

@@ -1,1 +1,77 @@
-"""`tailor serve`: serve a model over an OpenAI-compatible HTTP API."""
+"""`tailor serve`: serve a model over an OpenAI-compatible HTTP API (loopback by default)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from app.chat_defaults import DEFAULT_N_CTX
+from app.load_planner import LoadSettings
+from app.log_setup import configure_logging
+from app.paths import AppPaths
+from app.server.config import DEFAULT_PORT, ServerConfig, ServerConfigError
+from app.server.own_engine import ModelLoadError, OwnEngine
+from app.server.runner import ServerStartError, serve_forever
+from engine.starter import StarterModelMissing, starter_model_path
+
+
+def add_serve_parser(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser("serve", help="serve a model over an OpenAI-compatible API (127.0.0.1 by default)")
+    serve.add_argument("--model", type=Path, help="GGUF file (default: the built-in starter model)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port; 0 picks a free one (%(default)s)")
+    serve.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on every request")
+    serve.add_argument(
+        "--allow-origin", action="append", default=[], metavar="ORIGIN",
+        help="let browser pages from ORIGIN call the API (CORS; repeatable; off by default)",
+    )
+    serve.add_argument(
+        "--allow-remote", action="store_true",
+        help="allow a non-loopback --host (other machines can reach the model; needs --api-key)",
+    )
+    serve.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME",
+        help="another name clients reach this server by (checked against the Host header; repeatable)",
+    )
+    serve.add_argument("--ctx", type=int, default=DEFAULT_N_CTX, help="context length in tokens (%(default)s)")
+    serve.add_argument("--kv", choices=("f16", "q8_0", "q4_0"), default="f16", help="KV cache type (%(default)s)")
+    serve.add_argument("--flash-attn", choices=("on", "off", "auto"), default="auto", help="flash attention (%(default)s)")
+    serve.set_defaults(func=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    config = ServerConfig(
+        host=args.host, port=args.port, api_key=args.api_key, allow_origins=tuple(args.allow_origin),
+        allow_remote=args.allow_remote, allow_hosts=tuple(args.allow_host),
+    )
+    try:
+        config.check()
+        if args.ctx <= 0:
+            raise ServerConfigError(f"--ctx must be a positive number of tokens, not {args.ctx}.")
+        model = args.model or starter_model_path()
+    except (ServerConfigError, StarterModelMissing) as exc:
+        return _fail(str(exc))
+    paths = AppPaths.default()
+    configure_logging(paths.app_log)
+    engine = OwnEngine(log_path=paths.engine_log, prefix_cache_dir=paths.prefix_cache)
+    try:
+        info = engine.load(model, LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn))
+        print(f"tailor: loaded {info.name} (context {info.n_ctx})", file=sys.stderr)
+
+        def ready(url: str) -> None:
+            print(f"tailor: serving on {url} (Ctrl+C to stop)", file=sys.stderr, flush=True)
+
+        serve_forever(engine.client, engine.model_info, config, on_ready=ready)
+    except (ModelLoadError, ServerStartError) as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        engine.shutdown()
+    return 0
+
+
+def _fail(message: str) -> int:
+    print(f"tailor: error: {message}", file=sys.stderr)
+    return 1

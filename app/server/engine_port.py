@@ -1,0 +1,148 @@
+"""EnginePort: the engine as the server's request handlers see it (asyncio side).
+
+One EngineClient may be shared with the window: each reply the server starts is routed to
+its own asyncio queue by request id, so neither side ever sees the other's tokens. The
+server sends one reply at a time, in arrival order (asyncio.Lock wakes waiters first come,
+first served); a request whose client left while it waited never reaches the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from engine.client import EngineNotRunning
+from engine.protocol import ChatMessage, Done, Error, Event, ModelInfo, SamplingParams
+
+# How many finished replies the port remembers (for logs and tests).
+HISTORY = 64
+
+
+class EngineLike(Protocol):
+    """What the port needs of an EngineClient."""
+
+    def generate(
+        self,
+        messages: Sequence[ChatMessage],
+        sampling: SamplingParams,
+        *,
+        prompt: str | None = None,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> int: ...
+
+    def cancel(self, request_id: int) -> None: ...
+
+
+@dataclass(slots=True, frozen=True)
+class Outcome:
+    """How one of the server's replies ended in the engine."""
+
+    request_id: int
+    finish_reason: str  # "stop", "length", "cancelled" or "error:<kind>"
+    gen_tokens: int
+
+
+def model_id(info: ModelInfo) -> str:
+    """The name clients use for the loaded model: its file name without `.gguf`."""
+    name = Path(info.path).name
+    return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
+
+
+class EnginePort:
+    """Runs the server's replies on an engine, one at a time.
+
+    Args:
+        client: the EngineClient (shared or the server's own).
+        model_info: the model loaded now, or None while there is none.
+    """
+
+    def __init__(self, client: EngineLike, model_info: Callable[[], ModelInfo | None]):
+        self._client = client
+        self._model_info = model_info
+        self._turn = asyncio.Lock()
+        self._waiting = 0
+        self.active: int | None = None  # request id of the reply running now
+        self.outcomes: deque[Outcome] = deque(maxlen=HISTORY)
+        self._ended = threading.Condition()
+
+    @property
+    def model(self) -> ModelInfo | None:
+        return self._model_info()
+
+    @property
+    def waiting(self) -> int:
+        """Requests queued behind the one running."""
+        return self._waiting
+
+    def model_ids(self) -> tuple[str, ...]:
+        """Names the loaded model answers to: its id first, then its display name."""
+        info = self.model
+        if info is None:
+            return ()
+        return tuple(dict.fromkeys((model_id(info), info.name)))
+
+    async def generate(
+        self, messages: Sequence[ChatMessage], sampling: SamplingParams, prompt: str | None = None
+    ) -> AsyncIterator[Event]:
+        """The reply's events, ending with its Done or Error.
+
+        Closing the iterator early (the HTTP client went away) cancels the reply in the engine.
+        """
+        self._waiting += 1
+        try:
+            await self._turn.acquire()
+        finally:
+            self._waiting -= 1
+        try:
+            loop = asyncio.get_running_loop()
+            queue: asyncio.Queue[Event] = asyncio.Queue()
+
+            def on_event(event: Event) -> None:  # on the engine client's reader thread
+                if isinstance(event, Done | Error):
+                    self._record(event)
+                with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                    loop.call_soon_threadsafe(queue.put_nowait, event)
+
+            try:
+                request_id = self._client.generate(messages, sampling, prompt=prompt, on_event=on_event)
+            except EngineNotRunning as exc:
+                yield Error("engine_died", f"The engine is not running ({exc}).")
+                return
+            self.active = request_id
+            finished = False
+            try:
+                while not finished:
+                    event = await queue.get()
+                    finished = isinstance(event, Done | Error)
+                    yield event
+            finally:
+                self.active = None
+                if not finished:
+                    with contextlib.suppress(EngineNotRunning):
+                        self._client.cancel(request_id)
+        finally:
+            self._turn.release()
+
+    def wait_outcome(self, request_id: int, timeout: float) -> Outcome | None:
+        """The outcome of a reply once the engine ended it (for callers off the event loop)."""
+        with self._ended:
+            self._ended.wait_for(lambda: self.outcome(request_id) is not None, timeout)
+            return self.outcome(request_id)
+
+    def outcome(self, request_id: int) -> Outcome | None:
+        return next((o for o in self.outcomes if o.request_id == request_id), None)
+
+    def _record(self, event: Done | Error) -> None:
+        if isinstance(event, Done):
+            outcome = Outcome(event.request_id, event.finish_reason, event.stats.gen_tokens)
+        else:
+            outcome = Outcome(event.request_id or 0, f"error:{event.kind}", 0)
+        with self._ended:
+            self.outcomes.append(outcome)
+            self._ended.notify_all()

@@ -1,0 +1,193 @@
+"""The OpenAI-compatible API: /v1/models, /v1/chat/completions, /v1/completions.
+
+Requests are checked (params.py) before they queue for the engine; a streamed reply is sent
+as OpenAI's chunks and ends with `data: [DONE]`; a client that leaves cancels its reply.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from app.server.config import ServerConfig
+from app.server.engine_port import EnginePort, model_id
+from app.server.errors import ApiError, from_engine
+from app.server.guard import ASGIApp, Guard
+from app.server.params import CompletionParams, parse_chat, parse_completion
+from app.server.streaming import DONE_LINE, ClientGone, EventStream, sse, unless_disconnected
+from engine.protocol import Done, Error, Event, Token
+
+log = logging.getLogger(__name__)
+
+
+def create_app(port: EnginePort, config: ServerConfig) -> ASGIApp:
+    """The server's ASGI app, behind its Guard (Host, Origin, key, body size)."""
+    api = _Api(port)
+    routes = [
+        Route("/v1/models", api.models, methods=["GET"]),
+        Route("/v1/chat/completions", api.chat, methods=["POST"]),
+        Route("/v1/completions", api.completions, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _crash})
+    return Guard(app, config)
+
+
+def error_response(error: ApiError) -> JSONResponse:
+    headers = {"www-authenticate": "Bearer"} if error.status == 401 else None
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    text = {404: f"No route {request.url.path}.", 405: f"{request.method} is not allowed on {request.url.path}."}
+    return error_response(ApiError(exc.status_code, text.get(exc.status_code, str(exc.detail)), code=None))
+
+
+async def _crash(request: Request, exc: Exception) -> Response:
+    log.exception("request %s failed", request.url.path)
+    return error_response(ApiError(500, f"Internal error: {type(exc).__name__}", "server_error"))
+
+
+class _Api:
+    def __init__(self, port: EnginePort):
+        self.port = port
+
+    async def models(self, request: Request) -> Response:
+        info = self.port.model
+        data = []
+        if info is not None:
+            data.append({"id": model_id(info), "object": "model", "created": 0, "owned_by": "tailor",
+                         "context_length": info.n_ctx})
+        return JSONResponse({"object": "list", "data": data})
+
+    async def chat(self, request: Request) -> Response:
+        return await self._complete(request, chat=True)
+
+    async def completions(self, request: Request) -> Response:
+        return await self._complete(request, chat=False)
+
+    async def _complete(self, request: Request, chat: bool) -> Response | EventStream:
+        try:
+            params = await self._params(request, chat)
+        except ApiError as error:
+            return error_response(error)
+        reply = _Reply(params, chat, self.port.model_ids()[0])
+        events = self.port.generate(params.messages, params.sampling, params.prompt)
+        try:
+            # The first event says whether the reply starts at all (or fails like a bad request).
+            first = await unless_disconnected(anext(events), request.receive)
+        except ClientGone:
+            await events.aclose()
+            return Response(status_code=499)
+        if isinstance(first, Error):
+            await events.aclose()
+            return error_response(from_engine(first))
+        if params.stream:
+            return EventStream(reply.stream(first, events))
+        try:
+            result = await unless_disconnected(reply.collect(first, events), request.receive)
+        except ClientGone:
+            return Response(status_code=499)
+        finally:
+            await events.aclose()
+        if isinstance(result, ApiError):
+            return error_response(result)
+        return JSONResponse(result)
+
+    async def _params(self, request: Request, chat: bool) -> CompletionParams:
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError):
+            raise ApiError(400, "The request body is not valid JSON.") from None
+        info = self.port.model
+        if info is None:
+            raise ApiError(503, "No model is loaded.", "server_error", None, "model_not_loaded")
+        params = parse_chat(body, info.n_ctx) if chat else parse_completion(body, info.n_ctx)
+        if params.model not in self.port.model_ids():
+            raise ApiError(
+                404, f"The model '{params.model}' does not exist here; this server has "
+                f"'{model_id(info)}' (GET /v1/models).", "invalid_request_error", "model", "model_not_found",
+            )
+        return params
+
+
+class _Reply:
+    """One reply in OpenAI's shapes (chat or text completion, whole or in chunks)."""
+
+    def __init__(self, params: CompletionParams, chat: bool, model: str):
+        self.params, self.chat, self.model = params, chat, model
+        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        self.created = int(time.time())
+
+    def _envelope(self, kind: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "choices": choices}
+
+    @staticmethod
+    def _usage(done: Done) -> dict[str, int]:
+        prompt, gen = done.stats.prompt_tokens, done.stats.gen_tokens
+        return {"prompt_tokens": prompt, "completion_tokens": gen, "total_tokens": prompt + gen}
+
+    async def collect(self, first: Event, events: AsyncIterator[Event]) -> dict[str, Any] | ApiError:
+        event = first
+        while not isinstance(event, Done | Error):
+            event = await anext(events)
+        if isinstance(event, Error):
+            return from_engine(event)
+        text = (self.params.prompt or "") + event.text if self.params.echo else event.text
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text},
+                      "logprobs": None, "finish_reason": event.finish_reason}
+            body = self._envelope("chat.completion", [choice])
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": event.finish_reason}
+            body = self._envelope("text_completion", [choice])
+        body["usage"] = self._usage(event)
+        return body
+
+    def _chunk(self, text: str | None, finish: str | None, role: bool = False) -> bytes:
+        if self.chat:
+            delta: dict[str, str] = {"role": "assistant"} if role else {}
+            if text is not None:
+                delta["content"] = text
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return sse(self._envelope("chat.completion.chunk", [choice]))
+        choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
+        return sse(self._envelope("text_completion", [choice]))
+
+    async def stream(self, first: Event, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._chunks(first, events):
+                yield chunk
+        finally:  # closed early (the client left): the engine's reply is cancelled at once
+            await events.aclose()  # type: ignore[attr-defined]
+
+    async def _chunks(self, first: Event, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
+        if self.chat:
+            yield self._chunk("", None, role=True)
+        elif self.params.echo:
+            yield self._chunk(self.params.prompt, None)
+        event: Event | None = first
+        while event is not None:
+            if isinstance(event, Token):
+                yield self._chunk(event.text, None)
+            elif isinstance(event, Done):
+                yield self._chunk(None if self.chat else "", event.finish_reason)
+                if self.params.include_usage:
+                    yield sse({**self._envelope(
+                        "chat.completion.chunk" if self.chat else "text_completion", []), "usage": self._usage(event)})
+                break
+            elif isinstance(event, Error):  # the reply started, so the status is sent already
+                yield sse(from_engine(event).body())
+                break
+            event = await anext(events, None)
+        yield DONE_LINE

@@ -1,0 +1,162 @@
+"""Request bodies of /v1/chat/completions and /v1/completions, checked into plain dataclasses.
+
+Every bad field becomes an ApiError (400) naming the field: the engine only ever sees
+values it can honour. Fields of OpenAI's API that change nothing here (penalties, user, ...)
+are accepted and ignored, as other local servers do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.chat_defaults import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
+from app.server.errors import ApiError, bad_param
+from engine.protocol import ChatMessage, SamplingParams
+
+MAX_STOP_STRINGS = 4
+MAX_STOP_LENGTH = 256
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+@dataclass(slots=True, frozen=True)
+class CompletionParams:
+    """One checked request: either chat `messages` or a raw `prompt`."""
+
+    model: str
+    messages: tuple[ChatMessage, ...]
+    prompt: str | None
+    sampling: SamplingParams
+    stream: bool
+    include_usage: bool
+    echo: bool = False
+
+
+def parse_chat(body: Any, n_ctx: int) -> CompletionParams:
+    body = _object(body)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_param("messages", "'messages' must be a non-empty array of messages.")
+    parsed = tuple(_message(m, i) for i, m in enumerate(messages))
+    return _common(body, n_ctx, messages=parsed, prompt=None)
+
+
+def parse_completion(body: Any, n_ctx: int) -> CompletionParams:
+    body = _object(body)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, list):
+        raise bad_param("prompt", "Only one text prompt per request is supported (no batches or token ids).")
+    if not isinstance(prompt, str) or not prompt:
+        raise bad_param("prompt", "'prompt' must be a non-empty string.")
+    for name in ("suffix", "logprobs"):
+        if body.get(name) is not None:
+            raise bad_param(name, f"'{name}' is not supported by this server.")
+    if body.get("best_of") not in (None, 1):
+        raise bad_param("best_of", "'best_of' must be 1.")
+    echo = _optional(body, "echo", bool, False)
+    return _common(body, n_ctx, messages=(), prompt=prompt, echo=echo)
+
+
+def _common(body: dict, n_ctx: int, *, messages: tuple[ChatMessage, ...], prompt: str | None,
+            echo: bool = False) -> CompletionParams:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_param("model", "'model' must be the name of a served model (see GET /v1/models).")
+    if body.get("n") not in (None, 1):
+        raise bad_param("n", "'n' must be 1: this server writes one choice per request.")
+    if body.get("logprobs") not in (None, False) or body.get("top_logprobs") is not None:
+        raise bad_param("logprobs", "Log probabilities are not supported by this server.")
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    param = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    if max_tokens is None:
+        max_tokens = n_ctx  # until the context is full or the model stops
+    elif not _is_int(max_tokens) or not 1 <= max_tokens <= n_ctx:
+        raise bad_param(param, f"'{param}' must be an integer from 1 to {n_ctx} (the model's context).")
+    temperature = _number(body, "temperature", DEFAULT_TEMPERATURE, 0.0, 2.0)
+    top_p = _number(body, "top_p", DEFAULT_TOP_P, 0.0, 1.0)
+    if top_p == 0.0:
+        raise bad_param("top_p", "'top_p' must be above 0 and at most 1.")
+    seed = body.get("seed")
+    if seed is not None and not _is_int(seed):
+        raise bad_param("seed", "'seed' must be an integer.")
+    stream = _optional(body, "stream", bool, False)
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise bad_param("stream_options", "'stream_options' must be an object.")
+    include_usage = _optional(options or {}, "include_usage", bool, False, "stream_options.include_usage")
+    sampling = SamplingParams(
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        seed=None if seed is None else seed % (1 << 32),  # llama.cpp takes a 32-bit seed
+        stop=_stop(body.get("stop")),
+    )
+    return CompletionParams(model, messages, prompt, sampling, stream, stream and include_usage, echo)
+
+
+def _object(body: Any) -> dict:
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object.")
+    return body
+
+
+def _message(item: Any, index: int) -> ChatMessage:
+    param = f"messages[{index}]"
+    if not isinstance(item, dict):
+        raise bad_param(param, f"'{param}' must be an object with 'role' and 'content'.")
+    role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
+    if role is None:
+        raise bad_param(f"{param}.role", f"'{param}.role' must be system, developer, user or assistant.")
+    content = item.get("content")
+    if content is None and role == "assistant":
+        content = ""
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise bad_param(f"{param}.content", "Only text content parts are supported by this server.")
+            texts.append(part["text"])
+        content = "".join(texts)
+    if not isinstance(content, str):
+        raise bad_param(f"{param}.content", f"'{param}.content' must be a string or an array of text parts.")
+    return ChatMessage(role, content)  # type: ignore[arg-type]
+
+
+def _stop(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    stops = [value] if isinstance(value, str) else value
+    if (
+        not isinstance(stops, list)
+        or len(stops) > MAX_STOP_STRINGS
+        or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_LENGTH for s in stops)
+    ):
+        raise bad_param(
+            "stop", f"'stop' must be a string or up to {MAX_STOP_STRINGS} non-empty strings "
+            f"of at most {MAX_STOP_LENGTH} characters."
+        )
+    return tuple(stops)
+
+
+def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise bad_param(name, f"'{name}' must be a number from {low:g} to {high:g}.")
+    return float(value)
+
+
+def _optional(body: dict, name: str, kind: type, default: Any, param: str | None = None) -> Any:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        raise bad_param(param or name, f"'{param or name}' must be a {kind.__name__}.")
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,109 @@
+"""Run the server with uvicorn: in the foreground (`tailor serve`) or on a thread (the window, tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+from collections.abc import Callable
+
+import uvicorn
+
+from app.server.config import ServerConfig
+from app.server.engine_port import EngineLike, EnginePort
+from app.server.openai_app import create_app
+from engine.protocol import ModelInfo
+
+log = logging.getLogger(__name__)
+
+
+class ServerStartError(OSError):
+    """The server could not listen (the port is taken, the address is not this machine's...)."""
+
+
+def bind_socket(config: ServerConfig) -> socket.socket:
+    """A listening socket for the config's host and port (port 0: a free one)."""
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((config.host.strip("[]"), config.port))
+    except OSError as exc:
+        sock.close()
+        raise ServerStartError(f"Cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+class ServerThread:
+    """An OpenAI-compatible server on a background thread.
+
+    Args:
+        client: the engine to serve (an EngineClient, possibly shared with the window).
+        model_info: the loaded model, or None while there is none.
+        config: where to listen and who may connect (checked here).
+    """
+
+    def __init__(self, client: EngineLike, model_info: Callable[[], ModelInfo | None], config: ServerConfig):
+        config.check()
+        self.config = config
+        self._sock = bind_socket(config)
+        self.port = self._sock.getsockname()[1]
+        self.engine = EnginePort(client, model_info)
+        self._server = uvicorn.Server(_uvicorn_config(create_app(self.engine, config)))
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
+        return f"http://{host}:{self.port}/v1"
+
+    def start(self) -> ServerThread:
+        """Start serving; returns once the server accepts connections."""
+        self._thread = threading.Thread(target=self._run, name="tailor-server", daemon=True)
+        self._thread.start()
+        while not self._server.started and self._thread.is_alive():
+            self._thread.join(0.01)
+        if not self._server.started:
+            raise ServerStartError("The server stopped while starting; see the log.")
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop accepting, end open streams (their replies are cancelled) and close the socket."""
+        self._server.should_exit = True
+        self._server.force_exit = True  # do not wait for streaming replies to finish
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._sock.close()
+
+    def _run(self) -> None:
+        asyncio.run(self._server.serve(sockets=[self._sock]))
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_forever(client: EngineLike, model_info: Callable[[], ModelInfo | None], config: ServerConfig,
+                  on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve in the foreground until Ctrl+C (uvicorn handles the signals)."""
+    config.check()
+    sock = bind_socket(config)
+    port = EnginePort(client, model_info)
+    server = uvicorn.Server(_uvicorn_config(create_app(port, config)))
+    if on_ready is not None:
+        host = f"[{config.host}]" if ":" in config.host else config.host
+        on_ready(f"http://{host}:{sock.getsockname()[1]}/v1")
+    try:
+        asyncio.run(server.serve(sockets=[sock]))
+    finally:
+        sock.close()
+
+
+def _uvicorn_config(app: object) -> uvicorn.Config:
+    # uvicorn's own access log and lifespan are not used; errors go to Tailor's log.
+    return uvicorn.Config(app, lifespan="off", access_log=False, log_config=None, timeout_graceful_shutdown=2)
