@@ -1,0 +1,259 @@
+"""The GGUF memory report: llama.cpp's buffers per device, KV cells in use, the rest of the process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import llama_cpp
+import pytest
+
+from engine.client import EngineClient
+from engine.device_memory import DeviceMeter, nvml_index
+from engine.gguf.backend import GgufBackend
+from engine.gguf.log_bridge import BufferSizes, LlamaLogBridge
+from engine.gguf.memory_report import (
+    build_report,
+    count_cells,
+    device_of,
+    distinct_prefix_tokens,
+    kv_cells_in_use,
+    parts_by_device,
+)
+from engine.protocol import (
+    ChatMessage,
+    Done,
+    GenerateRequest,
+    Loaded,
+    LoadRequest,
+    MemoryReport,
+    SamplingParams,
+)
+from engine.status_file import status_path
+from tests.engine.helpers import collect, wait_for
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=12, seed=1)
+SYSTEM = "You are a patient assistant. " * 30  # a long shared system prompt (> 64 tokens)
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+@pytest.mark.parametrize(
+    ("name", "device"),
+    [("CPU", "cpu"), ("CPU_Mapped", "cpu"), ("CPU_REPACK", "cpu"), ("CUDA_Host", "cpu"), ("CUDA0", "cuda:0"),
+     ("CUDA1", "cuda:1"), ("Vulkan0", "vulkan:0")],
+)
+def test_buffer_names_map_to_devices(name: str, device: str):
+    assert device_of(name) == device
+
+
+def test_parts_add_up_per_device():
+    buffers = BufferSizes()
+    for kind, name, n in [("weights", "CPU_Mapped", 100), ("weights", "CUDA0", 900), ("kv", "CUDA0", 50),
+                          ("kv", "CPU", 5), ("compute", "CUDA0", 30), ("compute", "CUDA_Host", 7)]:
+        buffers.add(kind, name, n)
+    assert parts_by_device(buffers) == {
+        "cpu": {"weights": 100, "kv": 5, "compute": 7},
+        "cuda:0": {"weights": 900, "kv": 50, "compute": 30},
+    }
+
+
+def test_shared_prefixes_count_once():
+    a, b, c = (1, 2, 3, 4, 5), (1, 2, 3, 9), (7, 8)
+    assert distinct_prefix_tokens([a, b, c]) == 5 + 1 + 2
+    spans = {0: (0, 4), 1: (0, 3), 2: (0, 1)}
+    known = {0: a, 1: b, 2: c}
+    assert count_cells(spans, known, shared=True) == 8
+    assert count_cells(spans, known, shared=False) == 11  # separate streams hold their own copies
+    assert count_cells(spans, {0: a}, shared=True) == 5 + 4 + 2  # unknown tokens: counted in full
+
+
+class FakeNvml:
+    """NVML as pynvml answers for one 24 GB GPU on which this process holds 3 GB."""
+
+    def __init__(self, pid: int):
+        self.pid, self.inits = pid, 0
+
+    def init(self) -> None:
+        self.inits += 1
+
+    def shutdown(self) -> None: ...
+    def device_count(self) -> int:
+        return 2
+
+    def device(self, index: int) -> object:
+        return index
+
+    def name(self, handle: object) -> str:
+        return f"NVIDIA GeForce RTX 4090 #{handle}"
+
+    def uuid(self, handle: object) -> str:
+        return f"GPU-{handle}abc"
+
+    def memory(self, handle: object) -> tuple[int, int, int]:
+        return 24_000_000_000, 19_000_000_000, 5_000_000_000
+
+    def process_memory(self, handle: object) -> dict[int, int | None]:
+        return {self.pid: 3_000_000_000, 4242: 2_000_000_000}
+
+
+def test_gpu_other_is_nvml_per_process_use_minus_llama_buffers():
+    import os
+
+    nvml = FakeNvml(os.getpid())
+    meter = DeviceMeter(nvml)
+    parts = {"cpu": {"weights": 10, "kv": 0, "compute": 5},
+             "cuda:0": {"weights": 2_000_000_000, "kv": 400_000_000, "compute": 100_000_000}}
+    report = build_report(parts, meter, kv_used=512, kv_total=4096)
+    build_report(parts, meter, kv_used=512, kv_total=4096)
+    assert nvml.inits == 1  # NVML is started once, not at every report
+    gpu = report.device("cuda:0")
+    assert gpu is not None and gpu.name == "NVIDIA GeForce RTX 4090 #0"
+    assert gpu.other_bytes == 3_000_000_000 - 2_500_000_000
+    assert (gpu.free_bytes, gpu.total_bytes) == (19_000_000_000, 24_000_000_000)
+    assert gpu.kv_used_bytes == 400_000_000 // 8 and gpu.kv_used_tokens == 512
+    assert report.device("cpu").kv_total_tokens == 0  # no KV layers in RAM
+
+
+def test_cuda_ordinals_follow_cuda_visible_devices():
+    nvml = FakeNvml(1)
+    assert nvml_index(0, nvml, visible="") == 0
+    assert nvml_index(0, nvml, visible="1") == 1
+    assert nvml_index(1, nvml, visible="1,0") == 0
+    assert nvml_index(0, nvml, visible="GPU-1ab") == 1
+
+
+@pytest.mark.gpu
+def test_real_gpu_report_matches_nvml():
+    from tests.models.test_hardware import _nvidia_smi
+
+    if _nvidia_smi("name") is None:
+        pytest.skip("no NVIDIA GPU (nvidia-smi finds none)")
+    usage = DeviceMeter().gpu(0)
+    assert usage is not None and usage.total_bytes > 0 and 0 < usage.free_bytes <= usage.total_bytes
+
+
+# ---------------------------------------------------------------- real llama.cpp, in process
+
+
+@pytest.fixture(scope="module")
+def backend(starter_model: Path):
+    b = GgufBackend(LlamaLogBridge())
+    b.load(LoadRequest(str(starter_model), n_ctx=2048, n_threads=2))
+    yield b
+    b.close()
+
+
+def test_report_parts_are_llama_cpp_buffer_sizes(backend: GgufBackend):
+    report = backend.memory()
+    cpu = report.device("cpu")
+    buffers = backend._logs.buffers
+    assert cpu.weights_bytes == buffers.total("weights")
+    assert cpu.kv_allocated_bytes == buffers.total("kv") == 30 * 2048 * 192 * 2 * 2  # f16 K and V
+    assert cpu.compute_bytes == buffers.total("compute") > 0
+    assert report.kv_tokens_total == cpu.kv_total_tokens == 2048
+
+
+def test_kv_cells_in_use_come_from_llama_cpp(backend: GgufBackend):
+    done = backend.generate(GenerateRequest(1, (ChatMessage("user", "Hello!"),), GREEDY), lambda _t: None,
+                            lambda: False)
+    report = backend.memory()
+    llm = backend._llm
+    assert report.kv_tokens_used == llm.n_tokens
+    # The last sampled token is evaluated only when another one follows it.
+    assert done.stats.prompt_tokens + done.stats.gen_tokens - 1 <= report.kv_tokens_used
+    assert report.kv_tokens_used <= done.stats.prompt_tokens + done.stats.gen_tokens
+    cpu = report.device("cpu")
+    assert cpu.kv_used_bytes == cpu.kv_allocated_bytes * report.kv_tokens_used // 2048
+
+
+def test_cells_shared_between_sequences_count_once(starter_model: Path):
+    """A prefix copied to a second sequence (llama_memory_seq_cp) occupies its cells once."""
+    llm = llama_cpp.Llama(str(starter_model), n_ctx=512, n_threads=2, verbose=False)
+    params = llm.context_params
+    params.n_seq_max, params.kv_unified = 2, True
+    ctx = llama_cpp._internals.LlamaContext(model=llm._model, params=params, verbose=False)
+    try:
+        prefix = llm.tokenize(b"The quick brown fox jumps over the lazy dog.")
+        tail_a, tail_b = llm.tokenize(b" Red", add_bos=False), llm.tokenize(b" Blue green", add_bos=False)
+        _decode(ctx, prefix + tail_a, seq=0, start=0)
+        llama_cpp.llama_memory_seq_cp(ctx.memory, 0, 1, 0, len(prefix))
+        _decode(ctx, tail_b, seq=1, start=len(prefix))
+        known = {0: prefix + tail_a, 1: prefix + tail_b}
+        assert kv_cells_in_use(ctx.ctx, known, shared=True) == len(prefix) + len(tail_a) + len(tail_b)
+        assert kv_cells_in_use(ctx.ctx, {}, shared=True) == 2 * len(prefix) + len(tail_a) + len(tail_b)
+    finally:
+        ctx.close()
+        llm.close()
+
+
+def _decode(ctx, tokens: list[int], seq: int, start: int) -> None:
+    batch = llama_cpp.llama_batch_init(len(tokens), 0, 1)
+    try:
+        for i, token in enumerate(tokens):
+            batch.token[i], batch.pos[i] = token, start + i
+            batch.seq_id[i][0], batch.n_seq_id[i], batch.logits[i] = seq, 1, i == len(tokens) - 1
+        batch.n_tokens = len(tokens)
+        assert llama_cpp.llama_decode(ctx.ctx, batch) == 0
+    finally:
+        llama_cpp.llama_batch_free(batch)
+
+
+# ---------------------------------------------------------------- the engine process
+
+
+@pytest.fixture
+def engine(starter_model: Path, tmp_path: Path):
+    client = EngineClient(log_path=tmp_path / "engine.log")
+    client.start()
+    client.load(LoadRequest(str(starter_model), n_ctx=2048, status_dir=str(tmp_path / "engines"),
+                            forecast={"weights_bytes": 1}))
+    assert isinstance(wait_for(client, (Loaded,)), Loaded)
+    yield client
+    client.shutdown()
+
+
+def _reply(client: EngineClient, messages: list[ChatMessage]) -> tuple[Done, MemoryReport]:
+    reply = collect(client, client.generate(messages, GREEDY))
+    assert isinstance(reply.end, Done), reply.end
+    report = wait_for(client, (MemoryReport,))  # the report sent right after the reply
+    assert isinstance(report, MemoryReport)
+    return reply.end, report
+
+
+def test_kv_in_use_grows_by_prompt_and_reply(engine: EngineClient):
+    first = [ChatMessage("system", SYSTEM), ChatMessage("user", "What is the capital of France?")]
+    done, report = _reply(engine, first)
+    s = done.stats
+    assert s.prompt_tokens + s.gen_tokens - 1 <= report.kv_tokens_used <= s.prompt_tokens + s.gen_tokens
+    second = [*first, ChatMessage("assistant", done.text), ChatMessage("user", "And of Italy?")]
+    done2, report2 = _reply(engine, second)
+    s2 = done2.stats
+    assert s2.cached_tokens > 0
+    # The context now holds exactly the second prompt and its reply; the first turn's cells are reused.
+    assert s2.prompt_tokens + s2.gen_tokens - 1 <= report2.kv_tokens_used <= s2.prompt_tokens + s2.gen_tokens
+    assert report2.device("cpu").kv_used_bytes > report.device("cpu").kv_used_bytes
+
+
+def test_conversations_sharing_a_prefix_hold_it_once(engine: EngineClient):
+    a = [ChatMessage("system", SYSTEM), ChatMessage("user", "Name a red fruit.")]
+    b = [ChatMessage("system", SYSTEM), ChatMessage("user", "Name a large animal that lives in the sea.")]
+    done_a, _ = _reply(engine, a)
+    done_b, report = _reply(engine, b)
+    s = done_b.stats
+    assert s.cached_tokens > 60  # the system prompt came from the cells already there
+    # Cells in use: B's prompt and reply only: the shared system prompt once, A's tail not at all.
+    assert s.prompt_tokens + s.gen_tokens - 1 <= report.kv_tokens_used <= s.prompt_tokens + s.gen_tokens
+    assert report.kv_tokens_used < done_a.stats.prompt_tokens + s.prompt_tokens
+
+
+def test_status_file_holds_the_latest_report_and_goes_with_the_engine(engine: EngineClient, tmp_path: Path):
+    _reply(engine, [ChatMessage("user", "Hi")])
+    path = status_path(tmp_path / "engines", engine.pid)
+    status = json.loads(path.read_text())
+    assert status["pid"] == engine.pid and status["forecast"] == {"weights_bytes": 1}
+    assert status["model"]["n_ctx"] == 2048 and status["model"]["kv_type"] == "f16"
+    assert MemoryReport.from_dict(status["memory"]).kv_tokens_used > 0
+    engine.shutdown()
+    assert not path.exists()
