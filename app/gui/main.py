@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+from app.gui.app_icon import app_icon
 from app.gui.chat_controller import ChatController
+from app.gui.crash_dialog import CrashReporter
 from app.gui.engine_bridge import EngineBridge
 from app.gui.first_run import app_settings, maybe_show_first_run
 from app.gui.main_window import MainWindow
+from app.gui.single_instance import SingleInstance, bring_to_front, server_name
 from app.load_planner import LoadPlanner
 from app.log_setup import configure_logging
 from app.paths import AppPaths
@@ -39,6 +43,25 @@ def main(argv: list[str] | None = None) -> int:
     args, qt_args = parser.parse_known_args(argv[1:])
     app = QApplication.instance() or QApplication([argv[0], *qt_args])
     app.setApplicationName("Tailor")
+    app.setDesktopFileName("tailor")  # assets/tailor.desktop: the shell's icon and name for the window
+    app.setWindowIcon(app_icon())
+    paths = AppPaths.default()
+    configure_logging(paths.app_log)
+    instance = SingleInstance(server_name(paths), parent=app)
+    if not instance.claim():
+        logging.getLogger(__name__).info("Tailor is already running: asked its window to come to the front")
+        return 0
+    reporter = CrashReporter(paths.app_log, parent=app).install()
+    try:
+        return _run(app, args, paths, instance)
+    finally:
+        reporter.uninstall()
+        instance.close()
+        reporter.deleteLater()
+        instance.deleteLater()
+
+
+def _run(app: QApplication, args: argparse.Namespace, paths: AppPaths, instance: SingleInstance) -> int:
     problem = None
     model = args.model
     if model is None:
@@ -46,13 +69,12 @@ def main(argv: list[str] | None = None) -> int:
             model = str(starter_model_path())
         except StarterModelMissing as exc:
             model, problem = "", str(exc)
-    paths = AppPaths.default()
-    configure_logging(paths.app_log)
     try:
         window = build_window(args.db, model, paths.engine_log)
     except StoreError as exc:
         QMessageBox.critical(None, "Tailor", str(exc))
         return 1
+    instance.activation_requested.connect(lambda: bring_to_front(window))
     window.show()
     maybe_show_first_run(window, app_settings())
     if problem:
