@@ -119,8 +119,8 @@ class BlockManager:
                     self._free_plain.append(block_id)
         seq.block_table.clear()
         seq.num_computed_tokens = 0
-        seq.num_cached_tokens = 0
         seq.num_registered_blocks = 0
+        # num_cached_tokens stays: it is the request's "tokens from cache" statistic.
 
     # ----- growth while decoding
 

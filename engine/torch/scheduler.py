@@ -212,9 +212,11 @@ class Scheduler:
         """Get the blocks `seq` needs to decode, preempting sequences admitted after it; False when
         `seq` had to leave `running` itself."""
         bm = self.block_manager
-        # No drafts past the context: their slots would never be used.
+        # Draft slots are a bonus: never past the context, and never worth preempting anyone for.
         lookahead = max(0, min(lookahead, self.config.max_model_len - seq.num_tokens))
-        while not bm.can_append(seq, lookahead):
+        if not bm.can_append(seq, lookahead):
+            lookahead = 0
+        while not bm.can_append(seq):
             if len(self.running) > index + 1:
                 victim = self.running[-1]
             elif index > 0:
