@@ -1,11 +1,12 @@
 """Render assets/tailor.svg to the PNG sizes desktops and installers ask for (Qt's SVG renderer, offscreen).
 
-Run from the repository root: `.venv/bin/python packaging/render_icons.py` (also done by `make icons`).
-Writes assets/icons/tailor-<N>.png for every size in SIZES, and assets/icons/tailor.ico (Windows).
+Run after editing the SVG: `.venv/bin/python packaging/render_icons.py [--out DIR]`.
+Writes DIR/tailor-<N>.png for every size in SIZES, and DIR/tailor.ico (Windows); DIR defaults to assets/icons.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -36,24 +37,27 @@ def render(renderer: QSvgRenderer, size: int) -> QImage:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description="Render the app icon's PNGs and .ico from assets/tailor.svg.")
+    parser.add_argument("--out", type=Path, default=OUT_DIR, help="folder to write (default: %(default)s)")
+    out_dir = parser.parse_args().out
     _app = QGuiApplication.instance() or QGuiApplication(sys.argv[:1])
     renderer = QSvgRenderer(str(SOURCE))
     if not renderer.isValid():
         print(f"render_icons: {SOURCE} is not a valid SVG", file=sys.stderr)
         return 1
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     for size in SIZES:
-        path = OUT_DIR / f"tailor-{size}.png"
+        path = out_dir / f"tailor-{size}.png"
         if not render(renderer, size).save(str(path)):
             print(f"render_icons: could not write {path}", file=sys.stderr)
             return 1
-        print(path.relative_to(ROOT))
-    # Qt writes one image per .ico; Pillow-free multi-size .ico: let Windows builds use the 256 PNG inside one.
-    ico = OUT_DIR / "tailor.ico"
+        print(path)
+    # Qt's ICO writer stores one image: 256×256, which Windows scales down for the smaller places.
+    ico = out_dir / "tailor.ico"
     if not render(renderer, 256).save(str(ico), "ICO"):
         print(f"render_icons: no ICO writer here; {ico.name} not written", file=sys.stderr)
     else:
-        print(ico.relative_to(ROOT))
+        print(ico)
     return 0
 
 

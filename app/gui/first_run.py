@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QSettings, Qt, Signal, Slot
 from PySide6.QtWidgets import QDialog, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from app.gui.engine_availability import awq_status_text
 from app.gui.models.workers import Jobs
 from app.hw_command import format_profile
 from app.paths import APP_NAME, AppPaths
 from app.starter_picks import Pick, recommend
+from engine.torch_available import EngineStatus, awq_engine_status
 from models.hardware import GIB, HardwareProfile, detect_hardware
 from models.hf_cache import hub_cache_dir
 
@@ -65,6 +67,7 @@ class FirstRunDialog(QDialog):
     Args:
         parent: the main window.
         detect: reads the hardware (on a pool thread); default: `detect_hardware`.
+        awq_status: whether the PyTorch (AWQ) engine can run; default: `awq_engine_status()`.
 
     Signals:
         detected(object): the `HardwareProfile`, once read (on the GUI thread).
@@ -77,7 +80,7 @@ class FirstRunDialog(QDialog):
     model_requested = Signal(str)
 
     def __init__(self, parent: QWidget | None = None,
-                 detect: Callable[[], HardwareProfile] = detect_hardware):
+                 detect: Callable[[], HardwareProfile] = detect_hardware, awq_status: EngineStatus | None = None):
         super().__init__(parent)
         self.setWindowTitle("Welcome to Tailor")
         self.setModal(False)
@@ -85,6 +88,7 @@ class FirstRunDialog(QDialog):
         self.setMinimumWidth(640)
         self.pick: Pick | None = None
         self.hardware_label = _label("Looking at this machine…")
+        self.engines_label = _label(awq_status_text(awq_status or awq_engine_status()))
         self.chat_button = QPushButton("Chat now with the built-in model")
         self.chat_button.setDefault(True)
         self.pick_label = _label("Choosing a model for this machine…")
@@ -93,7 +97,7 @@ class FirstRunDialog(QDialog):
         self.storage_label = _label(storage_text())
         close_button = QPushButton("Close")
         layout = QVBoxLayout(self)
-        layout.addWidget(_group("This machine", self.hardware_label))
+        layout.addWidget(_group("This machine", self.hardware_label, self.engines_label))
         layout.addWidget(_group("Start chatting", _label(
             "SmolLM2-135M comes with Tailor: small, offline, and already loaded. Good for a first try; "
             "a larger model answers much better."), self.chat_button))

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSettings, Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QComboBox
 
+from app.gui.engine_availability import mark_awq_choice
 from app.gui.first_run import FirstRunDialog, app_settings, maybe_show_first_run, storage_text
+from app.gui.models.search_page import FILTERS
 from app.starter_picks import STARTER_PICKS, recommend
+from engine.torch_available import NO_TORCH, EngineStatus
 from models.hardware import GIB, profile_for
 from tests.fixtures import fake_hub as hub_fixtures
 
@@ -100,3 +103,24 @@ def test_show_this_model_opens_the_models_window_on_the_pick(qtbot, make_window,
     assert manager.repo_page.repo_id == dialog.pick.repo_id
     qtbot.waitUntil(lambda: "Reading" not in manager.repo_page.status.text(), timeout=WAIT_MS)
     assert manager.repo_page.status.text()  # the fake hub lacks the repo: the page says so itself
+
+
+def test_welcome_names_the_engines_and_why_awq_cannot_run(qtbot, make_window):
+    window = make_window(start=False)
+    here = window.show_welcome()
+    assert "AWQ (PyTorch)" in here.engines_label.text()  # torch is installed in the dev venv
+    here.close()
+    without_torch = FirstRunDialog(window, awq_status=EngineStatus(False, NO_TORCH))  # as in the default bundle
+    qtbot.addWidget(without_torch)
+    assert without_torch.engines_label.text() == f"Engines: GGUF (llama.cpp). AWQ is unavailable: {NO_TORCH}."
+    without_torch.jobs.wait()
+    # Where the format is chosen (the Models window's search filter), the same reason.
+    combo = QComboBox()
+    qtbot.addWidget(combo)
+    for label, kind in FILTERS:
+        combo.addItem(label, kind)
+    mark_awq_choice(combo, EngineStatus(False, NO_TORCH))
+    index = combo.findData("awq")
+    assert combo.itemText(index) == f"AWQ (unavailable: {NO_TORCH})"
+    assert NO_TORCH in combo.itemData(index, Qt.ItemDataRole.ToolTipRole)
+    assert combo.itemText(combo.findData("gguf")) == "GGUF"

@@ -21,8 +21,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.engine_availability import mark_awq_choice
 from app.gui.models.formatting import human_date
 from app.gui.models.workers import Jobs
+from engine.torch_available import awq_engine_status
 from models.hub import HubClient, HubError, RepoSummary
 
 REPO_ROLE = Qt.ItemDataRole.UserRole
@@ -61,6 +63,7 @@ class SearchPage(QWidget):
         self.filter = QComboBox()
         for label, kind in FILTERS:
             self.filter.addItem(label, kind)
+        mark_awq_choice(self.filter, awq_engine_status())  # e.g. a bundle without PyTorch
         self.search_button = QPushButton("Search")
         self.results = QListWidget()
         self.open_button = QPushButton("Show files")
