@@ -1,0 +1,54 @@
+"""One real engine with the starter model, and Tailor's server started on loopback over it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import openai
+import pytest
+
+from app.load_planner import LoadSettings
+from app.server.config import ServerConfig
+from app.server.own_engine import OwnEngine
+from app.server.runner import ServerThread
+
+MODEL = "SmolLM2-135M-Instruct.Q4_1"
+SYSTEM = {"role": "system", "content": "You are Tailor, a helpful assistant. Reply clearly and concisely."}
+FRANCE = [SYSTEM, {"role": "user", "content": "What is the capital of France?"}]
+STORY = [SYSTEM, {"role": "user", "content": "Write a very long story about a dragon who learns to bake bread."}]
+
+
+@pytest.fixture(scope="package")
+def served_engine(starter_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnEngine]:
+    engine = OwnEngine(log_path=tmp_path_factory.mktemp("logs") / "engine.log")
+    engine.load(starter_model, LoadSettings(n_ctx=2048))
+    yield engine
+    engine.shutdown()
+
+
+@pytest.fixture
+def start_server(served_engine: OwnEngine) -> Iterator[Callable[..., ServerThread]]:
+    """Start servers (port 0) over the shared engine; all stopped at teardown."""
+    servers: list[ServerThread] = []
+
+    def start(**settings: object) -> ServerThread:
+        config = replace(ServerConfig(port=0), **settings)
+        server = ServerThread(served_engine.client, served_engine.model_info, config).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def server(start_server: Callable[..., ServerThread]) -> ServerThread:
+    return start_server()
+
+
+@pytest.fixture
+def client(server: ServerThread) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
