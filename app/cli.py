@@ -20,6 +20,7 @@ from app.hw_command import add_hw_parser
 from app.library_command import add_library_parsers
 from app.load_planner import LoadPlanner, LoadSettings
 from app.log_setup import configure_logging
+from app.mem_command import add_mem_parser, final_report, memory_json
 from app.paths import AppPaths
 from app.plan_command import PlanError, add_plan_parser
 from app.pull_command import add_pull_parser
@@ -57,12 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="flash attention (%(default)s; a quantized KV cache needs it on)",
     )
     chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
+    chat.add_argument(
+        "--mem", action="store_true", help="with --json: then one more line, the memory report and its forecast"
+    )
     add_hw_parser(sub)
     add_plan_parser(sub)
     add_search_parser(sub)
     add_library_parsers(sub)
     add_pull_parser(sub)
     add_serve_parser(sub)
+    add_mem_parser(sub)
     gui = sub.add_parser("gui", help="open the window (the default with no command)")
     gui.add_argument("--model", help="GGUF file to load (default: the built-in starter model)")
     gui.add_argument("--db", help="chat history file (default: in the user data folder)")
@@ -97,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_chat(args: argparse.Namespace) -> int:
     """Load the model in the engine process, stream the reply to stdout."""
+    if args.mem and not args.json:
+        raise CliError("--mem adds a line to --json's output: use both")
     try:
         model = args.model or starter_model_path()
     except StarterModelMissing as exc:
@@ -115,7 +122,8 @@ def run_chat(args: argparse.Namespace) -> int:
     try:
         # GPU layers, KV type and flash attention as the decision tree plans them for this machine.
         settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn)
-        client.load(LoadPlanner(prefix_cache_dir=paths.prefix_cache).plan_load(str(model), settings).request)
+        planned = LoadPlanner(prefix_cache_dir=paths.prefix_cache).plan_load(str(model), settings)
+        client.load(planned.request)
         _wait_loaded(client)
         request_id = client.generate(messages, sampling)
         previous = signal.getsignal(signal.SIGINT)
@@ -124,6 +132,7 @@ def run_chat(args: argparse.Namespace) -> int:
             done = _stream(client, request_id)
         finally:
             signal.signal(signal.SIGINT, previous)
+        memory = final_report(client) if args.mem else None
     except EngineNotRunning as exc:
         raise CliError(str(exc)) from None
     finally:
@@ -131,6 +140,9 @@ def run_chat(args: argparse.Namespace) -> int:
     sys.stdout.write("\n")
     if args.json:
         sys.stdout.write(json.dumps(done.stats.as_dict()) + "\n")
+        if memory is not None:
+            forecast = planned.plan.forecast.to_dict() if planned.plan and planned.plan.forecast else None
+            sys.stdout.write(json.dumps(memory_json(memory, forecast)) + "\n")
     sys.stdout.flush()
     return 130 if done.finish_reason == "cancelled" else 0
 

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from app.paths import AppPaths
 from engine.protocol import LoadRequest
 from models.errors import InvalidModelFile
 from models.hardware import HardwareProfile, detect_hardware
@@ -44,10 +45,13 @@ class PlannedLoad:
 class LoadPlanner:
     """Plans loads on one machine; the hardware is detected once, when first needed."""
 
-    def __init__(self, profile: HardwareProfile | None = None, prefix_cache_dir: Path | None = None):
+    def __init__(self, profile: HardwareProfile | None = None, prefix_cache_dir: Path | None = None,
+                 status_dir: Path | None = None):
         self._profile = profile
         # Where the engine keeps chat prefixes warm across restarts; None keeps them in RAM only.
         self._prefix_cache_dir = str(prefix_cache_dir) if prefix_cache_dir else None
+        # Where every engine writes its latest memory report for `tailor mem` (the user cache dir).
+        self._status_dir = str(status_dir or AppPaths.default().engine_status)
 
     @property
     def profile(self) -> HardwareProfile:
@@ -64,7 +68,7 @@ class LoadPlanner:
             # The engine checks the file again and sends the user-facing error.
             log.info("no plan for %s: %s", path, exc)
             request = LoadRequest(path, n_ctx=n_ctx, kv_type=kv_type, flash_attn=flash_attn,
-                                  prefix_cache_dir=self._prefix_cache_dir)
+                                  prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir)
             return PlannedLoad(request, None)
         plan = make_plan(Machine.from_profile(self.profile), [candidate], context=n_ctx, kv_type=kv_type,
                          flash_attn=flash_attn)
@@ -72,6 +76,7 @@ class LoadPlanner:
             plan = replace(plan, reasons=(*plan.reasons, overruled))
         request = LoadRequest(
             path, n_ctx=n_ctx, n_gpu_layers=plan.n_gpu_layers, kv_type=plan.kv_type, flash_attn=plan.flash_attn,
-            prefix_cache_dir=self._prefix_cache_dir,
+            prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
+            forecast=plan.forecast.to_dict() if plan.forecast else None,
         )
         return PlannedLoad(request, plan)

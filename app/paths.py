@@ -31,6 +31,11 @@ class AppPaths:
         return self.cache_dir / "prefix-cache"
 
     @property
+    def engine_status(self) -> Path:
+        """One status file per running engine process (its latest memory report), for `tailor mem`."""
+        return self.cache_dir / "engines"
+
+    @property
     def app_log(self) -> Path:
         return self.log_dir / "tailor.log"
 

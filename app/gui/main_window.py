@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QMenu,
     QMessageBox,
     QPushButton,
     QSplitter,
@@ -23,6 +24,7 @@ from app.gui.composer import Composer
 from app.gui.conversation_list import ConversationList
 from app.gui.crash_dialog import open_log_folder
 from app.gui.first_run import FirstRunDialog
+from app.gui.memory_dock import MemoryDock
 from app.gui.models.manager_window import ModelManager
 from app.gui.plan_view import PlanLabel, open_plan_dialog
 from app.gui.settings_panel import SettingsPanel
@@ -95,6 +97,7 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.stats_label)
         self.statusBar().addPermanentWidget(self.memory_label)
         self._connect()
+        self._build_memory_dock()
         self._open_initial()
         self.composer.setFocus()
 
@@ -149,6 +152,22 @@ class MainWindow(QMainWindow):
         self.open_log_action = help_menu.addAction(
             "Open log folder", lambda: open_log_folder(AppPaths.default().app_log)
         )
+
+    def _build_memory_dock(self) -> None:
+        """Memory and performance, hidden until View → Memory and performance (Ctrl+Shift+M)."""
+        self.memory_dock = MemoryDock(self.controller.bridge, parent=self)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.memory_dock)
+        self.memory_dock.hide()
+        self.memory_action = self.memory_dock.toggleViewAction()
+        self.memory_action.setShortcut(QKeySequence("Ctrl+Shift+M"))
+        self.addAction(self.memory_action)
+        view = QMenu("&View", self)
+        view.addAction(self.memory_action)
+        help_menu = next((a for a in self.menuBar().actions() if a.text() == "&Help"), None)
+        if help_menu is not None:
+            self.menuBar().insertMenu(help_menu, view)
+        else:
+            self.menuBar().addMenu(view)
 
     def _connect(self) -> None:
         c = self.controller
@@ -292,6 +311,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
         self.settings_panel.commit()
+        self.memory_dock.shutdown()
         if self.welcome is not None:
             self.welcome.close()
             self.welcome.jobs.wait()
