@@ -43,6 +43,9 @@ class LoadRequest:
     # Folder of the disk tier, so prefixes survive an engine restart; None keeps them in RAM only.
     prefix_cache_dir: str | None = None
     prefix_cache_disk_bytes: int = 4 << 30
+    # System prompts of pinned presets: prefilled at load and kept in the KV cache, so a new chat
+    # that starts with one of them skips its prefill.
+    pinned_prompts: tuple[str, ...] = ()
     # Folder where the engine keeps a status file (its latest memory report, for `tailor mem`);
     # None writes none. `forecast` is the plan's forecast for these settings (Forecast.to_dict()),
     # written beside the report so readers compare the two.
@@ -149,6 +152,7 @@ ErrorKind = Literal[
     "context_overflow",  # the prompt does not fit the context window
     "bad_request",  # settings the engine cannot honour (an unknown KV type, ...)
     "engine_died",  # the engine process exited unexpectedly
+    "remote",  # a remote endpoint failed: unreachable, timed out, an HTTP error or a malformed stream
     "internal",  # anything else; the message says what
 ]
 
