@@ -1,0 +1,211 @@
+"""Llama and Qwen2 decoders (Mistral and SmolLM are Llamas) built from a checkpoint's tensors.
+
+The two families differ only in details read from the config: Qwen2's q/k/v projections
+carry biases and its small models tie the output head to the embeddings. q/k/v and gate/up
+are fused into one projection each, so a layer makes four matmuls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from engine.torch.attention import AttnMeta, KVCache, paged_attention
+from engine.torch.awq import AwqWeight, make_linear
+from engine.torch.checkpoint import TensorSource
+from engine.torch.layers import RMSNorm, RotaryEmbedding, SwiGLU
+from engine.torch.model_config import CheckpointError, ModelConfig
+
+
+class DecoderLayer(torch.nn.Module):
+    def __init__(self, config: ModelConfig, parts: dict[str, torch.nn.Module]):
+        super().__init__()
+        self.input_norm = parts["input_norm"]
+        self.qkv = parts["qkv"]
+        self.o = parts["o"]
+        self.post_norm = parts["post_norm"]
+        self.mlp = parts["mlp"]
+        self.q_size = config.num_heads * config.head_dim
+        self.kv_size = config.num_kv_heads * config.head_dim
+        self.num_heads, self.num_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, config.head_dim
+        self.scale = config.head_dim**-0.5
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        rope: RotaryEmbedding,
+        cache_k: torch.Tensor,
+        cache_v: torch.Tensor,
+        meta: AttnMeta,
+    ) -> torch.Tensor:
+        t = x.shape[0]
+        q, k, v = self.qkv(self.input_norm(x)).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = q.view(t, self.num_heads, self.head_dim)
+        k = k.view(t, self.num_kv_heads, self.head_dim)
+        v = v.view(t, self.num_kv_heads, self.head_dim)
+        q, k = rope(positions, q, k)
+        attn = paged_attention(q, k, v, cache_k, cache_v, meta, self.scale)
+        x = x + self.o(attn.reshape(t, self.q_size))
+        return x + self.mlp(self.post_norm(x))
+
+
+class CausalLM(torch.nn.Module):
+    """forward() gives final hidden states; logits() projects the rows that need them."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        embed: torch.Tensor,
+        layers: list[DecoderLayer],
+        norm: RMSNorm,
+        lm_head: torch.nn.Module | None,
+        device: torch.device,
+        dtype: torch.dtype,
+    ):
+        super().__init__()
+        self.config = config
+        self.device = device
+        self.dtype = dtype
+        self.register_buffer("embed", embed)
+        self.layers = torch.nn.ModuleList(layers)
+        self.norm = norm
+        self.lm_head = lm_head
+        self.rope = RotaryEmbedding(config.rope, config.head_dim, config.max_position_embeddings, device)
+
+    def forward(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, kv: KVCache, meta: AttnMeta
+    ) -> torch.Tensor:
+        x = F.embedding(input_ids, self.embed)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, positions, self.rope, kv.k[i], kv.v[i], meta)
+        return self.norm(x)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        out = self.lm_head(hidden) if self.lm_head is not None else F.linear(hidden, self.embed)
+        return out.float()
+
+    def weights_bytes(self) -> int:
+        seen: set[int] = set()
+        total = 0
+        for buf in self.buffers():
+            if buf.data_ptr() not in seen and buf is not self.rope.cos and buf is not self.rope.sin:
+                seen.add(buf.data_ptr())
+                total += buf.numel() * buf.element_size()
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedModel:
+    model: CausalLM
+    config: ModelConfig
+    file_bytes: int
+
+
+def default_dtype(config: ModelConfig, device: torch.device) -> torch.dtype:
+    """fp32 on the CPU (fast and exact there); on CUDA bf16 for AWQ (the int4 kernel's), else as stored."""
+    if device.type != "cuda":
+        return torch.float32
+    if config.awq is not None:
+        return torch.bfloat16
+    return {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(config.torch_dtype, torch.bfloat16)
+
+
+def load_model(
+    directory: Path, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
+) -> LoadedModel:
+    """Read config.json and the safetensors weights of `directory` into a CausalLM.
+
+    Raises:
+        CheckpointError: unsupported architecture, missing/mismatched shards, pickle-only repo,
+            missing or misshapen tensors.
+    """
+    directory = Path(directory)
+    config = ModelConfig.from_dir(directory)
+    device = torch.device(device)
+    dtype = dtype or default_dtype(config, device)
+    source = TensorSource(directory)
+    try:
+        builder = _Builder(config, source, device, dtype)
+        layers = [builder.layer(i) for i in range(config.num_layers)]
+        embed = builder.dense("model.embed_tokens.weight", (config.vocab_size, config.hidden_size))
+        norm = RMSNorm(builder.dense("model.norm.weight", (config.hidden_size,)), config.rms_norm_eps)
+        lm_head = None
+        if "lm_head.weight" in source and not config.tie_word_embeddings:
+            lm_head = builder.linear("lm_head", config.vocab_size, config.hidden_size, bias=False)
+        elif not config.tie_word_embeddings and "lm_head.weight" not in source:
+            raise CheckpointError(f"{directory}: lm_head.weight is missing and the embeddings are not tied")
+        model = CausalLM(config, embed, layers, norm, lm_head, device, dtype).eval()
+        return LoadedModel(model, config, source.size_bytes())
+    finally:
+        source.close()
+
+
+class _Builder:
+    """Turns checkpoint tensors into modules, checking every shape against the config."""
+
+    def __init__(self, config: ModelConfig, source: TensorSource, device: torch.device, dtype: torch.dtype):
+        self.config, self.source, self.device, self.dtype = config, source, device, dtype
+
+    def dense(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        tensor = self.source.get(name)
+        if tuple(tensor.shape) != shape:
+            raise CheckpointError(f"tensor {name!r} has shape {tuple(tensor.shape)}, the config implies {shape}")
+        return tensor.to(self.device, self.dtype)
+
+    def weight(self, prefix: str, out_features: int, in_features: int) -> torch.Tensor | AwqWeight:
+        awq = self.config.awq
+        if f"{prefix}.qweight" in self.source:
+            if awq is None:
+                raise CheckpointError(f"{prefix} is quantized but config.json has no quantization_config")
+            try:
+                weight = AwqWeight.from_packed(
+                    self.source.get(f"{prefix}.qweight"),
+                    self.source.get(f"{prefix}.qzeros"),
+                    self.source.get(f"{prefix}.scales"),
+                    awq.group_size,
+                )
+            except ValueError as exc:
+                raise CheckpointError(f"{prefix}: {exc}") from None
+            if tuple(weight.q.shape) != (out_features, in_features):
+                raise CheckpointError(
+                    f"{prefix}: AWQ weight is {tuple(weight.q.shape)}, the config implies {(out_features, in_features)}"
+                )
+            return weight
+        return self.dense(f"{prefix}.weight", (out_features, in_features))
+
+    def linear(self, prefix: str, out_features: int, in_features: int, bias: bool) -> torch.nn.Module:
+        b = self.dense(f"{prefix}.bias", (out_features,)) if bias else None
+        return make_linear(self.weight(prefix, out_features, in_features), b, self.device, self.dtype)
+
+    def fused(self, prefixes: list[str], outs: list[int], in_features: int, bias: bool) -> torch.nn.Module:
+        weights = [self.weight(p, o, in_features) for p, o in zip(prefixes, outs, strict=True)]
+        if all(isinstance(w, AwqWeight) for w in weights):
+            weight: torch.Tensor | AwqWeight = AwqWeight.concat(weights)  # type: ignore[arg-type]
+        else:
+            weight = torch.cat(
+                [w.dequantize(self.dtype).to(self.device) if isinstance(w, AwqWeight) else w for w in weights]
+            )
+        b = torch.cat([self.dense(f"{p}.bias", (o,)) for p, o in zip(prefixes, outs, strict=True)]) if bias else None
+        return make_linear(weight, b, self.device, self.dtype)
+
+    def layer(self, i: int) -> DecoderLayer:
+        c = self.config
+        p = f"model.layers.{i}"
+        h, q, kv = c.hidden_size, c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+        attn = f"{p}.self_attn"
+        mlp = f"{p}.mlp"
+        parts = {
+            "input_norm": RMSNorm(self.dense(f"{p}.input_layernorm.weight", (h,)), c.rms_norm_eps),
+            "qkv": self.fused([f"{attn}.q_proj", f"{attn}.k_proj", f"{attn}.v_proj"], [q, kv, kv], h, c.attention_bias),
+            "o": self.linear(f"{attn}.o_proj", h, q, bias=False),
+            "post_norm": RMSNorm(self.dense(f"{p}.post_attention_layernorm.weight", (h,)), c.rms_norm_eps),
+            "mlp": SwiGLU(
+                self.fused([f"{mlp}.gate_proj", f"{mlp}.up_proj"], [c.intermediate_size] * 2, h, bias=False),
+                self.linear(f"{mlp}.down_proj", h, c.intermediate_size, bias=False),
+            ),
+        }
+        return DecoderLayer(c, parts)

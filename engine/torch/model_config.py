@@ -1,0 +1,165 @@
+"""A Hugging Face model directory's config.json, read into the few numbers the engine needs.
+
+Torch-free, so callers can inspect a directory without loading a model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+# config.json "architectures" / "model_type" values this engine runs, and the family they map to.
+SUPPORTED_ARCHITECTURES = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "llama",
+    "Qwen2ForCausalLM": "qwen2",
+}
+AWQ_GROUP_SIZES = (32, 64, 128)
+
+
+class CheckpointError(Exception):
+    """The model directory cannot be used; the message says why, in words a user can act on."""
+
+
+@dataclass(frozen=True, slots=True)
+class RopeConfig:
+    theta: float = 10000.0
+    kind: str = "default"  # "default", "linear" or "llama3"
+    factor: float = 1.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_position: int = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class AwqConfig:
+    group_size: int
+    bits: int = 4
+    modules_to_not_convert: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    architecture: str  # as config.json names it, e.g. "LlamaForCausalLM"
+    family: str  # "llama" or "qwen2"
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope: RopeConfig
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    attention_bias: bool  # q/k/v projections carry a bias (always true for Qwen2)
+    torch_dtype: str  # "float32", "float16" or "bfloat16" as stored
+    eos_token_ids: tuple[int, ...]
+    bos_token_id: int | None
+    awq: AwqConfig | None = None
+
+    @classmethod
+    def from_dir(cls, directory: Path) -> ModelConfig:
+        path = directory / "config.json"
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CheckpointError(f"{directory}: no config.json, so this is not a Hugging Face model folder") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CheckpointError(f"{path}: unreadable ({exc})") from None
+        if not isinstance(raw, dict):
+            raise CheckpointError(f"{path}: not a JSON object")
+        return cls.from_dict(raw, str(path))
+
+    @classmethod
+    def from_dict(cls, raw: dict, where: str = "config.json") -> ModelConfig:
+        archs = raw.get("architectures") or []
+        arch = archs[0] if archs else str(raw.get("model_type", "unknown"))
+        family = SUPPORTED_ARCHITECTURES.get(arch)
+        if family is None:
+            names = ", ".join(sorted(SUPPORTED_ARCHITECTURES))
+            raise CheckpointError(
+                f"{where}: architecture {arch!r} is not supported by the PyTorch engine (supported: {names})"
+            )
+        try:
+            hidden = int(raw["hidden_size"])
+            heads = int(raw["num_attention_heads"])
+            config = cls(
+                architecture=arch,
+                family=family,
+                vocab_size=int(raw["vocab_size"]),
+                hidden_size=hidden,
+                intermediate_size=int(raw["intermediate_size"]),
+                num_layers=int(raw["num_hidden_layers"]),
+                num_heads=heads,
+                num_kv_heads=int(raw.get("num_key_value_heads") or heads),
+                head_dim=int(raw.get("head_dim") or hidden // heads),
+                rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+                rope=_rope(raw, where),
+                max_position_embeddings=int(raw.get("max_position_embeddings", 4096)),
+                tie_word_embeddings=bool(raw.get("tie_word_embeddings", family == "qwen2")),
+                attention_bias=family == "qwen2" or bool(raw.get("attention_bias", False)),
+                torch_dtype=str(raw.get("torch_dtype") or raw.get("dtype") or "float32"),
+                eos_token_ids=_ids(raw.get("eos_token_id")),
+                bos_token_id=raw.get("bos_token_id") if isinstance(raw.get("bos_token_id"), int) else None,
+                awq=_awq(raw.get("quantization_config"), where),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"{where}: missing or malformed setting {exc}") from None
+        if raw.get("mlp_bias"):
+            raise CheckpointError(f"{where}: MLP biases are not supported by the PyTorch engine")
+        if config.num_heads % config.num_kv_heads:
+            raise CheckpointError(f"{where}: {config.num_heads} heads do not split into {config.num_kv_heads} KV heads")
+        return config
+
+
+def _ids(value: object) -> tuple[int, ...]:
+    if isinstance(value, int):
+        return (value,)
+    if isinstance(value, list):
+        return tuple(v for v in value if isinstance(v, int))
+    return ()
+
+
+def _rope(raw: dict, where: str) -> RopeConfig:
+    # transformers 5 writes "rope_parameters" (theta included); older configs "rope_theta" + "rope_scaling".
+    params = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+    theta = float(params.get("rope_theta") or raw.get("rope_theta") or 10000.0)
+    kind = str(params.get("rope_type") or params.get("type") or "default")
+    if kind == "default":
+        return RopeConfig(theta=theta)
+    if kind == "linear":
+        return RopeConfig(theta=theta, kind=kind, factor=float(params["factor"]))
+    if kind == "llama3":
+        return RopeConfig(
+            theta=theta,
+            kind=kind,
+            factor=float(params["factor"]),
+            low_freq_factor=float(params.get("low_freq_factor", 1.0)),
+            high_freq_factor=float(params.get("high_freq_factor", 4.0)),
+            original_max_position=int(params.get("original_max_position_embeddings", 8192)),
+        )
+    raise CheckpointError(f"{where}: RoPE scaling {kind!r} is not supported by the PyTorch engine")
+
+
+def _awq(quant: object, where: str) -> AwqConfig | None:
+    if not quant:
+        return None
+    if not isinstance(quant, dict):
+        raise CheckpointError(f"{where}: quantization_config is not an object")
+    method = str(quant.get("quant_method", "")).lower()
+    if method != "awq":
+        raise CheckpointError(f"{where}: quantization {method or 'unknown'!r} is not supported (only AWQ)")
+    version = str(quant.get("version", "gemm")).lower()
+    bits = int(quant.get("bits", quant.get("w_bit", 4)))
+    group = int(quant.get("group_size", quant.get("q_group_size", 128)))
+    if version != "gemm":
+        raise CheckpointError(f"{where}: AWQ version {version!r} is not supported (only GEMM)")
+    if bits != 4:
+        raise CheckpointError(f"{where}: {bits}-bit AWQ is not supported (only 4-bit)")
+    if group not in AWQ_GROUP_SIZES:
+        raise CheckpointError(f"{where}: AWQ group size {group} is not supported (32, 64 or 128)")
+    skip = tuple(str(m) for m in quant.get("modules_to_not_convert") or ())
+    return AwqConfig(group_size=group, bits=bits, modules_to_not_convert=skip)
