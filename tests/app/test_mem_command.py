@@ -1,0 +1,93 @@
+"""`tailor chat --json --mem` and `tailor mem`, run as a user runs them (the console script)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from app.load_planner import LoadPlanner, LoadSettings
+from app.mem_command import DEVICE_KEYS, NO_ENGINE
+from app.paths import AppPaths
+from engine.client import EngineClient
+from engine.protocol import ChatMessage, Loaded, MemoryReport, SamplingParams
+from tests.app.test_cli import tailor
+from tests.engine.helpers import collect, wait_for
+
+ISSUE_KEYS = {"device", "weights_bytes", "kv_allocated_bytes", "kv_used_bytes", "kv_used_tokens", "compute_bytes",
+              "prefix_cache_bytes", "other_bytes", "free_bytes", "total_bytes"}
+
+
+def test_chat_json_mem_prints_the_memory_report_after_the_stats(tmp_path: Path):
+    result = tailor("chat", "--json", "--mem", "--temperature", "0", "--max-tokens", "12", "--ctx", "2048",
+                    "Capital of France?", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    *_reply, stats_line, mem_line = result.stdout.rstrip("\n").split("\n")
+    stats, mem = json.loads(stats_line), json.loads(mem_line)
+    assert [d["device"] for d in mem["devices"]] == ["cpu"]  # no GPU here
+    cpu = mem["devices"][0]
+    assert set(cpu) >= ISSUE_KEYS and list(cpu) == list(DEVICE_KEYS)
+    # The report is taken at the end of the reply: its cells hold the prompt and the reply.
+    assert stats["prompt_tokens"] + stats["gen_tokens"] - 1 <= cpu["kv_used_tokens"]
+    assert cpu["kv_used_tokens"] <= stats["prompt_tokens"] + stats["gen_tokens"]
+    assert cpu["kv_allocated_bytes"] == 30 * 2048 * 192 * 2 * 2
+    forecast = mem["forecast"]
+    assert forecast["devices"]["cpu"]["kv_cache_bytes"] == cpu["kv_allocated_bytes"]
+    assert abs(forecast["weights_bytes"] - cpu["weights_bytes"]) <= 0.05 * cpu["weights_bytes"]
+    assert not list((tmp_path / "cache" / "engines").glob("*.json"))  # the engine took its file with it
+
+
+def test_mem_without_json_is_a_clear_error(tmp_path: Path):
+    result = tailor("chat", "--mem", "hi", home=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "tailor: error: --mem adds a line to --json's output: use both"
+
+
+def test_mem_says_plainly_when_no_engine_runs(_tailor_home: Path):
+    engines = AppPaths.default().engine_status
+    engines.mkdir(parents=True)
+    # Left behind by an engine that was killed: a process id that is not running.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = engines / f"engine-{dead.pid}.json"
+    stale.write_text(json.dumps({"pid": dead.pid, "started": 1.0, "memory": MemoryReport((), 0, 0).to_dict()}))
+    (engines / "engine-1.json").write_text("{not json")
+    result = tailor("mem", home=_tailor_home)
+    assert result.returncode == 1
+    assert result.stdout.strip() == NO_ENGINE
+    assert result.stderr == ""
+    assert not stale.exists()
+
+
+@pytest.fixture
+def running_engine(starter_model: Path, tmp_path: Path):
+    """An engine loaded the way every front end loads one (through LoadPlanner)."""
+    client = EngineClient(log_path=tmp_path / "engine.log")
+    client.start()
+    client.load(LoadPlanner().plan_load(str(starter_model), LoadSettings(n_ctx=2048)).request)
+    assert isinstance(wait_for(client, (Loaded,)), Loaded)
+    collect(client, client.generate([ChatMessage("user", "Hi")], SamplingParams(temperature=0.0, max_tokens=4)))
+    wait_for(client, (MemoryReport,))
+    yield client
+    client.shutdown()
+
+
+def test_mem_shows_a_running_engine(running_engine: EngineClient, _tailor_home: Path):
+    result = tailor("mem", "--json", home=_tailor_home)
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stdout.strip().splitlines()
+    status = json.loads(line)
+    assert status["pid"] == running_engine.pid
+    assert status["model"]["n_ctx"] == 2048
+    cpu = status["devices"][0]
+    assert set(cpu) >= ISSUE_KEYS and cpu["device"] == "cpu" and cpu["kv_used_tokens"] > 0
+    assert status["forecast"]["devices"]["cpu"]["kv_cache_bytes"] == cpu["kv_allocated_bytes"]
+    text = tailor("mem", home=_tailor_home)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith(f"Engine {running_engine.pid}: ") and "context 2,048" in lines[0]
+    assert any(line.startswith("RAM (cpu): ") for line in lines)
+    assert any(line.strip().startswith("weights") and "forecast" in line for line in lines)
+    assert any(line.startswith("KV cache: ") and "/ 2,048 tokens in use" in line for line in lines)
