@@ -94,6 +94,9 @@ class LLMEngine:
             outputs.append(StepOutput(seq.seq_id, None, True, seq.finish_reason, seq.error))
             self._retire(seq)
         if not batch.chunks:
+            if not outputs and not self.scheduler.is_finished():
+                # Every waiting or running sequence always has work; this would spin forever.
+                raise RuntimeError("the scheduler stalled: unfinished requests but nothing to run")
             return outputs
         # Note how long each sequence was before the step, to report every token it gained.
         lengths = [c.seq.num_tokens for c in batch.chunks]

@@ -243,3 +243,36 @@ def test_bad_pool_sizes_are_refused():
         BlockManager(0, 16)
     with pytest.raises(ValueError, match="at least one block"):
         BlockManager(4, 0)
+
+
+def test_eviction_takes_the_tail_of_a_freed_prefix_before_its_head():
+    bm = BlockManager(3, 4)
+    a_tokens = list(range(12))
+    a = seq_of(a_tokens)
+    bm.allocate(a)
+    compute_all(bm, a)
+    bm.deallocate(a)
+    assert bm.usage().cached_free == 3
+    other = seq_of([99])
+    bm.allocate(other)  # one fresh block: the third block of A's prompt goes first
+    bm.deallocate(other)
+    again = seq_of(a_tokens[:9])  # wants A's first two blocks and one fresh block
+    bm.allocate(again)
+    assert again.num_cached_tokens == 8
+
+
+def test_a_block_is_reused_only_under_the_same_parent_even_when_hashes_collide(monkeypatch):
+    import engine.torch.block_manager as module
+
+    monkeypatch.setattr(module, "chain_hash", lambda parent, tokens: hash(tokens))  # ignores the parent
+    bm = BlockManager(20, 4)
+    p, q, b = [1, 1, 1, 1], [2, 2, 2, 2], [3, 3, 3, 3]
+    for tokens in (p + b + [0], q + b + [0]):
+        s = seq_of(tokens)
+        bm.allocate(s)
+        compute_all(bm, s)
+        bm.deallocate(s)
+    # Block [3,3,3,3] is registered under parent p only; after q it must not be served.
+    e = seq_of(q + b + [5])
+    bm.allocate(e)
+    assert e.num_cached_tokens == 4

@@ -230,3 +230,14 @@ def test_speculative_runner_gets_lookahead_slots_and_the_same_greedy_output(num_
     assert [tokens[i] for i in ids] == reference()
     assert runner.accepted > 0
     assert eng.block_manager.usage().used == 0
+
+
+def test_a_lone_request_that_outgrows_the_kv_pool_ends_with_length():
+    eng, _ = engine(config(num_kv_blocks=2))  # 8 slots
+    rid = eng.add_request([1, 2, 3], SamplingOptions(max_tokens=100, ignore_eos=True))
+    events = []
+    while eng.has_unfinished():
+        events += eng.step()
+    assert [e.token_id is not None for e in events] == [True] * 6 + [False]
+    assert events[-1] == StepOutput(rid, None, True, "length")
+    assert eng.block_manager.num_free_blocks == 2

@@ -295,3 +295,29 @@ def test_sixty_random_sequences_never_leak_a_block(prefix_caching):
     if prefix_caching:
         assert bm.usage().cached_free > 0
     assert any(len(b.chunks) > 6 for b in batches)
+
+
+def test_the_most_recently_admitted_sequence_is_preempted_first():
+    sched = make(num_kv_blocks=6, max_num_batched_tokens=64)
+    a, b, c = (add(sched, i, [i + 1] * 4, max_tokens=12, ignore_eos=True) for i in range(3))
+    while sched.num_preemptions == 0:
+        batch = sched.schedule()
+        check_invariants(sched, batch)
+        sched.postprocess(batch, sample(batch))
+    assert (a.num_preemptions, b.num_preemptions, c.num_preemptions) == (0, 0, 1)
+    assert sched.waiting[0] is c and c.block_table == []
+    drive(sched)
+    for s in (a, b, c):
+        assert (s.completion_token_ids, s.finish_reason) == expected([s.token_ids[0]] * 4, s.sampling, sched.config)
+
+
+def test_blocks_of_a_prompt_become_reusable_as_soon_as_their_chunk_is_computed():
+    sched = make(max_num_batched_tokens=16)
+    prompt = list(range(1, 41))
+    add(sched, 1, prompt, max_tokens=2)
+    batch = sched.schedule()
+    sched.postprocess(batch, sample(batch))  # positions [0, 16) computed; the prompt is not done
+    probe = Sequence(2, prompt[:30])
+    sched.block_manager.allocate(probe)
+    assert probe.num_cached_tokens == 16
+    sched.block_manager.deallocate(probe)
