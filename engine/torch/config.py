@@ -39,8 +39,9 @@ class EngineConfig:
             raise ValueError(
                 f"EngineConfig.num_speculative_tokens must be >= 0, got {self.num_speculative_tokens}"
             )
-        if self.max_num_batched_tokens <= self.num_speculative_tokens:
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            # Otherwise the decodes of the last running sequences could wait forever behind the first.
             raise ValueError(
-                "EngineConfig.max_num_batched_tokens must exceed num_speculative_tokens "
-                f"({self.max_num_batched_tokens} <= {self.num_speculative_tokens})"
+                "EngineConfig.max_num_batched_tokens must be at least max_num_seqs "
+                f"({self.max_num_batched_tokens} < {self.max_num_seqs})"
             )

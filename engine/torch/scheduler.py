@@ -22,11 +22,16 @@ from engine.torch.sequence import Sequence, SequenceStatus
 
 @dataclass(slots=True)
 class ScheduledChunk:
-    """Compute K/V (and the logits of the last position) for positions [start, end) of `seq`."""
+    """Compute K/V (and the logits of the last position) for positions [start, end) of `seq`.
+
+    `lookahead` (decode chunks, speculative runners only) is how many draft positions past `end`
+    have KV slots in the block table and budget in this step.
+    """
 
     seq: Sequence
     start: int
     end: int
+    lookahead: int = 0
 
     @property
     def num_tokens(self) -> int:
@@ -100,15 +105,18 @@ class Scheduler:
 
         # 1. decodes, oldest first
         i = 0
-        while i < len(self.running) and budget > lookahead:
+        while i < len(self.running) and budget > 0:
             seq = self.running[i]
             if seq.num_tokens - seq.num_computed_tokens != 1:
                 i += 1
                 continue
-            if not self._make_room(seq, i, lookahead, preempted, batch):
+            # Draft slots cost budget too; with the budget >= max_num_seqs every decode still fits.
+            drafts = min(lookahead, budget - (len(self.running) - i))
+            used = self._make_room(seq, i, max(0, drafts), preempted, batch)
+            if used is None:
                 continue  # seq itself left `running`; the next one moved into slot i
-            batch.chunks.append(ScheduledChunk(seq, seq.num_tokens - 1, seq.num_tokens))
-            budget -= 1 + lookahead
+            batch.chunks.append(ScheduledChunk(seq, seq.num_tokens - 1, seq.num_tokens, used))
+            budget -= 1 + used
             i += 1
 
         # 2. prefill chunks of sequences already running (their blocks were allocated at admission)
@@ -208,9 +216,9 @@ class Scheduler:
 
     def _make_room(
         self, seq: Sequence, index: int, lookahead: int, preempted: list[Sequence], batch: ScheduledBatch
-    ) -> bool:
-        """Get the blocks `seq` needs to decode, preempting sequences admitted after it; False when
-        `seq` had to leave `running` itself."""
+    ) -> int | None:
+        """Get the blocks `seq` needs to decode, preempting sequences admitted after it. Returns how many
+        draft slots it got, or None when `seq` had to leave `running` itself."""
         bm = self.block_manager
         # Draft slots are a bonus: never past the context, and never worth preempting anyone for.
         lookahead = max(0, min(lookahead, self.config.max_model_len - seq.num_tokens))
@@ -225,13 +233,13 @@ class Scheduler:
                 # Alone and still short: the whole pool cannot hold this sequence any longer.
                 self._finish(seq, "length")
                 batch.finished.append(seq)
-                return False
+                return None
             self._preempt(victim)
             preempted.append(victim)
             if victim is seq:
-                return False
+                return None
         bm.may_append(seq, lookahead)
-        return True
+        return lookahead
 
     def _preempt(self, seq: Sequence) -> None:
         self.block_manager.deallocate(seq)

@@ -57,6 +57,7 @@ class SpeculativeHashRunner(PagedHashRunner):
         super().__init__(config)
         self.k = config.num_speculative_tokens
         self.accepted = 0
+        self.lookaheads: list[int] = []
 
     def run(self, batch: ScheduledBatch) -> list[int | list[int] | None]:
         out = super().run(batch)
@@ -65,15 +66,15 @@ class SpeculativeHashRunner(PagedHashRunner):
             if chunk.end - chunk.start != 1 or out[i] is None:
                 continue
             n, tokens = seq.num_tokens, [out[i]]
-            capacity = len(seq.block_table) * self.block_size
+            assert chunk.lookahead <= self.k
+            assert len(seq.block_table) * self.block_size >= n + chunk.lookahead
+            self.lookaheads.append(chunk.lookahead)
             accept = hash((seq.seq_id, n)) % (self.k + 1)
             # The target verifies k drafts in one pass: accepted drafts (the first `accept`, equal to
             # its own greedy tokens) leave good K/V behind; rejected ones leave K/V the engine must
             # never trust, so they are written as garbage.
-            for j in range(self.k):
+            for j in range(chunk.lookahead):
                 p = n + j
-                if p >= capacity:
-                    break
                 if j < accept:
                     self.write(seq, p, tokens[-1])
                     tokens.append(self.logits_token(seq, p + 1))
@@ -229,6 +230,9 @@ def test_speculative_runner_gets_lookahead_slots_and_the_same_greedy_output(num_
                 reasons[out.seq_id] = out.finish_reason
     assert [tokens[i] for i in ids] == reference()
     assert runner.accepted > 0
+    assert max(runner.lookaheads) == 3
+    if num_kv_blocks == 20:  # a short pool: some decodes get fewer draft slots rather than preempting
+        assert min(runner.lookaheads) < 3
     assert eng.block_manager.usage().used == 0
 
 

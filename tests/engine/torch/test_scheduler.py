@@ -46,7 +46,7 @@ def make(**kw) -> Scheduler:
 
 def check_invariants(sched: Scheduler, batch: ScheduledBatch) -> None:
     cfg, bm = sched.config, sched.block_manager
-    assert batch.num_tokens <= cfg.max_num_batched_tokens
+    assert batch.num_tokens + sum(c.lookahead for c in batch.chunks) <= cfg.max_num_batched_tokens
     assert len({id(c.seq) for c in batch.chunks}) == len(batch.chunks)
     assert len(sched.running) <= cfg.max_num_seqs
     for c in batch.chunks:
@@ -321,3 +321,46 @@ def test_blocks_of_a_prompt_become_reusable_as_soon_as_their_chunk_is_computed()
     sched.block_manager.allocate(probe)
     assert probe.num_cached_tokens == 16
     sched.block_manager.deallocate(probe)
+
+
+def test_draft_slots_share_the_budget_and_never_crowd_out_a_decode():
+    sched = make(max_num_seqs=8, max_num_batched_tokens=16, num_speculative_tokens=4)
+    seqs = [add(sched, i, [i + 1] * 2, max_tokens=20, ignore_eos=True) for i in range(8)]
+    batch = sched.schedule()  # the 8 prompts: 16 tokens
+    sched.postprocess(batch, sample(batch))
+    assert all(s.num_completion_tokens == 1 for s in seqs)
+    batch = sched.schedule()
+    check_invariants(sched, batch)
+    assert [c.seq for c in batch.chunks] == seqs
+    assert [c.lookahead for c in batch.chunks] == [4, 4, 0, 0, 0, 0, 0, 0]
+    assert all(len(c.seq.block_table) * 4 >= c.end + c.lookahead for c in batch.chunks)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"num_kv_blocks": 0}, "num_kv_blocks must be a positive integer"),
+        ({"num_kv_blocks": 8, "block_size": -1}, "block_size must be a positive integer"),
+        ({"num_kv_blocks": 8, "max_model_len": 0}, "max_model_len must be a positive integer"),
+        ({"num_kv_blocks": 8, "num_speculative_tokens": -1}, "num_speculative_tokens must be >= 0"),
+        ({"num_kv_blocks": 8, "max_num_seqs": 32, "max_num_batched_tokens": 16}, "at least max_num_seqs"),
+    ],
+)
+def test_bad_engine_configs_are_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        EngineConfig(**fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"temperature": -0.5}, "temperature must be >= 0"),
+        ({"top_p": 0.0}, "top_p must be in"),
+        ({"top_p": 1.5}, "top_p must be in"),
+        ({"top_k": -1}, "top_k must be >= 0"),
+        ({"max_tokens": 0}, "max_tokens must be >= 1"),
+    ],
+)
+def test_bad_sampling_options_are_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        SamplingOptions(**fields)
