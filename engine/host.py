@@ -138,7 +138,7 @@ class EngineHost:
     def _load(self, request: LoadRequest) -> None:
         self.close()
         t0 = time.perf_counter()
-        backend = self._new_backend()
+        backend = self._new_backend(request.path)
         info = backend.load(request)
         self._backend = backend
         self._send(Loaded(info, time.perf_counter() - t0))
@@ -213,8 +213,19 @@ class EngineHost:
             self._status.remove()
             self._status = None
 
-    def _new_backend(self) -> Backend:
-        """A backend for the next model (GGUF only until the PyTorch engine exists)."""
+    def _new_backend(self, path: str) -> Backend:
+        """A backend for the model at `path`: a Hugging Face folder (config.json) runs on PyTorch, else GGUF."""
+        folder = Path(path).expanduser()
+        if folder.is_dir() and (folder / "config.json").is_file():
+            try:  # torch is an optional extra, imported only inside the engine process
+                from engine.torch.backend import TorchBackend
+            except ImportError as exc:
+                raise BackendError(
+                    "invalid_model",
+                    f"{folder.name} is a PyTorch (safetensors) model, which needs the awq extra: "
+                    f"pip install 'tailor[awq]' ({exc})",
+                ) from None
+            return TorchBackend()
         # Imported here: llama_cpp is loaded only inside the engine process.
         from engine.gguf.backend import GgufBackend
         from engine.gguf.log_bridge import LlamaLogBridge

@@ -1,0 +1,300 @@
+"""The PyTorch backend: a Hugging Face model folder (dense or AWQ safetensors) behind the engine host.
+
+It renders the chat template in the same sandbox as the GGUF backend, tokenizes with the
+`tokenizers` package, and runs requests through LLMEngine (paged KV cache with prefix caching,
+so the next turn of a conversation prefills only what is new). A greedy request may be
+decoded speculatively with prompt-lookup drafts (`speculative`), which leaves its output unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import torch
+
+from engine.backend import BackendError
+from engine.chat_template import ChatTemplateError
+from engine.protocol import (
+    DeviceMemory,
+    Done,
+    FinishReason,
+    GenerateRequest,
+    GenerationStats,
+    LoadRequest,
+    MemoryReport,
+    ModelInfo,
+)
+from engine.stop_strings import StopStringFilter
+from engine.torch.arch import CausalLM, load_model
+from engine.torch.attention import KVCache
+from engine.torch.config import EngineConfig
+from engine.torch.hf_tokenizer import HfTokenizer, IncrementalDecoder
+from engine.torch.llm_engine import LLMEngine
+from engine.torch.model_config import CheckpointError, ModelConfig
+from engine.torch.model_runner import ModelRunner
+from engine.torch.sequence import SamplingOptions
+
+log = logging.getLogger(__name__)
+
+BLOCK_SIZE = 16
+# The KV pool on the CPU: a fixed budget (pages are only touched as blocks fill).
+CPU_KV_BUDGET_BYTES = 1 << 30
+# On a GPU: this share of the memory left after the weights, less room for activations.
+GPU_MEMORY_FRACTION = 0.9
+MAX_NUM_SEQS = 8
+MAX_BATCHED_TOKENS = 512
+
+
+def is_torch_model_dir(path: str | Path) -> bool:
+    """Whether `path` is a Hugging Face model folder (served by this backend, not llama.cpp)."""
+    p = Path(path).expanduser()
+    return p.is_dir() and (p / "config.json").is_file()
+
+
+@dataclass(frozen=True, slots=True)
+class TorchMemory:
+    """The torch engine's own figures, beyond what MemoryReport carries."""
+
+    weights_bytes: int
+    kv_blocks_total: int
+    kv_blocks_used: int
+    kv_blocks_shared: int  # blocks held by more than one sequence (shared prefixes)
+    kv_blocks_cached: int  # free blocks still holding a reusable prefix
+    kv_bytes_per_block: int
+    activation_peak_bytes: int
+
+
+class TorchBackend:
+    def __init__(self, device: str | None = None, gpu_memory_fraction: float = GPU_MEMORY_FRACTION):
+        self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self._gpu_fraction = gpu_memory_fraction
+        self._model: CausalLM | None = None
+        self._tokenizer: HfTokenizer | None = None
+        self._engine: LLMEngine | None = None
+        self._runner: ModelRunner | None = None
+        self._kv: KVCache | None = None
+        self._info: ModelInfo | None = None
+
+    # ------------------------------------------------------------ loading
+
+    def load(self, request: LoadRequest) -> ModelInfo:
+        directory = Path(request.path).expanduser()
+        self.close()
+        if request.n_threads and self._device.type == "cpu":
+            torch.set_num_threads(request.n_threads)  # this process serves one model: its threads are ours
+        try:
+            ModelConfig.from_dir(directory)  # the architecture is checked before anything heavy
+            tokenizer = HfTokenizer(directory)
+            loaded = load_model(directory, self._device)
+        except CheckpointError as exc:
+            raise BackendError("invalid_model", str(exc)) from None
+        except torch.OutOfMemoryError:
+            raise BackendError("invalid_model", f"{directory.name}: the weights do not fit on {self._device}") from None
+        model, config = loaded.model, loaded.config
+        max_len = max(2, min(request.n_ctx, config.max_position_embeddings))
+        kv = KVCache(
+            config.num_layers,
+            self._kv_blocks(model, max_len),
+            BLOCK_SIZE,
+            config.num_kv_heads,
+            config.head_dim,
+            model.dtype,
+            self._device,
+        )
+        eos = tuple(sorted(set(config.eos_token_ids) | tokenizer.eos_ids))
+        engine_config = EngineConfig(
+            num_kv_blocks=kv.num_blocks,
+            block_size=BLOCK_SIZE,
+            max_num_seqs=MAX_NUM_SEQS,
+            max_num_batched_tokens=MAX_BATCHED_TOKENS,
+            max_model_len=max_len,
+            eos_token_ids=eos,
+        )
+        self._runner = ModelRunner(model, kv, engine_config)
+        self._engine = LLMEngine(engine_config, self._runner)
+        self._model, self._tokenizer, self._kv = model, tokenizer, kv
+        params = sum(b.numel() for b in model.buffers()) - model.rope.cos.numel() - model.rope.sin.numel()
+        self._info = ModelInfo(
+            path=str(directory),
+            name=directory.name,
+            architecture=config.family + (" AWQ" if config.awq else ""),
+            n_ctx=max_len,
+            n_ctx_train=config.max_position_embeddings,
+            n_params=params,
+            size_bytes=loaded.file_bytes,
+            has_chat_template=tokenizer.has_chat_template,
+        )
+        return self._info
+
+    def _kv_blocks(self, model: CausalLM, max_len: int) -> int:
+        c = model.config
+        per_block = 2 * c.num_layers * BLOCK_SIZE * c.num_kv_heads * c.head_dim * model.dtype.itemsize
+        if self._device.type == "cuda":
+            free, _total = torch.cuda.mem_get_info(self._device)
+            reserve = MAX_BATCHED_TOKENS * (c.hidden_size * 8 + c.intermediate_size * 3 + c.vocab_size) * 4
+            budget = int(free * self._gpu_fraction) - reserve
+        else:
+            budget = min(CPU_KV_BUDGET_BYTES, psutil.virtual_memory().available // 4)
+        # At least one full-length sequence, whatever the budget says.
+        return max(budget // per_block, -(-max_len // BLOCK_SIZE) + 1)
+
+    def close(self) -> None:
+        self._model = self._tokenizer = self._engine = self._runner = self._kv = self._info = None
+        if self._device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    # ------------------------------------------------------------ generation
+
+    def generate(
+        self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]
+    ) -> Done:
+        engine, tokenizer = self._engine, self._tokenizer
+        if engine is None or tokenizer is None:
+            raise BackendError("no_model", "No model is loaded.")
+        t_start = time.perf_counter()
+        tokens = self._prompt_tokens(request)
+        limit = engine.config.max_model_len
+        if len(tokens) >= limit:
+            raise BackendError(
+                "context_overflow",
+                f"The conversation is {len(tokens)} tokens long; the context holds {limit}. "
+                "Start a new chat or raise the context length.",
+            )
+        s = request.sampling
+        try:
+            options = SamplingOptions(
+                temperature=max(0.0, s.temperature),
+                top_p=s.top_p if 0.0 < s.top_p <= 1.0 else 1.0,
+                top_k=max(0, s.top_k),
+                max_tokens=max(1, s.max_tokens),
+                seed=s.seed,
+            )
+        except ValueError as exc:
+            raise BackendError("bad_request", str(exc)) from None
+        seq_id = engine.add_request(tokens, options)
+        stops = StopStringFilter(s.stop)
+        decoder = IncrementalDecoder(tokenizer)
+        pieces: list[str] = []
+        finish: FinishReason = "length"
+        n_gen = cached = 0
+        t_first = t_last = None
+        done = False
+        while not done:
+            if cancelled():
+                engine.abort(seq_id)
+                finish = "cancelled"
+                break
+            for out in engine.step():
+                if out.seq_id != seq_id:
+                    continue
+                if out.finish_reason == "error":
+                    raise BackendError("context_overflow", out.error or "the request could not run")
+                if t_first is None:
+                    seq = engine.get_sequence(seq_id)
+                    cached = seq.num_cached_tokens if seq is not None else 0
+                    t_first = time.perf_counter()
+                t_last = time.perf_counter()
+                if out.token_id is not None and not (out.finished and out.token_id in engine.config.eos_token_ids):
+                    n_gen += 1
+                    text = stops.feed(decoder.feed(out.token_id))
+                    if text:
+                        pieces.append(text)
+                        emit(text)
+                if out.finished:
+                    finish = "stop" if out.finish_reason == "stop" else "length"
+                    done = True
+                elif stops.stopped:
+                    engine.abort(seq_id)
+                    finish, done = "stop", True
+                if done:
+                    break
+        while engine.has_unfinished():  # report the abort, free its blocks
+            engine.step()
+        tail = stops.feed(decoder.flush()) + stops.flush() if not stops.stopped else ""
+        if tail and finish != "cancelled":
+            pieces.append(tail)
+            emit(tail)
+        t_end = time.perf_counter()
+        t_first = t_first or t_end
+        prefill_s = max(t_first - t_start, 1e-9)
+        decode_s = (t_last or t_end) - t_first
+        stats = GenerationStats(
+            ttft_s=prefill_s,
+            prompt_tokens=len(tokens),
+            cached_tokens=cached,
+            gen_tokens=n_gen,
+            prefill_tok_s=(len(tokens) - cached) / prefill_s,
+            decode_tok_s=(n_gen - 1) / decode_s if n_gen > 1 and decode_s > 0 else 0.0,
+        )
+        return Done(request.request_id, "".join(pieces), finish, stats)
+
+    def _prompt_tokens(self, request: GenerateRequest) -> list[int]:
+        tokenizer = self._tokenizer
+        assert tokenizer is not None
+        if request.prompt is not None:  # a raw completion: no chat template
+            text = request.prompt
+        else:
+            if tokenizer.template is None:
+                raise BackendError("template", tokenizer.template_error or "The model has no usable chat template.")
+            try:
+                text = tokenizer.template.render(request.messages)
+            except ChatTemplateError as exc:
+                raise BackendError("template", str(exc)) from None
+        tokens = tokenizer.encode(text)
+        if not tokens:
+            raise BackendError("bad_request", "The prompt is empty.")
+        return tokens
+
+    # ------------------------------------------------------------ memory
+
+    def details(self) -> TorchMemory:
+        kv, engine, model, runner = self._kv, self._engine, self._model, self._runner
+        if kv is None or engine is None or model is None or runner is None:
+            return TorchMemory(0, 0, 0, 0, 0, 0, 0)
+        usage = engine.block_manager.usage()
+        return TorchMemory(
+            weights_bytes=model.weights_bytes(),
+            kv_blocks_total=usage.total,
+            kv_blocks_used=usage.used,
+            kv_blocks_shared=usage.shared,
+            kv_blocks_cached=usage.cached_free,
+            kv_bytes_per_block=kv.bytes_per_block,
+            activation_peak_bytes=self._activation_peak(model, runner),
+        )
+
+    def _activation_peak(self, model: CausalLM, runner: ModelRunner) -> int:
+        if self._device.type == "cuda":
+            weights = model.weights_bytes() + (self._kv.allocated_bytes if self._kv else 0)
+            return max(0, torch.cuda.max_memory_allocated(self._device) - weights)
+        # On the CPU, an estimate from the largest step: hidden states, q/k/v, MLP and logits of its tokens.
+        c, n = model.config, runner.max_step_tokens
+        per_token = 4 * c.hidden_size + (c.num_heads + 2 * c.num_kv_heads) * c.head_dim + 3 * c.intermediate_size
+        return n * per_token * model.dtype.itemsize + min(n, MAX_NUM_SEQS) * c.vocab_size * 4
+
+    def memory(self) -> MemoryReport:
+        d = self.details()
+        used_tokens = d.kv_blocks_used * BLOCK_SIZE
+        if self._device.type == "cuda":
+            free, total = torch.cuda.mem_get_info(self._device)
+            other = max(0, torch.cuda.memory_reserved(self._device) - d.weights_bytes - d.kv_blocks_total * d.kv_bytes_per_block)
+        else:
+            vm = psutil.virtual_memory()
+            free, total = vm.available, vm.total
+            rss = psutil.Process().memory_info().rss
+            other = max(0, rss - d.weights_bytes - d.activation_peak_bytes)
+        device = DeviceMemory(
+            device=str(self._device),
+            weights_bytes=d.weights_bytes,
+            kv_allocated_bytes=d.kv_blocks_total * d.kv_bytes_per_block,
+            kv_used_bytes=d.kv_blocks_used * d.kv_bytes_per_block,
+            compute_bytes=d.activation_peak_bytes,
+            other_bytes=other,
+            free_bytes=free,
+            total_bytes=total,
+        )
+        return MemoryReport(devices=(device,), kv_tokens_used=used_tokens, kv_tokens_total=d.kv_blocks_total * BLOCK_SIZE)

@@ -1,0 +1,114 @@
+"""A model folder's tokenizer (tokenizer.json through the `tokenizers` package) and chat template.
+
+The template comes from tokenizer_config.json (a string, or a list of named templates) or
+from chat_template.jinja, and is rendered in the same sandbox as GGUF templates.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from engine.chat_template import ChatTemplate, ChatTemplateError
+from engine.torch.model_config import CheckpointError
+
+FALLBACK_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _token_text(value: object) -> str:
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else ""
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{path}: unreadable ({exc})") from None
+    return raw if isinstance(raw, dict) else {}
+
+
+def _template_source(directory: Path, config: dict) -> str | None:
+    source = config.get("chat_template")
+    if isinstance(source, list):  # [{"name": "default", "template": ...}, {"name": "tool_use", ...}]
+        named = {t.get("name"): t.get("template") for t in source if isinstance(t, dict)}
+        source = named.get("default") or next(iter(named.values()), None)
+    if isinstance(source, str):
+        return source
+    jinja = directory / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    return None
+
+
+class HfTokenizer:
+    """Encode prompts, decode completions incrementally, render the chat template."""
+
+    def __init__(self, directory: Path):
+        path = directory / "tokenizer.json"
+        if not path.is_file():
+            raise CheckpointError(f"{directory}: no tokenizer.json (only fast tokenizers are supported)")
+        try:
+            self.tokenizer = Tokenizer.from_file(str(path))
+        except Exception as exc:  # noqa: BLE001 - the Rust side raises plain Exceptions
+            raise CheckpointError(f"{path}: not a usable tokenizer ({exc})") from None
+        config = _read_json(directory / "tokenizer_config.json")
+        self.bos_text = _token_text(config.get("bos_token"))
+        self.eos_text = _token_text(config.get("eos_token"))
+        source = _template_source(directory, config)
+        self.has_chat_template = source is not None
+        self.template: ChatTemplate | None = None
+        self.template_error: str | None = None
+        try:
+            self.template = ChatTemplate(source or FALLBACK_TEMPLATE, bos_token=self.bos_text, eos_token=self.eos_text)
+        except ChatTemplateError as exc:  # reported when the user sends, not at load
+            self.template_error = str(exc)
+        generation = _read_json(directory / "generation_config.json")
+        eos = generation.get("eos_token_id")
+        self.eos_ids: set[int] = set(eos if isinstance(eos, list) else [eos] if isinstance(eos, int) else [])
+        eos_id = self.tokenizer.token_to_id(self.eos_text) if self.eos_text else None
+        if eos_id is not None:
+            self.eos_ids.add(eos_id)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        """Tokens of a prompt; special tokens (BOS) are added unless the text already starts with BOS."""
+        add_special = not (self.bos_text and text.startswith(self.bos_text))
+        return self.tokenizer.encode(text, add_special_tokens=add_special).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+class IncrementalDecoder:
+    """Turns a growing list of token ids into text pieces; waits while a UTF-8 character is incomplete."""
+
+    def __init__(self, tokenizer: HfTokenizer):
+        self._tokenizer = tokenizer
+        self._ids: list[int] = []
+        self._emitted = ""
+
+    def feed(self, token: int) -> str:
+        self._ids.append(token)
+        text = self._tokenizer.decode(self._ids)
+        if text.endswith("\ufffd") or not text.startswith(self._emitted):
+            return ""
+        piece, self._emitted = text[len(self._emitted) :], text
+        return piece
+
+    def flush(self) -> str:
+        text = self._tokenizer.decode(self._ids)
+        piece = text[len(self._emitted) :] if text.startswith(self._emitted) else ""
+        self._emitted = text
+        return piece

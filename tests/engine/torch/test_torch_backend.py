@@ -1,0 +1,128 @@
+"""TorchBackend on a tiny model folder: chat template, streaming, stats, memory, bad input;
+and the engine process choosing it for a folder (GGUF for a file)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.backend import BackendError
+from engine.client import EngineClient
+from engine.protocol import ChatMessage, Done, Error, GenerateRequest, Loaded, LoadRequest, SamplingParams
+from engine.torch.backend import TorchBackend
+from tests.engine.helpers import collect, load
+from tests.fixtures.tiny_hf import write_tiny_model
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
+HELLO = (ChatMessage("user", "Hello, how are you today?"),)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("tiny-chat")
+    write_tiny_model(directory, "qwen2")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def backend(model_dir: Path):
+    b = TorchBackend(device="cpu")
+    info = b.load(LoadRequest(str(model_dir), n_ctx=256))
+    assert info.architecture == "qwen2" and info.has_chat_template and info.n_ctx == 256
+    yield b
+    b.close()
+
+
+def run(backend: TorchBackend, messages=HELLO, sampling=GREEDY, cancel_after: int | None = None) -> tuple[Done, list[str]]:
+    pieces: list[str] = []
+    done = backend.generate(
+        GenerateRequest(1, messages, sampling), pieces.append,
+        lambda: cancel_after is not None and len(pieces) >= cancel_after,
+    )
+    return done, pieces
+
+
+def test_streams_what_it_reports_with_stats(backend: TorchBackend) -> None:
+    done, pieces = run(backend)
+    assert done.text == "".join(pieces) and done.finish_reason in ("stop", "length")
+    s = done.stats
+    assert s.prompt_tokens > 5 and 1 <= s.gen_tokens <= 12 and s.ttft_s > 0 and s.prefill_tok_s > 0
+    assert set(s.as_dict()) == {"ttft_s", "prompt_tokens", "cached_tokens", "gen_tokens", "prefill_tok_s", "decode_tok_s"}
+
+
+def test_greedy_is_deterministic_and_seeded_sampling_repeats(backend: TorchBackend) -> None:
+    assert run(backend)[0].text == run(backend)[0].text
+    seeded = SamplingParams(temperature=1.0, top_p=0.9, top_k=50, max_tokens=12, seed=7)
+    assert run(backend, sampling=seeded)[0].text == run(backend, sampling=seeded)[0].text
+
+
+def test_next_turn_reuses_the_cached_prefix(backend: TorchBackend) -> None:
+    long_system = ChatMessage("system", "The quick brown fox jumps over the lazy dog. " * 6)
+    first, _ = run(backend, (long_system, *HELLO))
+    second, _ = run(backend, (long_system, *HELLO, ChatMessage("assistant", first.text), ChatMessage("user", "Hi")))
+    assert second.stats.cached_tokens >= 16 * (first.stats.prompt_tokens // 16) - 16
+    assert second.stats.cached_tokens > 0
+
+
+def test_cancel_stops_the_reply(backend: TorchBackend) -> None:
+    done, pieces = run(backend, sampling=SamplingParams(temperature=0.0, max_tokens=200), cancel_after=1)
+    assert done.finish_reason == "cancelled" and done.stats.gen_tokens < 200
+
+
+def test_raw_prompt_skips_the_template(backend: TorchBackend) -> None:
+    done = backend.generate(GenerateRequest(2, (), GREEDY, prompt="The quick brown"), lambda _: None, lambda: False)
+    assert done.stats.prompt_tokens < 10
+
+
+def test_memory_reports_weights_and_kv_blocks(backend: TorchBackend) -> None:
+    run(backend)
+    report = backend.memory()
+    (cpu,) = report.devices
+    d = backend.details()
+    assert cpu.device == "cpu" and cpu.weights_bytes == d.weights_bytes > 0
+    assert cpu.kv_allocated_bytes == d.kv_blocks_total * d.kv_bytes_per_block > 0
+    assert report.kv_tokens_total == d.kv_blocks_total * 16 and d.activation_peak_bytes > 0
+    assert 0 <= d.kv_blocks_shared <= d.kv_blocks_used <= d.kv_blocks_total
+
+
+def test_prompt_longer_than_the_context_is_a_clear_error(backend: TorchBackend) -> None:
+    with pytest.raises(BackendError, match="context holds 256") as info:
+        run(backend, (ChatMessage("user", "fox " * 400),))
+    assert info.value.kind == "context_overflow"
+    assert run(backend)[0].stats.gen_tokens >= 1  # the engine goes on
+
+
+def test_broken_chat_template_fails_the_message_not_the_load(model_dir: Path, tmp_path: Path) -> None:
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        (tmp_path / name).write_bytes((model_dir / name).read_bytes())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{% for %}"}))
+    b = TorchBackend(device="cpu")
+    b.load(LoadRequest(str(tmp_path), n_ctx=128))
+    with pytest.raises(BackendError) as info:
+        run(b)
+    assert info.value.kind == "template"
+
+
+def test_folder_that_is_not_a_model_is_invalid(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
+    with pytest.raises(BackendError, match="'BertModel' is not supported") as info:
+        TorchBackend(device="cpu").load(LoadRequest(str(tmp_path)))
+    assert info.value.kind == "invalid_model"
+
+
+def test_engine_process_serves_a_model_folder(model_dir: Path, tmp_path: Path) -> None:
+    client = EngineClient(log_path=tmp_path / "engine.log")
+    client.start()
+    try:
+        loaded = load(client, str(model_dir), n_ctx=256)
+        assert isinstance(loaded, Loaded), loaded
+        assert loaded.info.architecture == "qwen2"
+        reply = collect(client, client.generate(list(HELLO), GREEDY))
+        assert isinstance(reply.end, Done), reply.end
+        assert reply.end.text == reply.text and reply.memory
+        bad = load(client, str(tmp_path))  # a folder with no config.json is taken for a GGUF path
+        assert isinstance(bad, Error) and bad.kind == "invalid_model"
+    finally:
+        client.shutdown()
