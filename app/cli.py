@@ -59,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
     chat.add_argument(
+        "--endpoint", metavar="URL",
+        help="chat with a remote OpenAI-compatible server (vLLM, TGI, Ollama, tailor serve); --model names its model",
+    )
+    chat.add_argument("--api-key", help="with --endpoint: the server's API key (default: the saved endpoint's)")
+    chat.add_argument(
         "--mem", action="store_true", help="with --json: then one more line, the memory report and its forecast"
     )
     add_hw_parser(sub)
@@ -102,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_chat(args: argparse.Namespace) -> int:
     """Load the model in the engine process, stream the reply to stdout."""
+    if getattr(args, "endpoint", None):
+        from app.remote.chat_command import run_remote_chat
+
+        return run_remote_chat(args)
     if args.mem and not args.json:
         raise CliError("--mem adds a line to --json's output: use both")
     try:
