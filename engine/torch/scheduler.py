@@ -164,13 +164,18 @@ class Scheduler:
             seq = chunk.seq
             if seq.status is not SequenceStatus.RUNNING or seq.num_computed_tokens != chunk.start:
                 continue  # aborted or preempted since it was scheduled
-            seq.num_computed_tokens = chunk.end
             if chunk.end < seq.num_tokens:
+                seq.num_computed_tokens = chunk.end
                 self.block_manager.register_computed(seq)
                 continue
             if result is None:
                 raise ValueError(f"runner sampled no token for sequence {seq.seq_id} at its last position")
             tokens = result if isinstance(result, list) else [result]
+            if not 1 <= len(tokens) <= chunk.lookahead + 1:
+                raise ValueError(
+                    f"runner returned {len(tokens)} tokens for sequence {seq.seq_id}; "
+                    f"its chunk had room for {chunk.lookahead} drafts"
+                )
             reason = None
             for token in tokens:
                 seq.append_token(token)

@@ -364,3 +364,15 @@ def test_bad_engine_configs_are_refused(fields, message):
 def test_bad_sampling_options_are_refused(fields, message):
     with pytest.raises(ValueError, match=message):
         SamplingOptions(**fields)
+
+
+def test_a_runner_result_that_does_not_fit_its_chunk_is_refused():
+    sched = make()
+    add(sched, 1, [1, 2, 3])
+    batch = sched.schedule()
+    with pytest.raises(ValueError, match="sampled no token for sequence 1"):
+        sched.postprocess(batch, [None])
+    with pytest.raises(ValueError, match="returned 2 tokens for sequence 1; its chunk had room for 0 drafts"):
+        sched.postprocess(batch, [[5, 6]])
+    with pytest.raises(ValueError, match="returned 2 results for 1 chunks"):
+        sched.postprocess(batch, [5, 6])
