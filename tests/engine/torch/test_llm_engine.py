@@ -245,3 +245,18 @@ def test_a_lone_request_that_outgrows_the_kv_pool_ends_with_length():
     assert [e.token_id is not None for e in events] == [True] * 6 + [False]
     assert events[-1] == StepOutput(rid, None, True, "length")
     assert eng.block_manager.num_free_blocks == 2
+
+
+def test_the_next_turn_of_a_chat_reuses_the_blocks_of_the_previous_reply():
+    eng, _ = engine(config())
+    prompt = PROMPTS[5]
+    reply = eng.generate([prompt], SamplingOptions(max_tokens=15, ignore_eos=True))[0]
+    turn2 = prompt + reply + [501, 502, 503]
+    rid = eng.add_request(turn2, SamplingOptions(max_tokens=5, ignore_eos=True))
+    out = []
+    while eng.has_unfinished():
+        out += [o.token_id for o in eng.step()]
+    # Every full block whose K/V the first request computed: all its tokens but the last.
+    assert eng.get_sequence(rid).num_cached_tokens == (len(prompt) + len(reply) - 1) // 4 * 4
+    fresh, _ = engine(config(enable_prefix_caching=False))
+    assert out == fresh.generate([turn2], SamplingOptions(max_tokens=5, ignore_eos=True))[0]
