@@ -103,6 +103,7 @@ class FirstRunDialog(QDialog):
             "a larger model answers much better."), self.chat_button))
         layout.addWidget(_group("Recommended download", self.pick_label, self.show_button))
         layout.addWidget(_group("Where things are kept", self.storage_label))
+        layout.addStretch(1)  # spare height goes below the groups, not into blank lines inside them
         row = QHBoxLayout()
         row.addStretch(1)
         row.addWidget(close_button)
@@ -125,8 +126,16 @@ class FirstRunDialog(QDialog):
                                 f"{self.pick.q4_k_m_gb:.1f} GB at Q4_K_M)<br>{html.escape(self.pick.reason)}<br>"
                                 "The Models window then picks the exact file for this machine and says why.")
         self.show_button.setEnabled(True)
-        self.adjustSize()  # the texts grew: let the dialog grow with them
+        self._fit_height()  # the texts grew: let the dialog grow with them
         self.detected.emit(profile)
+
+    def _fit_height(self) -> None:
+        # adjustSize() sizes wrapped labels for a narrower width and leaves blank lines: ask the layout
+        # how tall it is at the dialog's real width instead.
+        width = max(self.width(), self.minimumWidth())
+        layout = self.layout()
+        layout.invalidate()  # the labels' cached heights are from before their new texts
+        self.resize(width, max(self.height(), layout.totalHeightForWidth(width)))
 
     @Slot(object)
     def _on_failure(self, exc: BaseException) -> None:  # detect_hardware never raises; an injected one may
