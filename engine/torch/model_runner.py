@@ -8,6 +8,8 @@ size, which removes the launch overhead that dominates small-batch decoding.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from engine.torch.arch import CausalLM
@@ -53,60 +55,79 @@ class ModelRunner:
 
     def logits(self, chunks: list[ScheduledChunk]) -> tuple[torch.Tensor, list[int | None]]:
         """Logits [n, vocab] of the chunks that end their sequence; rows[i] is chunk i's row or None."""
-        decodes = [i for i, c in enumerate(chunks) if c.end - c.start == 1]
-        prefills = [i for i, c in enumerate(chunks) if c.end - c.start != 1]
         self.max_step_tokens = max(self.max_step_tokens, sum(c.end - c.start for c in chunks))
-        if self._graphs is not None and not prefills and len(decodes) <= self._graphs.max_batch:
-            logits = self._graphs.run([chunks[i] for i in decodes])
-            return logits, list(range(len(chunks)))
-        ids, positions, slots, meta = self.prepare([chunks[i] for i in decodes + prefills], len(decodes))
-        hidden = self.model(ids, positions, self.kv, meta)
-        # The row of each chunk's last token, in the flat batch (decodes first).
-        rows: list[int | None] = [None] * len(chunks)
-        picked: list[int] = []
-        offset = 0
-        for i in decodes + prefills:
-            c = chunks[i]
-            offset += c.end - c.start
-            if c.end == c.seq.num_tokens:
-                rows[i] = len(picked)
-                picked.append(offset - 1)
-        logits = self.model.logits(hidden[picked]) if picked else hidden.new_empty(0, 0)
-        return logits, rows
+        if self._graphs is not None and len(chunks) <= self._graphs.max_batch and all(
+            c.end - c.start == 1 for c in chunks
+        ):
+            return self._graphs.run(chunks), list(range(len(chunks)))
+        items = [WorkItem(c.seq.token_ids[c.start : c.end], c.start, c.seq.block_table) for c in chunks]
+        wanted = [[len(it.tokens) - 1] if c.end == c.seq.num_tokens else [] for c, it in zip(chunks, items, strict=True)]
+        logits, picked = self.forward_items(items, wanted)
+        return logits, [p[0] if p else None for p in picked]
 
-    def prepare(
-        self, chunks: list[ScheduledChunk], num_decodes: int
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, AttnMeta]:
-        """Flat token ids, positions, cache slots and attention metadata; decode chunks first."""
+    def forward_items(
+        self, items: list[WorkItem], wanted: list[list[int]]
+    ) -> tuple[torch.Tensor, list[list[int]]]:
+        """Run `items` in one pass; logits of the rows `wanted[i]` (offsets within item i).
+
+        Returns the logits and, per item, the indices of its wanted rows in them.
+        """
+        decodes = [i for i, it in enumerate(items) if len(it.tokens) == 1]
+        others = [i for i, it in enumerate(items) if len(it.tokens) != 1]
+        order = decodes + others
+        ids, positions, meta = self.prepare([items[i] for i in order], len(decodes))
+        hidden = self.model(ids, positions, self.kv, meta)
+        rows: list[int] = []
+        picked: list[list[int]] = [[] for _ in items]
+        offset = 0
+        for i in order:
+            for r in wanted[i]:
+                picked[i].append(len(rows))
+                rows.append(offset + r)
+            offset += len(items[i].tokens)
+        logits = self.model.logits(hidden[rows]) if rows else hidden.new_empty(0, 0)
+        return logits, picked
+
+    def prepare(self, items: list[WorkItem], num_decodes: int) -> tuple[torch.Tensor, torch.Tensor, AttnMeta]:
+        """Flat token ids, positions and attention metadata (with cache slots); one-token items first."""
         bs, device = self.kv.block_size, self.device
         ids: list[int] = []
         positions: list[int] = []
-        for c in chunks:
-            ids.extend(c.seq.token_ids[c.start : c.end])
-            positions.extend(range(c.start, c.end))
+        for it in items:
+            ids.extend(it.tokens)
+            positions.extend(range(it.start, it.start + len(it.tokens)))
         pos = torch.tensor(positions, dtype=torch.long)
-        tables = [torch.tensor(c.seq.block_table, dtype=torch.long) for c in chunks]
+        tables = [torch.tensor(it.block_table, dtype=torch.long) for it in items]
         slot_parts = []
         offset = 0
-        for c, table in zip(chunks, tables, strict=True):
-            p = pos[offset : offset + c.end - c.start]
+        for it, table in zip(items, tables, strict=True):
+            p = pos[offset : offset + len(it.tokens)]
             slot_parts.append(table[p // bs] * bs + p % bs)
-            offset += c.end - c.start
-        slots = torch.cat(slot_parts)
-        meta = AttnMeta(slot_mapping=slots.to(device), num_decodes=num_decodes)
+            offset += len(it.tokens)
+        meta = AttnMeta(slot_mapping=torch.cat(slot_parts).to(device), num_decodes=num_decodes)
         if num_decodes:
-            width = max(len(c.seq.block_table) for c in chunks[:num_decodes])
+            width = max(len(t) for t in tables[:num_decodes])
             padded = torch.full((num_decodes, width), self.kv.num_blocks, dtype=torch.long)
-            lengths = torch.tensor([c.end for c in chunks[:num_decodes]])
+            lengths = torch.tensor([it.start + 1 for it in items[:num_decodes]])
             for r, table in enumerate(tables[:num_decodes]):
                 padded[r, : len(table)] = table
             meta.decode_tables = padded.to(device)
             meta.decode_mask = (torch.arange(width * bs) < lengths[:, None]).view(num_decodes, 1, 1, -1).to(device)
         offset = num_decodes
-        for c, table in zip(chunks[num_decodes:], tables[num_decodes:], strict=True):
-            meta.prefills.append(PrefillSpan(offset, c.end - c.start, c.end, table.to(device)))
-            offset += c.end - c.start
-        return torch.tensor(ids, dtype=torch.long, device=device), pos.to(device), slots, meta
+        for it, table in zip(items[num_decodes:], tables[num_decodes:], strict=True):
+            n = len(it.tokens)
+            meta.prefills.append(PrefillSpan(offset, n, it.start + n, table.to(device)))
+            offset += n
+        return torch.tensor(ids, dtype=torch.long, device=device), pos.to(device), meta
+
+
+@dataclass(slots=True)
+class WorkItem:
+    """Tokens to evaluate at positions [start, start + len(tokens)) of a sequence with this block table."""
+
+    tokens: list[int]
+    start: int
+    block_table: list[int]
 
 
 class DecodeGraphs:
