@@ -27,6 +27,7 @@ from app.gui.first_run import FirstRunDialog
 from app.gui.memory_dock import MemoryDock
 from app.gui.models.manager_window import ModelManager
 from app.gui.plan_view import PlanLabel, open_plan_dialog
+from app.gui.server_menu import ServerMenu
 from app.gui.settings_panel import SettingsPanel
 from app.paths import AppPaths
 from app.store import Conversation, Message
@@ -98,6 +99,7 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.memory_label)
         self._connect()
         self._build_memory_dock()
+        self.server_menu = ServerMenu(self)  # serve the loaded model; chat with a remote server
         self._open_initial()
         self.composer.setFocus()
 
@@ -318,5 +320,6 @@ class MainWindow(QMainWindow):
         if self.model_manager is not None:
             self.model_manager.shutdown()
             self.model_manager.close()
+        self.server_menu.shutdown()
         self.controller.shutdown()
         super().closeEvent(event)

@@ -168,7 +168,8 @@ class ReplyRunner(QObject):
         self._loaded = self._loading or (event.info.path, LoadSettings(event.info.n_ctx))
         self._loading = None
         self._good_model_path = self._loaded[0]
-        self.model_changed.emit(f"{event.info.name} · context {event.info.n_ctx}")
+        where = "remote" if event.info.architecture == "remote" else f"context {event.info.n_ctx}"
+        self.model_changed.emit(f"{event.info.name} · {where}")
         if self._pending is not None:
             conversation_id, self._pending = self._pending, None
             self._begin(conversation_id)

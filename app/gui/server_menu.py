@@ -1,0 +1,138 @@
+"""The Server menu: serve the loaded model to other tools, or chat with a remote server.
+
+Switching to a remote endpoint puts a RemoteEngine where the bridge's EngineClient was: the
+chat, the store and the window work as with the local model. The local engine process is
+stopped meanwhile (its memory is freed) and started again by "Use the local model". The
+status bar says "remote" where it showed memory figures.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Slot
+from PySide6.QtGui import QAction
+
+from app.gui.endpoints_dialog import EndpointsDialog
+from app.gui.server_toggle import ServerToggle
+from app.load_planner import LoadSettings, PlannedLoad
+from app.remote.endpoints import EndpointStore
+from app.remote.openai_client import RemoteEndpoint
+from app.remote.remote_engine import RemoteEngine
+from engine.protocol import LoadRequest
+
+if TYPE_CHECKING:
+    from app.gui.main_window import MainWindow
+
+NOTICE_MS = 8000
+REMOTE_MEMORY = "Memory: remote"
+
+
+class _NoPlan:
+    """Stands in for the load planner while chatting remotely: no local file is planned."""
+
+    def plan_load(self, path: str, settings: LoadSettings) -> PlannedLoad:
+        return PlannedLoad(LoadRequest(path, n_ctx=settings.n_ctx), None)
+
+
+class ServerMenu(QObject):
+    """Builds the Server menu of `window` and owns the server and the remote switch.
+
+    Args:
+        window: the main window (its controller, bridge, status bar and labels).
+        store: the saved endpoints; None uses the user's.
+    """
+
+    def __init__(self, window: MainWindow, store: EndpointStore | None = None):
+        super().__init__(window)
+        self.window = window
+        self.bridge = window.controller.bridge
+        self.store = store or EndpointStore()
+        self.toggle = ServerToggle(self.bridge, parent=self)
+        self.remote: RemoteEndpoint | None = None
+        self._local_client = self.bridge.client
+        self._local_planner = self.bridge.planner
+        self.dialog: EndpointsDialog | None = None
+        menu = window.menuBar().addMenu("&Server")
+        menu.addAction(self.toggle.action)
+        menu.addSeparator()
+        self.remote_action = QAction("Chat with a remote server…", self)
+        self.remote_action.triggered.connect(self.show_endpoints)
+        self.local_action = QAction("Use the local model", self)
+        self.local_action.triggered.connect(self.use_local)
+        self.local_action.setEnabled(False)
+        menu.addActions([self.remote_action, self.local_action])
+        self.menu = menu
+        window.statusBar().addPermanentWidget(self.toggle.label)
+        self.toggle.notice.connect(lambda text: window.statusBar().showMessage(text, NOTICE_MS))
+        self.bridge.memory.connect(self._on_memory)
+
+    @Slot()
+    def show_endpoints(self) -> EndpointsDialog:
+        """Open (or raise) the list of remote servers."""
+        if self.dialog is None:
+            self.dialog = EndpointsDialog(self.store, self.window)
+            self.dialog.remote_chosen.connect(self.use_remote)
+            self.dialog.local_chosen.connect(self.use_local)
+        self.dialog.refresh()
+        self.dialog.show()
+        self.dialog.raise_()
+        return self.dialog
+
+    @Slot(object)
+    def use_remote(self, endpoint: RemoteEndpoint) -> bool:
+        """Chat with `endpoint`; False (with a notice) while a reply is being written."""
+        controller = self.window.controller
+        if controller.busy:
+            self.window.statusBar().showMessage("Wait for the reply (or stop it) before switching.", NOTICE_MS)
+            return False
+        self.toggle.set_available(False)
+        if self.remote is None:
+            self._local_client.shutdown()  # frees the local model's memory while chatting remotely
+        else:
+            self.bridge.client.shutdown()
+        self.remote = endpoint
+        self.bridge.client = RemoteEngine(endpoint, on_event=self.bridge.deliver)
+        self.bridge.planner = _NoPlan()
+        self.local_action.setEnabled(True)
+        controller.reload_engine()  # "loads" the remote: checks that it lists the model
+        self._show_remote_status()
+        return True
+
+    @Slot()
+    def use_local(self) -> bool:
+        """Chat with the local model again (its engine is started and the model loaded)."""
+        if self.remote is None:
+            return True
+        controller = self.window.controller
+        if controller.busy:
+            self.window.statusBar().showMessage("Wait for the reply (or stop it) before switching.", NOTICE_MS)
+            return False
+        self.bridge.client.shutdown()
+        self.remote = None
+        self.bridge.client = self._local_client
+        self.bridge.planner = self._local_planner
+        self.local_action.setEnabled(False)
+        self.toggle.set_available(True)
+        self.window.memory_label.setText("")
+        controller.reload_engine()
+        return True
+
+    def shutdown(self) -> None:
+        """Stop the server (the window is closing)."""
+        self.toggle.stop()
+        if self.dialog is not None:
+            self.dialog.close()
+
+    def _show_remote_status(self) -> None:
+        self.window.memory_label.setText(REMOTE_MEMORY)
+        panel = getattr(getattr(self.window, "memory_dock", None), "memory", None)
+        if panel is not None:
+            panel.clear()
+            panel.status_label.setText(f"Remote model on {self.remote.base if self.remote else ''}: "
+                                       "its memory is the server's.")
+
+    @Slot(object)
+    def _on_memory(self, _report: object) -> None:
+        if self.remote is not None:  # a late report of the local engine: the chat is remote now
+            self._show_remote_status()

@@ -1,0 +1,125 @@
+"""The window's Server menu: serving its loaded engine, and chatting with a remote server."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from app.gui.endpoints_dialog import EndpointsDialog
+from app.paths import AppPaths
+from app.remote.endpoints import NO_KEYRING, EndpointStore, KeyStore
+from app.remote.openai_client import RemoteEndpoint
+from engine.client import EngineClient
+from tests.app.remote.conftest import LLAMA_ALIAS, free_port
+from tests.fixtures.bad_openai_server import BadOpenAIServer
+from tests.fixtures.range_server import serving
+
+TIMEOUT_MS = 90_000
+SYSTEM = {"role": "system", "content": "You are Tailor, a helpful assistant. Reply clearly and concisely."}
+
+
+def send(qtbot, window, text: str):
+    with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS) as finished:
+        assert window.controller.send(text)
+    return finished.args[0]
+
+
+def test_serving_the_windows_engine_beside_its_own_chat(qtbot, make_window):
+    window = make_window()
+    toggle = window.server_menu.toggle
+    toggle.port = free_port()
+    toggle.action.setChecked(True)
+    assert toggle.server is not None and toggle.label.isVisible()
+    assert toggle.label.text() == f"Serving on http://127.0.0.1:{toggle.port}/v1"
+    assert toggle.server.engine._client is window.controller.bridge.client  # one engine, one model copy
+    client = openai.OpenAI(base_url=toggle.url, api_key="x", max_retries=0, timeout=120)
+    model = client.models.list().data[0].id
+    served: dict[str, str] = {}
+
+    def ask_server() -> None:
+        reply = client.chat.completions.create(
+            model=model, messages=[SYSTEM, {"role": "user", "content": "What is the capital of Italy?"}],
+            max_tokens=24, temperature=0, stream=True,
+        )
+        served["text"] = "".join(c.choices[0].delta.content or "" for c in reply if c.choices)
+
+    thread = threading.Thread(target=ask_server)
+    thread.start()  # the server's reply and the window's run on the same engine, one after the other
+    reply = send(qtbot, window, "What is the capital of France?")
+    qtbot.waitUntil(lambda: not thread.is_alive(), timeout=TIMEOUT_MS)
+    assert reply.state == "complete" and "Paris" in reply.content and "Rome" not in reply.content
+    assert "Rome" in served["text"] and "Paris" not in served["text"]
+    assert not window.banner.isVisible()
+    toggle.action.setChecked(False)
+    assert toggle.server is None and not toggle.label.isVisible()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{toggle.port}/v1/models")
+
+
+def test_a_taken_port_is_a_notice_not_a_crash(qtbot, make_window):
+    window = make_window(start=False)
+    toggle = window.server_menu.toggle
+    with serving(BadOpenAIServer()) as busy:
+        toggle.port = busy.server_address[1]
+        with qtbot.waitSignal(toggle.notice) as notice:
+            toggle.action.setChecked(True)
+    assert "Could not serve" in notice.args[0] and not toggle.action.isChecked()
+
+
+def test_chatting_with_a_remote_server_and_back(qtbot, make_window, llama_server: str):
+    window = make_window()
+    menu = window.server_menu
+    local = window.controller.bridge.client
+    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
+        assert menu.use_remote(RemoteEndpoint(llama_server, LLAMA_ALIAS))
+    assert not local.running  # the local model's memory is freed meanwhile
+    assert "(remote)" in window.model_label.text() and "remote" in window.model_label.text()
+    assert window.memory_label.text() == "Memory: remote"
+    assert not menu.toggle.action.isEnabled()  # nothing local to serve
+    reply = send(qtbot, window, "What is the capital of France?")
+    assert reply.state == "complete" and "Paris" in reply.content
+    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
+        assert menu.use_local()
+    assert isinstance(window.controller.bridge.client, EngineClient) and local.running
+    assert "remote" not in window.model_label.text()
+    assert menu.toggle.action.isEnabled()
+
+
+def test_remote_failures_show_in_the_banner(qtbot, make_window):
+    window = make_window(start=False)
+    with serving(BadOpenAIServer()) as bad:
+        with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
+            window.server_menu.use_remote(RemoteEndpoint(bad.url, "boom"))
+        with qtbot.waitSignal(window.controller.problem, timeout=TIMEOUT_MS) as problem:
+            window.controller.send("Hello?")
+        text = problem.args[0]
+        assert "500" in text and "CUDA out of memory" in text and bad.url.removesuffix("/v1") in text
+        qtbot.waitUntil(lambda: not window.controller.busy, timeout=TIMEOUT_MS)
+        with qtbot.waitSignal(window.controller.problem, timeout=TIMEOUT_MS) as problem:
+            window.server_menu.use_remote(RemoteEndpoint(bad.url, "no-such-model"))
+        assert "no-such-model" in problem.args[0]
+
+
+def test_endpoints_dialog_saves_removes_and_picks(qtbot, tmp_path: Path):
+    paths = AppPaths.default()
+    store = EndpointStore(paths, KeyStore(paths.data_dir / "keys.json", backend=NO_KEYRING))
+    dialog = EndpointsDialog(store)
+    qtbot.addWidget(dialog)
+    dialog.name.setText("box")
+    dialog.url.setText("gpu-box:8000")
+    dialog.model.setText("qwen")
+    dialog.key.setText("sk-1")
+    assert dialog.save()
+    assert dialog.list.count() == 1 and store.get("box").url == "http://gpu-box:8000/v1"
+    with qtbot.waitSignal(dialog.remote_chosen) as chosen:
+        dialog.choose()
+    assert chosen.args[0] == RemoteEndpoint("http://gpu-box:8000/v1", "qwen", "sk-1")
+    dialog.name.setText("")
+    assert not dialog.save() and "name" in dialog.message.text()
+    dialog.list.setCurrentRow(0)
+    dialog.remove()
+    assert dialog.list.count() == 0 and store.list() == []
