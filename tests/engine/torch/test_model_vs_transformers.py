@@ -68,3 +68,22 @@ def test_continuous_batching_matches_transformers_and_sequential(tmp_path: Path)
         for prompt, tokens in zip(prompts, together, strict=True):
             ref = hf.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False, pad_token_id=0)
             assert ref[0, len(prompt) :].tolist() == tokens
+
+
+def test_starter_model_dequantized_matches_transformers(starter_model: Path, tmp_path: Path) -> None:
+    """SmolLM2-135M (the built-in GGUF), dequantized to a dense fp32 HF checkpoint, on a real chat prompt."""
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM
+
+    from tests.fixtures.gguf_to_hf import convert
+
+    convert(starter_model, tmp_path)
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+    text = (
+        "<|im_start|>system\nYou are a helpful assistant who answers briefly.<|im_end|>\n<|im_start|>user\n"
+        "Write a short story about a fox and a dog who become friends in the forest, and explain why "
+        "friendship matters to both of them in two sentences. Keep the words simple for a child of six."
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
+    prompt = Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(text).ids[-64:]
+    assert compare_with_hf(tmp_path, hf, prompt, steps=32) <= TOLERANCE
