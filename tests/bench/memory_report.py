@@ -1,0 +1,168 @@
+"""Memory report: reported parts vs the forecast and vs llama.cpp's own buffer sizes; its cost.
+
+1. Starter model, contexts 2k/8k x KV f16/q8_0 (flash attention on, as planned), loaded as the
+   window loads it (LoadPlanner): the engine's reported weights, KV and compute against the
+   plan's forecast (target: within 5%) and against the buffer sizes llama.cpp logs when a
+   second model + context is made with exactly the engine's parameters (target: equal).
+2. The reporting cost. Measured side by side: decode tok/s of a real engine process with the
+   memory panel shown and fed every report vs with no panel (alternating runs, medians;
+   target >= 0.98). Also the CPU time one report costs in the engine (memory() + status file)
+   and in the window (the panel's update and repaint), as a share of one core at the host's
+   report rate: stable figures where a busy machine makes the tok/s ratio noisy.
+
+    python -m tests.bench.memory_report          # TAILOR_BENCH_ROUNDS (default 3)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import llama_cpp
+
+from engine.gguf.backend import GgufBackend
+from engine.gguf.log_bridge import BufferSizes, LlamaLogBridge
+from engine.host import MEMORY_REPORT_INTERVAL_S
+from engine.protocol import ChatMessage, LoadRequest, SamplingParams
+from engine.starter import starter_model_path
+from engine.status_file import StatusFile
+
+ROUNDS = int(os.environ.get("TAILOR_BENCH_ROUNDS", "3"))
+CASES = ((2048, "f16"), (2048, "q8_0"), (8192, "f16"), (8192, "q8_0"))
+PARTS = (("weights", "weights_bytes", "weights_bytes", "weights"), ("KV", "kv_allocated_bytes", "kv_cache_bytes", "kv"),
+         ("compute", "compute_bytes", "compute_bytes", "compute"))
+TOKENS = 48
+PROMPT = [ChatMessage("user", "Write a long story about a lighthouse keeper and a storm.")]
+SAMPLING = SamplingParams(temperature=0.7, max_tokens=TOKENS, seed=7)
+REPORTS_PER_S = 1 / MEMORY_REPORT_INTERVAL_S
+
+
+def llama_own_sizes(model: Path, n_gpu_layers: int, ctx_params: llama_cpp.llama_context_params) -> BufferSizes:
+    """The buffers llama.cpp logs for a fresh model and context made with these exact parameters."""
+    quiet = logging.getLogger("bench.llama_own_sizes")
+    quiet.setLevel(logging.CRITICAL)
+    bridge = LlamaLogBridge(quiet)
+    model_params = llama_cpp.llama_model_default_params()
+    model_params.n_gpu_layers = n_gpu_layers
+    handle = llama_cpp.llama_model_load_from_file(str(model).encode(), model_params)
+    ctx = llama_cpp.llama_init_from_model(handle, ctx_params)
+    llama_cpp.llama_free(ctx)
+    llama_cpp.llama_model_free(handle)
+    return bridge.buffers
+
+
+def accuracy() -> float:
+    """Print reported vs forecast vs llama.cpp per case; return the worst forecast error."""
+    from app.load_planner import LoadPlanner, LoadSettings
+
+    model = starter_model_path()
+    worst = 0.0
+    print(f"{'ctx':>6} {'KV':>5} | {'part':>8} {'reported':>12} {'forecast':>12} {'err':>7} {'llama.cpp':>12} same")
+    with tempfile.TemporaryDirectory() as tmp:
+        planner = LoadPlanner(status_dir=Path(tmp))
+        for n_ctx, kv in CASES:
+            planned = planner.plan_load(str(model), LoadSettings(n_ctx=n_ctx, kv_type=kv))
+            backend = GgufBackend(LlamaLogBridge())
+            backend.load(planned.request)
+            cpu = backend.memory().device("cpu")
+            params = backend._llm._ctx.params  # what the engine's context was made with
+            own = llama_own_sizes(model, planned.request.n_gpu_layers, params)
+            backend.close()
+            fc = planned.plan.forecast.devices["cpu"]
+            for name, part, fc_part, kind in PARTS:
+                reported, forecast, llama = getattr(cpu, part), getattr(fc, fc_part), own.total(kind)
+                err = (forecast - reported) / reported
+                worst = max(worst, abs(err))
+                print(f"{n_ctx:>6} {kv:>5} | {name:>8} {reported:>12,} {forecast:>12,} {err:>+7.2%} "
+                      f"{llama:>12,} {'yes' if llama == reported else 'NO'}")
+    return worst
+
+
+def engine_report_cpu() -> float:
+    """CPU seconds one report costs in the engine: memory() and the status file."""
+    backend = GgufBackend(LlamaLogBridge())
+    backend.load(LoadRequest(str(starter_model_path()), n_ctx=2048, n_threads=2))
+    with tempfile.TemporaryDirectory() as tmp:
+        status = StatusFile(Path(tmp))
+        t0 = time.process_time()
+        for _ in range(200):
+            status.write(backend.memory())
+        per_report = (time.process_time() - t0) / 200
+    backend.close()
+    return per_report
+
+
+def panel_cost() -> float:
+    """Decode tok/s of the engine process with the panel shown and fed, over the same with no panel."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QEventLoop
+    from PySide6.QtWidgets import QApplication
+
+    from app.gui.engine_bridge import EngineBridge
+    from app.gui.memory_panel import MemoryPanel
+    from app.load_planner import LoadPlanner, LoadSettings
+
+    app = QApplication.instance() or QApplication([])
+    with tempfile.TemporaryDirectory() as tmp:
+        bridge = EngineBridge(log_path=Path(tmp) / "engine.log", planner=LoadPlanner(status_dir=Path(tmp)))
+        panel = MemoryPanel()
+        panel.resize(420, 640)
+        state = {"on": False, "done": None, "loaded": False, "reports": 0}
+
+        def on_memory(report) -> None:
+            if state["on"]:
+                state["reports"] += 1
+                panel.show_report(report)
+
+        bridge.memory.connect(on_memory)
+        bridge.loaded.connect(lambda _e: state.update(loaded=True))
+        bridge.done.connect(lambda d: state.update(done=d))
+        bridge.start()
+        bridge.load(str(starter_model_path()), LoadSettings(n_ctx=2048))
+        while not state["loaded"]:
+            app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+        on, off = [], []
+        for r in range(ROUNDS):
+            order = ((False, off), (True, on)) if r % 2 == 0 else ((True, on), (False, off))
+            for panel_on, out in order:
+                state.update(on=panel_on, done=None)
+                panel.setVisible(panel_on)
+                bridge.generate(PROMPT, SAMPLING)
+                while state["done"] is None:
+                    app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+                if panel_on:
+                    panel.add_stats(state["done"])
+                out.append(state["done"].stats.decode_tok_s)
+        bridge.shutdown()
+        report = panel.report
+        panel.setVisible(True)
+        t0 = time.process_time()
+        for i in range(200):  # the panel's share of one report: new numbers, then a repaint
+            panel.show_report(replace(report, kv_tokens_used=i))
+            panel.repaint()
+        paint_s = (time.process_time() - t0) / 200
+    ratio = statistics.median(on) / statistics.median(off)
+    print(f"panel on/off, decode tok/s per run: on {[round(x, 1) for x in on]}, off {[round(x, 1) for x in off]}")
+    print(f"panel: decode {statistics.median(on):.1f} tok/s with the panel ({state['reports']} reports painted), "
+          f"{statistics.median(off):.1f} without -> {ratio:.3f} (target >= 0.98)")
+    print(f"panel: {paint_s * 1e3:.2f} ms CPU per report painted = {paint_s * REPORTS_PER_S:.3%} of a core "
+          f"at {REPORTS_PER_S:.1f} reports/s")
+    return ratio
+
+
+def main() -> None:
+    worst = accuracy()
+    print(f"worst forecast error: {worst:.2%} (target <= 5%)")
+    per_report = engine_report_cpu()
+    print(f"engine: {per_report * 1e3:.2f} ms CPU per report (memory() + status file) = "
+          f"{per_report * REPORTS_PER_S:.3%} of a core at {REPORTS_PER_S:.1f} reports/s while generating")
+    panel_cost()
+
+
+if __name__ == "__main__":
+    main()
