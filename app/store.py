@@ -12,7 +12,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -60,6 +60,31 @@ class ChatSettings:
         data = json.loads(text) if text else {}
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+@dataclass(slots=True, frozen=True)
+class Preset:
+    """A named system prompt with its sampling settings; a pinned one is prefilled at model load."""
+
+    name: str
+    system_prompt: str
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    pinned: bool = False
+
+    def apply_to(self, settings: ChatSettings) -> ChatSettings:
+        """`settings` with this preset's prompt and sampling (load settings unchanged)."""
+        return replace(
+            settings,
+            system_prompt=self.system_prompt,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+        )
+
+
+DEFAULT_PRESET = Preset("Tailor", DEFAULT_SYSTEM_PROMPT, pinned=True)
 
 
 @dataclass(slots=True)
@@ -114,7 +139,14 @@ def _v2_settings_and_stats(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX conversations_by_updated ON conversations(updated DESC)")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial, _v2_settings_and_stats]
+def _v3_presets(db: sqlite3.Connection) -> None:
+    db.execute(
+        "CREATE TABLE presets (name TEXT PRIMARY KEY, settings TEXT NOT NULL, pinned INTEGER NOT NULL)"
+    )
+    db.execute("INSERT INTO presets VALUES (?, ?, ?)", _preset_row(DEFAULT_PRESET))
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial, _v2_settings_and_stats, _v3_presets]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -283,6 +315,31 @@ class ChatStore:
         )
         return [_message(row) for row in rows]
 
+    # ------------------------------------------------------------ presets
+
+    def list_presets(self) -> list[Preset]:
+        rows = self._db.execute("SELECT name, settings, pinned FROM presets ORDER BY name COLLATE NOCASE")
+        return [_preset(row) for row in rows]
+
+    def get_preset(self, name: str) -> Preset | None:
+        row = self._db.execute("SELECT name, settings, pinned FROM presets WHERE name = ?", (name,)).fetchone()
+        return _preset(row) if row else None
+
+    def save_preset(self, preset: Preset) -> None:
+        """Add `preset`, or replace the one of the same name."""
+        if not preset.name.strip():
+            raise ValueError("A preset needs a name.")
+        with self._db:
+            self._db.execute("INSERT OR REPLACE INTO presets VALUES (?, ?, ?)", _preset_row(preset))
+
+    def delete_preset(self, name: str) -> bool:
+        with self._db:
+            return self._db.execute("DELETE FROM presets WHERE name = ?", (name,)).rowcount > 0
+
+    def pinned_prompts(self) -> tuple[str, ...]:
+        """System prompts of the pinned presets, for the engine to prefill at load."""
+        return tuple(p.system_prompt for p in self.list_presets() if p.pinned and p.system_prompt)
+
     def _touch(self, conversation_id: int, now: float) -> None:
         self._db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
 
@@ -299,3 +356,14 @@ def _conversation(row: tuple) -> Conversation:
 def _message(row: tuple) -> Message:
     stats = json.loads(row[5]) if row[5] else None
     return Message(row[0], row[1], row[2], row[3], row[4], stats, row[6])
+
+
+def _preset_row(preset: Preset) -> tuple[str, str, int]:
+    fields = {k: getattr(preset, k) for k in ("system_prompt", "temperature", "top_p", "max_tokens")}
+    return preset.name, json.dumps(fields), int(preset.pinned)
+
+
+def _preset(row: tuple) -> Preset:
+    data = json.loads(row[1])
+    known = {k: v for k, v in data.items() if k in Preset.__dataclass_fields__ and k not in ("name", "pinned")}
+    return Preset(name=row[0], pinned=bool(row[2]), **known)

@@ -140,3 +140,36 @@ def test_settings_json_tolerates_unknown_and_missing_keys():
         temperature=0.1
     )
     assert ChatSettings.from_json(None) == ChatSettings()
+
+
+def test_presets_start_with_the_pinned_default_and_can_be_saved_replaced_and_deleted(store):
+    from app.store import DEFAULT_PRESET, Preset
+
+    assert store.list_presets() == [DEFAULT_PRESET]
+    assert store.pinned_prompts() == (DEFAULT_PRESET.system_prompt,)
+    coder = Preset("coder", "You write Python.", temperature=0.2, top_p=0.8, max_tokens=300, pinned=True)
+    store.save_preset(coder)
+    store.save_preset(Preset("poet", "You rhyme.", pinned=False))
+    assert [p.name for p in store.list_presets()] == ["coder", "poet", "Tailor"]
+    assert store.get_preset("coder") == coder
+    assert store.pinned_prompts() == ("You write Python.", DEFAULT_PRESET.system_prompt)
+    store.save_preset(Preset("coder", "You write Rust.", pinned=False))  # same name: replaced
+    assert store.get_preset("coder").system_prompt == "You write Rust."
+    assert store.delete_preset("poet") and not store.delete_preset("poet")
+    with pytest.raises(ValueError):
+        store.save_preset(Preset("  ", "x"))
+    applied = coder.apply_to(ChatSettings(n_ctx=8192, kv_type="q8_0"))
+    assert (applied.system_prompt, applied.temperature, applied.n_ctx, applied.kv_type) == (
+        "You write Python.", 0.2, 8192, "q8_0"
+    )
+
+
+def test_presets_survive_reopening(tmp_path):
+    from app.store import Preset
+
+    with_preset = ChatStore(tmp_path / "c.sqlite3")
+    with_preset.save_preset(Preset("coder", "You write Python.", pinned=True))
+    with_preset.close()
+    again = ChatStore(tmp_path / "c.sqlite3")
+    assert again.get_preset("coder") == Preset("coder", "You write Python.", pinned=True)
+    again.close()
