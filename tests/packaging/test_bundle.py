@@ -120,8 +120,11 @@ def test_the_window_starts_its_engine_from_the_bundle_and_stays_single(
 
         def engine_child() -> psutil.Process | None:
             for child in gui.children():
-                if "--multiprocessing-fork" in child.cmdline():
-                    return child
+                try:
+                    if "--multiprocessing-fork" in child.cmdline():
+                        return child
+                except (psutil.ZombieProcess, psutil.NoSuchProcess):  # short-lived helpers (ldconfig, …)
+                    continue
             return None
 
         engine = _wait_for(engine_child, LOAD_S, "the engine child process")
