@@ -142,12 +142,25 @@ def gguf_memory_report(backend: Any) -> MemoryReport:
     if llm is None:
         return build_report({"cpu": {}}, meter, 0, 0, prefix_ram, prefix_disk)
     ctx = llm._ctx.ctx
-    known: dict[int, Sequence[int]] = {0: llm.input_ids[: llm.n_tokens].tolist()}
-    more = getattr(backend, "sequence_tokens", None)  # sequences beyond 0, where the backend keeps them
-    if callable(more):
-        known.update(more())
+    known = known_sequences(backend, llm)
     shared = llama_cpp.llama_n_seq_max(ctx) == 1 or bool(llm.context_params.kv_unified)
     used = kv_cells_in_use(ctx, known, shared)
     return build_report(
         parts_by_device(backend._logs.buffers), meter, used, llama_cpp.llama_n_ctx(ctx), prefix_ram, prefix_disk
     )
+
+
+def known_sequences(backend: Any, llm: llama_cpp.Llama) -> dict[int, Sequence[int]]:
+    """The tokens of every sequence the backend tracks: the live one (0) and any it parks.
+
+    Parked sequences are read from the backend's prefix reuse (`_prefixes.seqs.parked`: each
+    with `seq_id` and `tokens`), or from a `sequence_tokens()` method where a backend has one.
+    """
+    known: dict[int, Sequence[int]] = {0: llm.input_ids[: llm.n_tokens].tolist()}
+    seqs = getattr(getattr(backend, "_prefixes", None), "seqs", None)
+    for parked in getattr(seqs, "parked", ()):
+        known[parked.seq_id] = parked.tokens
+    more = getattr(backend, "sequence_tokens", None)
+    if callable(more):
+        known.update(more())
+    return known

@@ -168,6 +168,20 @@ def test_kv_cells_in_use_come_from_llama_cpp(backend: GgufBackend):
     assert cpu.kv_used_bytes == cpu.kv_allocated_bytes * report.kv_tokens_used // 2048
 
 
+def test_parked_conversations_share_their_prefix_once(backend: GgufBackend):
+    """Where the backend parks other conversations in the KV cache, their shared prefix counts once."""
+    seqs = getattr(getattr(backend, "_prefixes", None), "seqs", None)
+    if seqs is None or not hasattr(seqs, "used_cells"):
+        pytest.skip("this backend keeps one sequence")
+    tail = " Also consider these notes: " + "one two three four five six seven eight nine ten " * 8
+    for i, question in enumerate(["Name a red fruit.", "Name a large sea animal.", "Name a red fruit."]):
+        messages = (ChatMessage("system", SYSTEM), ChatMessage("user", question + tail))
+        backend.generate(GenerateRequest(i, messages, GREEDY), lambda _t: None, lambda: False)
+        # Counted from llama.cpp's spans and the sequences' tokens; the backend's ledger of cells agrees.
+        assert backend.memory().kv_tokens_used == seqs.used_cells()
+    assert seqs.parked, "a conversation switched away from stays parked"
+
+
 def test_cells_shared_between_sequences_count_once(starter_model: Path):
     """A prefix copied to a second sequence (llama_memory_seq_cp) occupies its cells once."""
     llm = llama_cpp.Llama(str(starter_model), n_ctx=512, n_threads=2, verbose=False)
