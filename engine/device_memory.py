@@ -3,17 +3,19 @@
 Backends know their own parts (weights, KV cache, compute buffers); this module adds what
 only the OS or the driver knows: the whole process's use of a device (RSS on the host,
 NVML's per-process figure on a GPU) and the device's free and total memory. Both the GGUF
-and the torch backend use it, so their reports mean the same thing.
+and the torch backend use it (`build_report`), so their reports mean the same thing.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import psutil
 
+from engine.protocol import DeviceMemory, MemoryReport
 from models.nvml import NvmlApi, Pynvml, describe_nvml_error
 
 log = logging.getLogger(__name__)
@@ -118,3 +120,50 @@ def nvml_index(ordinal: int, nvml: NvmlApi, visible: str | None = None) -> int:
         if nvml.uuid(nvml.device(index)).startswith(entry):
             return index
     return ordinal
+
+
+def build_report(
+    parts: Mapping[str, Mapping[str, int]],
+    meter: DeviceMeter,
+    kv_used: int,
+    kv_total: int,
+    prefix_ram_bytes: int = 0,
+    prefix_disk_bytes: int = 0,
+) -> MemoryReport:
+    """A MemoryReport from a backend's parts per device and what the OS and driver say.
+
+    Args:
+        parts: per device ("cpu", "cuda:N"), bytes of "weights", "kv" (allocated) and "compute".
+        meter: reads the process's use and the free memory of each device.
+        kv_used: KV cells holding tokens (shared prefixes once); kv_total: cells allocated.
+        prefix_ram_bytes / prefix_disk_bytes: the prefix cache's tiers.
+    """
+    devices = []
+    for device, p in parts.items():
+        weights, kv, compute = p.get("weights", 0), p.get("kv", 0), p.get("compute", 0)
+        prefix = prefix_ram_bytes if device == "cpu" else 0
+        if device == "cpu":
+            usage = meter.host()
+        elif device.startswith("cuda:"):
+            usage = meter.gpu(int(device.partition(":")[2]))
+        else:
+            usage = None  # a backend NVML cannot see (Vulkan, Metal): our parts only
+        ours = weights + kv + compute + prefix
+        process = usage.process_bytes if usage is not None else None
+        devices.append(
+            DeviceMemory(
+                device=device,
+                weights_bytes=weights,
+                kv_allocated_bytes=kv,
+                kv_used_bytes=kv * min(kv_used, kv_total) // kv_total if kv_total else 0,
+                compute_bytes=compute,
+                other_bytes=max(0, process - ours) if process is not None else 0,
+                free_bytes=usage.free_bytes if usage is not None else 0,
+                total_bytes=usage.total_bytes if usage is not None else ours,
+                kv_used_tokens=min(kv_used, kv_total) if kv else 0,
+                kv_total_tokens=kv_total if kv else 0,
+                prefix_cache_bytes=prefix,
+                name=usage.name if usage is not None else device,
+            )
+        )
+    return MemoryReport(tuple(devices), kv_used, kv_total, prefix_disk_bytes)

@@ -48,6 +48,7 @@ class MemoryDock(QDockWidget):
         bridge.planned.connect(self.memory.set_plan)
         bridge.done.connect(self.memory.add_stats)
         bridge.unloaded.connect(self.memory.clear)
+        bridge.error.connect(lambda e: self.memory.clear() if e.kind == "engine_died" else None)
 
     def shutdown(self) -> None:
         self.hardware.shutdown()

@@ -16,10 +16,10 @@ from typing import Any
 
 import llama_cpp
 
-from engine.device_memory import DeviceMeter
+from engine.device_memory import DeviceMeter, build_report
 from engine.gguf.log_bridge import BufferSizes
 from engine.gguf.prefix_cache import common_prefix_len
-from engine.protocol import DeviceMemory, MemoryReport
+from engine.protocol import MemoryReport
 
 _PARTS = ("weights", "kv", "compute")
 _NUMBERED = re.compile(r"([A-Za-z]+?)(\d+)")
@@ -86,46 +86,6 @@ def kv_cells_in_use(ctx: llama_cpp.llama_context_p, known: Mapping[int, Sequence
         if last >= 0:
             spans[seq] = (max(0, llama_cpp.llama_memory_seq_pos_min(memory, seq)), last)
     return count_cells(spans, known, shared)
-
-
-def build_report(
-    parts: Mapping[str, Mapping[str, int]],
-    meter: DeviceMeter,
-    kv_used: int,
-    kv_total: int,
-    prefix_ram_bytes: int = 0,
-    prefix_disk_bytes: int = 0,
-) -> MemoryReport:
-    """A MemoryReport from the backend's parts per device and what the OS and driver say."""
-    devices = []
-    for device, p in parts.items():
-        weights, kv, compute = p.get("weights", 0), p.get("kv", 0), p.get("compute", 0)
-        prefix = prefix_ram_bytes if device == "cpu" else 0
-        if device == "cpu":
-            usage = meter.host()
-        elif device.startswith("cuda:"):
-            usage = meter.gpu(int(device.partition(":")[2]))
-        else:
-            usage = None  # a backend NVML cannot see (Vulkan, Metal): our parts only
-        ours = weights + kv + compute + prefix
-        process = usage.process_bytes if usage is not None else None
-        devices.append(
-            DeviceMemory(
-                device=device,
-                weights_bytes=weights,
-                kv_allocated_bytes=kv,
-                kv_used_bytes=kv * min(kv_used, kv_total) // kv_total if kv_total else 0,
-                compute_bytes=compute,
-                other_bytes=max(0, process - ours) if process is not None else 0,
-                free_bytes=usage.free_bytes if usage is not None else 0,
-                total_bytes=usage.total_bytes if usage is not None else ours,
-                kv_used_tokens=min(kv_used, kv_total) if kv else 0,
-                kv_total_tokens=kv_total if kv else 0,
-                prefix_cache_bytes=prefix,
-                name=usage.name if usage is not None else device,
-            )
-        )
-    return MemoryReport(tuple(devices), kv_used, kv_total, prefix_disk_bytes)
 
 
 def gguf_memory_report(backend: Any) -> MemoryReport:

@@ -9,11 +9,10 @@ import llama_cpp
 import pytest
 
 from engine.client import EngineClient
-from engine.device_memory import DeviceMeter, nvml_index
+from engine.device_memory import DeviceMeter, build_report, nvml_index
 from engine.gguf.backend import GgufBackend
 from engine.gguf.log_bridge import BufferSizes, LlamaLogBridge
 from engine.gguf.memory_report import (
-    build_report,
     count_cells,
     device_of,
     distinct_prefix_tokens,
