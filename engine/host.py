@@ -192,9 +192,9 @@ class EngineHost:
 
     def _send_memory(self, report: MemoryReport) -> None:
         self._last_report = report
-        self._send(report)
-        if self._status is not None:
+        if self._status is not None:  # first, so whoever gets the event finds the file up to date
             self._status.write(report)
+        self._send(report)
 
     def _report_if_changed(self) -> None:
         if self._backend is None:

@@ -271,3 +271,30 @@ def test_status_file_holds_the_latest_report_and_goes_with_the_engine(engine: En
     assert MemoryReport.from_dict(status["memory"]).kv_tokens_used > 0
     engine.shutdown()
     assert not path.exists()
+
+
+def test_unload_reports_an_empty_engine(engine: EngineClient, tmp_path: Path):
+    from engine.protocol import Unloaded
+
+    engine.unload()
+    assert isinstance(wait_for(engine, (Unloaded,)), Unloaded)
+    report = wait_for(engine, (MemoryReport,))
+    assert isinstance(report, MemoryReport) and report.devices == () and report.kv_tokens_total == 0
+    status = json.loads(status_path(tmp_path / "engines", engine.pid).read_text())
+    assert status["model"] is None  # the engine runs, with no model
+
+
+def test_idle_reports_only_what_changed():
+    from dataclasses import replace
+
+    from engine.host import MEMORY_NOISE_BYTES, _changed
+    from engine.protocol import DeviceMemory
+
+    cpu = DeviceMemory("cpu", 100, 50, 10, 30, 5, 8 << 30, 16 << 30, 20, 2048)
+    report = MemoryReport((cpu,), 20, 2048)
+    assert _changed(None, report)
+    assert not _changed(report, replace(report, devices=(replace(cpu, free_bytes=cpu.free_bytes - (1 << 20)),)))
+    assert _changed(report, replace(report, devices=(replace(cpu, free_bytes=cpu.free_bytes - MEMORY_NOISE_BYTES),)))
+    assert _changed(report, replace(report, devices=(replace(cpu, prefix_cache_bytes=1),)))
+    assert _changed(report, replace(report, prefix_cache_disk_bytes=4096))
+    assert _changed(report, replace(report, kv_tokens_used=21))
