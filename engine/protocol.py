@@ -38,7 +38,8 @@ class LoadRequest:
     n_threads: int | None = None
     kv_type: str = "f16"  # "f16", "q8_0" or "q4_0"; a quantized V cache needs flash attention
     flash_attn: bool = True
-    # RAM budget of the prefix cache (saved KV states of recent conversations); 0 turns it off.
+    # RAM budget of the prefix cache (saved KV states of recent conversations); 0 turns it off,
+    # with parking (other sequences kept in the KV cache): only the live sequence is reused.
     prefix_cache_bytes: int = 1 << 30
     # Folder of the disk tier, so prefixes survive an engine restart; None keeps them in RAM only.
     prefix_cache_dir: str | None = None

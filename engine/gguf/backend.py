@@ -1,11 +1,8 @@
 """GGUF backend on llama-cpp-python: load, render the chat template, stream, reuse the KV prefix.
 
-Prefix reuse has two sources: the sequence still in llama.cpp's context (the same
-conversation's next turn), and the prefix cache of saved sequence states (a conversation
-switched back to, a shared system prompt). When the cache shares a longer prefix with the
-prompt than the live context, its state is restored into sequence 0 first. The live state is
-saved into the cache when a prompt is about to drop a long part of it: saving costs a copy of
-its KV bytes, so the same conversation's next turn never pays it.
+Generation runs in sequence 0 of a context with several sequence ids; prefix_reuse.py
+decides which prefix sequence 0 starts from (the live one, a parked sequence, a saved state
+in RAM or on disk), and kv_sequences.py keeps the books of the cells they share.
 """
 
 from __future__ import annotations
@@ -23,20 +20,15 @@ import psutil
 from engine.backend import BackendError
 from engine.chat_template import ChatTemplate, ChatTemplateError
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
+from engine.gguf.kv_sequences import KvCacheFull, open_parking_context
 from engine.gguf.log_bridge import LlamaLogBridge
 from engine.gguf.memory_report import gguf_memory_report
-from engine.gguf.prefix_cache import (
-    CacheEntry,
-    CacheKey,
-    PrefixCache,
-    common_prefix_len,
-    model_identity,
-    restore_state,
-    save_state,
-    settings_key,
-)
+from engine.gguf.prefix_cache import CacheKey, PrefixCache, model_identity, settings_key
+from engine.gguf.prefix_reuse import PrefixReuse
 from engine.gguf.prefix_store import PrefixStore
+from engine.gguf.sampling import make_sampler
 from engine.protocol import (
+    ChatMessage,
     Done,
     FinishReason,
     GenerateRequest,
@@ -57,14 +49,9 @@ FALLBACK_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-
-
-# A live sequence is saved into the prefix cache when a prompt drops at least this many of
-# its tokens; shorter tails are cheaper to prefill again than to copy.
-MIN_SAVED_TOKENS = 64
-# A cached state is restored only when it shares at least this many more tokens with the
-# prompt than the live context does.
-MIN_RESTORE_GAIN = 16
+# Sequence ids beyond the live one: conversations switched away from and pinned system
+# prompts stay in the KV cache under them (cells shared, nothing copied) while there is room.
+PARKED_SEQUENCES = 4
 
 
 class GgufBackend:
@@ -81,6 +68,7 @@ class GgufBackend:
         self._cache = PrefixCache(0)
         self._cache_key: CacheKey | None = None
         self._store: PrefixStore | None = None
+        self._prefixes: PrefixReuse | None = None
 
     # ------------------------------------------------------------ loading
 
@@ -116,6 +104,13 @@ class GgufBackend:
             raise BackendError(
                 "invalid_model", f"{path.name}: llama.cpp could not load it ({detail})"
             ) from None
+        try:
+            # No prefix cache, no parking: only the live sequence is reused.
+            n_seq = PARKED_SEQUENCES + 1 if request.prefix_cache_bytes > 0 else 1
+            n_seq = open_parking_context(llm, n_seq, lambda: self._logs.buffers.forget("kv", "compute"))
+        except RuntimeError as exc:
+            llm.close()
+            raise BackendError("invalid_model", f"{path.name}: {exc}") from None
         self._llm = llm
         self._cache.budget_bytes = max(0, request.prefix_cache_bytes)
         self._cache_key = CacheKey(
@@ -124,6 +119,7 @@ class GgufBackend:
         )
         if request.prefix_cache_dir:
             self._store = PrefixStore(Path(request.prefix_cache_dir), request.prefix_cache_disk_bytes)
+        self._prefixes = PrefixReuse(llm, n_seq, self._cache_key, self._cache, self._store)
         meta = llm.metadata
         self._bos_text = _token_text(llm, llm.token_bos())
         self._add_bos = meta.get("tokenizer.ggml.add_bos_token", "true") != "false"
@@ -150,20 +146,37 @@ class GgufBackend:
             size_bytes=llama_cpp.llama_model_size(model),
             has_chat_template=bool(source),
         )
+        self._pin(request.pinned_prompts)
         return self._info
 
+    def _pin(self, system_prompts: tuple[str, ...]) -> None:
+        """Prefill each pinned system prompt once; one the template cannot render alone is skipped."""
+        for text in system_prompts:
+            if not text or self._template is None:
+                continue
+            try:
+                prompt = self._template.render([ChatMessage("system", text)], add_generation_prompt=False)
+            except ChatTemplateError as exc:
+                log.warning("a pinned system prompt was not prefilled: %s", exc)
+                continue
+            tokens = self._tokenize(prompt)
+            if 1 < len(tokens) < self._llm.n_ctx() // 2:
+                self._prefixes.pin(tokens)
+
     def close(self) -> None:
+        if self._prefixes is not None:
+            # What the context holds now is what is most likely resumed after a reload or restart.
+            self._prefixes.keep_for_later()
         if self._llm is not None:
-            if self._store is not None:
-                # What the context holds now is the conversation most likely resumed next.
-                entry = self._save_live(self._llm, tuple(self._llm.input_ids[: self._llm.n_tokens].tolist()))
-                if entry is not None:
-                    self._store.put(entry)
             self._llm.close()
         if self._store is not None:
             self._store.close()
             self._store = None
-        self._llm = self._template = self._info = self._cache_key = None
+        self._llm = self._template = self._info = self._cache_key = self._prefixes = None
+
+    def sequence_tokens(self) -> dict[int, tuple[int, ...]]:
+        """Tokens of every sequence in the KV cache by sequence id (for the memory report)."""
+        return self._prefixes.sequence_tokens() if self._prefixes is not None else {}
 
     # ------------------------------------------------------------ generation
 
@@ -180,40 +193,47 @@ class GgufBackend:
                 f"The conversation is {len(tokens)} tokens long; the context holds {n_ctx}. "
                 "Start a new chat or raise the context length.",
             )
-        self._restore_cached_prefix(llm, tokens)
-        cached = self._reuse_prefix(llm, tokens)
         s = request.sampling
-        if s.seed is not None:
-            llm.set_seed(s.seed)
+        prefixes = self._prefixes
+        cached = prefixes.prepare(tokens, room=len(tokens) + min(s.max_tokens, n_ctx - len(tokens)))
         stops = StopStringFilter(s.stop)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pieces: list[str] = []
         finish: FinishReason = "length"
         n_gen = 0
         t_first = t_last = None
-        for token in llm.generate(
-            tokens[cached:], reset=False, temp=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=0.05
-        ):
-            now = time.perf_counter()
-            if t_first is None:
-                t_first = now
-            t_last = now
-            if cancelled():
-                finish = "cancelled"
-                break
-            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
-                finish = "stop"
-                break
-            n_gen += 1
-            text = stops.feed(decoder.decode(llm.detokenize([token])))
-            if text:
-                pieces.append(text)
-                emit(text)
-            if stops.stopped:
-                finish = "stop"
-                break
-            if n_gen >= s.max_tokens or llm.n_tokens + 1 >= n_ctx:
-                break
+        sampler = make_sampler(s)
+        try:
+            prefixes.seqs.decode(tokens[cached:], prefixes.on_full)
+            while True:
+                token = sampler.sample(llm._ctx, -1)
+                now = time.perf_counter()
+                if t_first is None:
+                    t_first = now
+                t_last = now
+                if cancelled():
+                    finish = "cancelled"
+                    break
+                if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
+                    finish = "stop"
+                    break
+                n_gen += 1
+                text = stops.feed(decoder.decode(llm.detokenize([token])))
+                if text:
+                    pieces.append(text)
+                    emit(text)
+                if stops.stopped:
+                    finish = "stop"
+                    break
+                if n_gen >= s.max_tokens or llm.n_tokens + 1 >= n_ctx:
+                    break
+                prefixes.seqs.decode([token], prefixes.on_full)
+        except KvCacheFull:
+            raise BackendError(
+                "context_overflow", "The KV cache is full. Start a new chat or raise the context length."
+            ) from None
+        finally:
+            sampler.close()
         tail = stops.feed(decoder.decode(b"", final=True)) + stops.flush()
         if tail and finish != "cancelled":
             pieces.append(tail)
@@ -249,70 +269,12 @@ class GgufBackend:
             prompt = self._template.render(request.messages)
         except ChatTemplateError as exc:
             raise BackendError("template", str(exc)) from None
+        return self._tokenize(prompt)
+
+    def _tokenize(self, prompt: str) -> list[int]:
+        """Tokens of a rendered prompt; BOS is added unless the template wrote it already."""
         add_bos = self._add_bos and not (self._bos_text and prompt.startswith(self._bos_text))
         return self._llm.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
-
-    def _restore_cached_prefix(self, llm: llama_cpp.Llama, tokens: list[int]) -> None:
-        """Save the live sequence if this prompt drops much of it; restore a longer cached prefix."""
-        key, store = self._cache_key, self._store
-        if key is None or (self._cache.budget_bytes <= 0 and store is None):
-            return
-        live = tuple(llm.input_ids[: llm.n_tokens].tolist())
-        live_len = common_prefix_len(live, tokens)
-        best, best_len = self._cache.lookup(key, tokens)
-        if len(live) - live_len >= MIN_SAVED_TOKENS:
-            saved = self._save_live(llm, live)
-            if saved is not None and store is not None:
-                store.put(saved)
-        if store is not None:
-            on_disk, disk_len = store.lookup(key, tokens)
-            if on_disk is not None and disk_len > max(best_len, live_len + MIN_RESTORE_GAIN - 1):
-                loaded = store.load(on_disk)
-                if loaded is not None:
-                    self._cache.put(loaded)
-                    best, best_len = loaded, disk_len
-        if best is None or best_len < live_len + MIN_RESTORE_GAIN:
-            return
-        llm._ctx.kv_cache_clear()
-        llm.reset()
-        if not restore_state(llm._ctx.ctx, best.state):
-            log.warning("llama.cpp refused a cached state of %d tokens; dropped it", len(best.tokens))
-            self._cache.remove(best)
-            llm._ctx.kv_cache_clear()
-            return
-        llm.input_ids[: len(best.tokens)] = best.tokens
-        llm.n_tokens = len(best.tokens)
-
-    def _save_live(self, llm: llama_cpp.Llama, live: tuple[int, ...]) -> CacheEntry | None:
-        """Copy the KV state of the live sequence into the cache; the entry, or None if not saved."""
-        key = self._cache_key
-        if key is None or len(live) < MIN_SAVED_TOKENS:
-            return None
-        for entry in self._cache:
-            if entry.key == key and entry.tokens == live:
-                return entry
-        state = save_state(llm._ctx.ctx)
-        if state is None:
-            return None
-        entry = CacheEntry(key, live, state)
-        self._cache.put(entry)
-        return entry
-
-    @staticmethod
-    def _reuse_prefix(llm: llama_cpp.Llama, tokens: list[int]) -> int:
-        """Keep the KV cells of the longest prefix shared with the last sequence; return its length.
-
-        At least one prompt token is always evaluated again, so sampling starts from fresh logits.
-        """
-        cached = min(common_prefix_len(llm.input_ids[: llm.n_tokens].tolist(), tokens), len(tokens) - 1)
-        # Recurrent models cannot drop a tail of their state: start over there.
-        if cached > 0 and not llm._ctx.kv_cache_seq_rm(-1, cached, -1):
-            cached = 0
-        if cached == 0:
-            llm.reset()
-            llm._ctx.kv_cache_clear()
-        llm.n_tokens = cached
-        return cached
 
     # ------------------------------------------------------------ memory
 

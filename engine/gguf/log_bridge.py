@@ -36,6 +36,11 @@ class BufferSizes:
         per_backend = self.by_kind.setdefault(kind, {})
         per_backend[backend] = per_backend.get(backend, 0) + nbytes
 
+    def forget(self, *kinds: str) -> None:
+        """Drop what was logged for `kinds` (a context freed and made again logs its buffers anew)."""
+        for kind in kinds:
+            self.by_kind.pop(kind, None)
+
 
 class LlamaLogBridge:
     """Installs a llama.cpp log callback for the life of the engine process.

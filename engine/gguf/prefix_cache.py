@@ -30,6 +30,7 @@ class CacheEntry:
     key: CacheKey
     tokens: tuple[int, ...]
     state: bytearray  # the bytes of llama_state_seq_get_data for `tokens`; never mutated
+    pinned: bool = False  # a preset's system prompt: evicted only when nothing else is left
 
     @property
     def nbytes(self) -> int:
@@ -105,17 +106,21 @@ class PrefixCache:
         """Store `entry` (most recently used); False when it alone exceeds the budget.
 
         Entries of the same key whose tokens are a prefix of the new one are dropped: every
-        lookup they could answer, the new entry answers at least as well.
+        lookup they could answer, the new entry answers at least as well (pinned ones stay:
+        they must outlive the longer entries, which LRU may evict).
         """
         if entry.nbytes > self.budget_bytes or not entry.tokens:
             return False
         for (k, tokens), old in list(self._entries.items()):
-            if k == entry.key and len(tokens) <= len(entry.tokens) and entry.tokens[: len(tokens)] == tokens:
+            extended = len(tokens) <= len(entry.tokens) and entry.tokens[: len(tokens)] == tokens
+            if k == entry.key and extended and (not old.pinned or old.tokens == entry.tokens):
+                entry.pinned = entry.pinned or (old.pinned and old.tokens == entry.tokens)
                 self.remove(old)
         self._entries[(entry.key, entry.tokens)] = entry
         self._total += entry.nbytes
         while self._total > self.budget_bytes:
-            self.remove(next(iter(self._entries.values())))
+            victims = [e for e in self._entries.values() if not e.pinned] or list(self._entries.values())
+            self.remove(victims[0])
         return True
 
     def remove(self, entry: CacheEntry) -> None:

@@ -12,7 +12,14 @@ import pytest
 from engine.client import EngineClient
 from engine.gguf.backend import GgufBackend
 from engine.gguf.log_bridge import LlamaLogBridge
-from engine.gguf.prefix_cache import CacheEntry, CacheKey, PrefixCache, common_prefix_len, model_identity
+from engine.gguf.prefix_cache import (
+    CacheEntry,
+    CacheKey,
+    PrefixCache,
+    common_prefix_len,
+    model_identity,
+    save_state,
+)
 from engine.gguf.prefix_store import PrefixStore
 from engine.protocol import ChatMessage, Done, GenerateRequest, Loaded, LoadRequest, SamplingParams
 from tests.engine.helpers import collect, wait_for
@@ -166,15 +173,24 @@ def generate(backend: GgufBackend, messages: list[ChatMessage]) -> Done:
 def test_other_settings_never_reuse_a_state(backend: GgufBackend, starter_model: Path):
     backend.load(LoadRequest(str(starter_model), n_ctx=2048, kv_type="f16"))
     generate(backend, A)
-    generate(backend, B)  # A's state is now in the cache
-    assert len(backend._cache) >= 1
+    generate(backend, B)  # A is parked; loading again saves it in the RAM tier
     for other in (
         LoadRequest(str(starter_model), n_ctx=2048, kv_type="q8_0"),
         LoadRequest(str(starter_model), n_ctx=1024),
     ):
         backend.load(other)
+        assert len(backend._cache) >= 1
         assert generate(backend, A).stats.cached_tokens == 0
         generate(backend, B)
+
+
+def test_the_same_settings_reuse_a_state_after_a_reload(backend: GgufBackend, starter_model: Path):
+    request = LoadRequest(str(starter_model), n_ctx=2048)
+    backend.load(request)
+    a = generate(backend, A)
+    generate(backend, B)
+    backend.load(request)
+    assert generate(backend, A).stats.cached_tokens == a.stats.prompt_tokens - 1
 
 
 def test_another_model_file_never_reuses_a_state(backend: GgufBackend, starter_model: Path, tmp_path: Path):
@@ -197,8 +213,11 @@ def test_a_saved_state_holds_kv_bytes_only(backend: GgufBackend, starter_model: 
     per_token = (
         2 * llama_cpp.llama_model_n_layer(model) * llama_cpp.llama_model_n_head_kv(model) * head_dim * 2
     )
-    for e in backend._cache:
-        assert e.nbytes <= 1.5 * per_token * len(e.tokens)
+    parked = backend._prefixes.seqs.parked
+    assert [p.tokens[:8] for p in parked] == [tuple(backend._tokenize(backend._template.render(A)))[:8]]
+    for p in parked:
+        state = save_state(llm._ctx.ctx, p.seq_id)
+        assert state is not None and len(p.tokens) * per_token <= len(state) <= 1.5 * per_token * len(p.tokens)
 
 
 # ---------------------------------------------------------------- the disk tier

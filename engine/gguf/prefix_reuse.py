@@ -1,0 +1,196 @@
+"""Where a prompt's KV prefix comes from: the live sequence, a parked one, RAM or disk.
+
+Tiers, cheapest first:
+1. the live sequence (sequence 0): the same conversation's next turn keeps its cells;
+2. parked sequences (other sequence ids of the same KV cache, see kv_sequences.py): a
+   conversation switched away from, a pinned system prompt; resuming one copies no bytes;
+3. saved states in RAM (prefix_cache.py): a parked sequence evicted to make room;
+4. saved states on disk (prefix_store.py): what the engine held when it last closed.
+
+A prompt that drops a long part of the live sequence parks it first (or saves it where
+parking is off), so switching back and forth never prefills a history twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import llama_cpp
+
+from engine.gguf.kv_sequences import LIVE, KvCacheFull, KvSequences, ParkedSequence
+from engine.gguf.prefix_cache import (
+    CacheEntry,
+    CacheKey,
+    PrefixCache,
+    common_prefix_len,
+    restore_state,
+    save_state,
+)
+from engine.gguf.prefix_store import PrefixStore
+
+log = logging.getLogger(__name__)
+
+# The live sequence is kept (parked or saved) when a prompt drops at least this many of its
+# tokens; shorter tails are cheaper to prefill again.
+MIN_SAVED_TOKENS = 64
+# Another source replaces the live prefix only when it shares at least this many more tokens.
+MIN_RESTORE_GAIN = 16
+
+
+class PrefixReuse:
+    """The prefix tiers of one loaded model.
+
+    Args:
+        llm: the loaded model, its context made by kv_sequences.open_parking_context.
+        n_seq: sequence ids of the context (1: no parking).
+        key: model identity + KV settings; saved states of another key are never used.
+        cache: the RAM tier (budget 0 turns it off).
+        store: the disk tier, or None.
+    """
+
+    def __init__(
+        self, llm: llama_cpp.Llama, n_seq: int, key: CacheKey, cache: PrefixCache, store: PrefixStore | None
+    ):
+        self._llm = llm
+        self.seqs = KvSequences(llm, n_seq)
+        self._parking = n_seq > 1
+        self._key = key
+        self._cache = cache
+        self._store = store
+
+    @property
+    def _saving(self) -> bool:
+        return self._cache.budget_bytes > 0 or self._store is not None
+
+    # ------------------------------------------------------------ before a prompt
+
+    def prepare(self, tokens: Sequence[int], room: int) -> int:
+        """Put the longest known prefix of `tokens` into sequence 0; return its length.
+
+        At least the last prompt token is always evaluated again, so sampling starts from
+        fresh logits. `room` is the cells the prompt and its reply need in all; parked
+        sequences are evicted until what is not cached fits.
+        """
+        seqs = self.seqs
+        live = seqs.live_tokens
+        live_len = common_prefix_len(live, tokens)
+        if len(live) - live_len >= MIN_SAVED_TOKENS:
+            self._keep_live(live)
+        parked, parked_len = seqs.lookup(tokens)
+        saved, saved_len = self._cache.lookup(self._key, tokens) if self._saving else (None, 0)
+        if self._store is not None:
+            on_disk, disk_len = self._store.lookup(self._key, tokens)
+            if on_disk is not None and disk_len > max(saved_len, parked_len, live_len + MIN_RESTORE_GAIN - 1):
+                loaded = self._store.load(on_disk)
+                if loaded is not None:
+                    self._cache.put(loaded)
+                    saved, saved_len = loaded, disk_len
+        if parked is not None and parked_len >= max(saved_len, live_len + MIN_RESTORE_GAIN):
+            seqs.resume(parked, parked_len)
+        elif saved is not None and saved_len >= live_len + MIN_RESTORE_GAIN:
+            self._restore(saved, max(room, len(saved.tokens)))
+        cached = min(common_prefix_len(seqs.live_tokens, tokens), len(tokens) - 1)
+        # Recurrent models cannot drop a tail of their state: start over there.
+        if cached <= 0 or not seqs.trim_live(cached):
+            cached = 0
+            seqs.clear_live()
+        self._make_room(room - cached)  # the cached part already has its cells
+        return cached
+
+    def _keep_live(self, live: tuple[int, ...]) -> None:
+        """Park the live sequence (no copy), or save its state where parking is off."""
+        if self._parking:
+            if not self.seqs.park_live():
+                victim = self.seqs.eviction_candidate()
+                if victim is not None:
+                    self._evict(victim)
+                self.seqs.park_live()
+            return
+        entry = self._save(LIVE, live)
+        if entry is not None and self._store is not None:
+            self._store.put(entry)
+
+    def _restore(self, entry: CacheEntry, room: int) -> None:
+        """Load a saved state into sequence 0; an entry llama.cpp refuses twice is dropped."""
+        self.seqs.clear_live()
+        self._make_room(room)
+        ctx = self._llm._ctx.ctx
+        if not restore_state(ctx, entry.state, LIVE):
+            # A state needs its cells in one run: free cells scattered between parked
+            # sequences may not do. Evict them all and try once more.
+            while (victim := self.seqs.eviction_candidate()) is not None:
+                self._evict(victim)
+            if not restore_state(ctx, entry.state, LIVE):
+                log.warning("llama.cpp refused a cached state of %d tokens; dropped it", len(entry.tokens))
+                self._cache.remove(entry)
+                self.seqs.clear_live()
+                return
+        self.seqs.live_restored(entry.tokens)
+
+    # ------------------------------------------------------------ room in the KV cache
+
+    def _make_room(self, room: int) -> None:
+        """Evict parked sequences until `room` cells are free (by the ledger)."""
+        n_ctx = self._llm.n_ctx()
+        while self.seqs.used_cells() + room > n_ctx:
+            victim = self.seqs.eviction_candidate()
+            if victim is None:
+                return
+            self._evict(victim)
+
+    def on_full(self) -> None:
+        """llama.cpp found no free cells for a batch: evict one parked sequence, or give up."""
+        victim = self.seqs.eviction_candidate()
+        if victim is None:
+            raise KvCacheFull("The KV cache is full.")
+        self._evict(victim)
+
+    def _evict(self, parked: ParkedSequence) -> None:
+        """Drop a parked sequence from the KV cache, keeping its state in RAM where there is room."""
+        entry = self._save(parked.seq_id, parked.tokens, parked.pinned)
+        if entry is not None and self._store is not None and not parked.pinned:
+            self._store.put(entry)
+        self.seqs.evict(parked)
+
+    def _save(self, seq_id: int, tokens: tuple[int, ...], pinned: bool = False) -> CacheEntry | None:
+        """Copy the KV state of one sequence into the RAM tier; the entry, or None if not saved."""
+        if not self._saving or (len(tokens) < MIN_SAVED_TOKENS and not pinned):
+            return None
+        for entry in self._cache:
+            if entry.key == self._key and entry.tokens == tokens:
+                return entry
+        state = save_state(self._llm._ctx.ctx, seq_id)
+        if state is None:
+            return None
+        entry = CacheEntry(self._key, tokens, state, pinned)
+        self._cache.put(entry)
+        return entry
+
+    # ------------------------------------------------------------ pinning, closing
+
+    def pin(self, tokens: Sequence[int]) -> None:
+        """Prefill `tokens` (a preset's system prompt) and keep them parked as a pinned sequence."""
+        cached = self.prepare(tokens, room=len(tokens))
+        self.seqs.decode(tokens[cached:], self.on_full)
+        if self._parking and self.seqs.park_live(pinned=True):
+            return
+        self._save(LIVE, tuple(tokens), pinned=True)
+
+    def sequence_tokens(self) -> dict[int, tuple[int, ...]]:
+        """Tokens of every sequence in the KV cache, by sequence id (0 is the live one)."""
+        tokens = {LIVE: self.seqs.live_tokens}
+        tokens.update((p.seq_id, p.tokens) for p in self.seqs.parked)
+        return tokens
+
+    def keep_for_later(self) -> None:
+        """Save the live and parked sequences to RAM and disk (the context is about to go).
+
+        A reload of the same model and settings finds them in RAM; a new engine, on disk.
+        """
+        sequences = [(LIVE, self.seqs.live_tokens)]
+        sequences += [(p.seq_id, p.tokens) for p in self.seqs.parked if not p.pinned]
+        for seq_id, tokens in sequences:
+            entry = self._save(seq_id, tokens)
+            if entry is not None and self._store is not None:
+                self._store.put(entry)

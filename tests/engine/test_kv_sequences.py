@@ -1,0 +1,150 @@
+"""Several sequences in one llama.cpp KV cache: parking, shared cells, eviction, pinned prompts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+import pytest
+
+from engine.gguf.backend import GgufBackend
+from engine.gguf.log_bridge import LlamaLogBridge
+from engine.gguf.prefix_cache import restore_state, save_state
+from engine.protocol import ChatMessage, Done, GenerateRequest, LoadRequest, SamplingParams
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=16, seed=1)
+SYSTEM = "You are the help desk of a public library. " + " ".join(
+    f"Rule {i}: be brief, name shelf {i} when it helps, and never invent a book." for i in range(12)
+)
+LONG_QUESTION = "I am looking for " + ", ".join(f"the book number {i} of the blue series" for i in range(8)) + "."
+
+
+def topic(name: str, sentences: int = 12) -> list[ChatMessage]:
+    text = " ".join(f"Fact {i} about {name}: it matters and should be remembered." for i in range(sentences))
+    return [ChatMessage("system", text), ChatMessage("user", f"Tell me about {name}.")]
+
+
+@pytest.fixture(scope="module")
+def backend():
+    b = GgufBackend(LlamaLogBridge())
+    yield b
+    b.close()
+
+
+def generate(backend: GgufBackend, messages: list[ChatMessage]) -> Done:
+    return backend.generate(GenerateRequest(1, tuple(messages), GREEDY), lambda _t: None, lambda: False)
+
+
+def tokens_of(backend: GgufBackend, messages: list[ChatMessage], **kw) -> tuple[int, ...]:
+    return tuple(backend._tokenize(backend._template.render(messages, **kw)))
+
+
+def seq_span(backend: GgufBackend, seq_id: int) -> tuple[int, int]:
+    """What llama.cpp itself says sequence `seq_id` holds: (first position, last position)."""
+    mem = llama_cpp.llama_get_memory(backend._llm._ctx.ctx)
+    return llama_cpp.llama_memory_seq_pos_min(mem, seq_id), llama_cpp.llama_memory_seq_pos_max(mem, seq_id)
+
+
+def test_a_conversation_switched_away_from_is_parked_without_a_copy(backend, starter_model: Path):
+    backend.load(LoadRequest(str(starter_model), n_ctx=2048))
+    assert llama_cpp.llama_n_seq_max(backend._llm._ctx.ctx) > 1
+    a, b = topic("apples"), topic("boats")
+    a1 = generate(backend, a)
+    generate(backend, b)
+    (parked,) = backend._prefixes.seqs.parked
+    assert parked.seq_id != 0 and parked.tokens[: a1.stats.prompt_tokens] == tokens_of(backend, a)
+    assert seq_span(backend, parked.seq_id) == (0, len(parked.tokens) - 1)
+    assert len(backend._cache) == 0  # parked: no state was copied anywhere
+    a2 = generate(backend, [*a, ChatMessage("assistant", a1.text), ChatMessage("user", "And pears?")])
+    assert a2.stats.cached_tokens >= a1.stats.prompt_tokens
+    assert a2.stats.prompt_tokens - a2.stats.cached_tokens < 30
+    assert {p.tokens[:20] for p in backend._prefixes.seqs.parked} == {tokens_of(backend, b)[:20]}
+
+
+def test_a_shared_system_prompt_shares_its_cells(backend, starter_model: Path):
+    backend.load(LoadRequest(str(starter_model), n_ctx=2048))
+    first = [ChatMessage("system", SYSTEM), ChatMessage("user", LONG_QUESTION)]
+    generate(backend, first)
+    second = generate(backend, [ChatMessage("system", SYSTEM), ChatMessage("user", "When do you open?")])
+    system_tokens = len(tokens_of(backend, [ChatMessage("system", SYSTEM)], add_generation_prompt=False))
+    assert second.stats.cached_tokens >= system_tokens > 150
+    seqs = backend._prefixes.seqs
+    (parked,) = seqs.parked  # the first conversation, which lost its long question
+    live = seqs.live_tokens
+    # Both sequences start at position 0 in llama.cpp, and the shared prefix is counted once.
+    assert seq_span(backend, parked.seq_id)[0] == 0 and seq_span(backend, 0)[0] == 0
+    assert seqs.used_cells() <= len(live) + len(parked.tokens) - system_tokens
+    assert backend.sequence_tokens() == {0: live, parked.seq_id: parked.tokens}
+
+
+def test_a_full_cache_evicts_parked_sequences_to_ram_and_keeps_answering(backend, starter_model: Path):
+    backend.load(LoadRequest(str(starter_model), n_ctx=1024))
+    conversations = [topic(name, sentences=20) for name in ("ants", "bees", "cats", "dogs", "eels", "fish")]
+    firsts = [generate(backend, c) for c in conversations]
+    n_ctx = backend._llm.n_ctx()
+    seqs = backend._prefixes.seqs
+    assert all(d.finish_reason in ("stop", "length") for d in firsts)
+    assert firsts[0].stats.prompt_tokens * len(conversations) > n_ctx  # they cannot all stay
+    assert seqs.used_cells() <= n_ctx
+    assert len(backend._cache) >= 1  # evicted ones kept their state in RAM
+    again = generate(backend, conversations[0])  # evicted long ago: back from RAM
+    assert again.stats.cached_tokens == firsts[0].stats.prompt_tokens - 1
+    assert again.finish_reason == firsts[0].finish_reason and again.stats.gen_tokens > 0
+
+
+def test_a_state_restored_from_ram_gives_the_logits_of_a_recomputation(backend, starter_model: Path):
+    """Bit for bit: restoring is exact. (Comparing the text of two runs would also compare how
+    llama.cpp splits batches: its kernels round differently for one token and for many.)"""
+    backend.load(LoadRequest(str(starter_model), n_ctx=1024))
+    llm, seqs = backend._llm, backend._prefixes.seqs
+    tokens = list(tokens_of(backend, topic("ants")))
+    unused = lambda: None  # noqa: E731 - the cache never fills here
+
+    def last_logits() -> np.ndarray:
+        row = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+        return np.ctypeslib.as_array(row, shape=(llm.n_vocab(),)).copy()
+
+    seqs.clear_live()
+    seqs.decode(tokens, unused)
+    state = save_state(llm._ctx.ctx, 0)
+    seqs.clear_live()
+    seqs.decode(tokens[:-1], unused)
+    seqs.decode(tokens[-1:], unused)
+    recomputed = last_logits()
+    seqs.clear_live()
+    assert state is not None and restore_state(llm._ctx.ctx, state, 0)
+    seqs.live_restored(tokens)
+    assert seqs.trim_live(len(tokens) - 1)
+    seqs.decode(tokens[-1:], unused)
+    assert np.array_equal(last_logits(), recomputed)
+
+
+def test_a_pinned_system_prompt_is_prefilled_at_load_and_evicted_last(backend, starter_model: Path):
+    backend.load(LoadRequest(str(starter_model), n_ctx=1024, pinned_prompts=(SYSTEM,)))
+    system = tokens_of(backend, [ChatMessage("system", SYSTEM)], add_generation_prompt=False)
+    (pinned,) = backend._prefixes.seqs.parked
+    assert pinned.pinned and pinned.tokens == system
+    first = generate(backend, [ChatMessage("system", SYSTEM), ChatMessage("user", "Hello.")])
+    assert first.stats.cached_tokens >= len(system)  # the very first message after loading
+    for name in ("ants", "bees", "cats", "dogs"):
+        generate(backend, topic(name, sentences=20))
+        parked = backend._prefixes.seqs.parked
+        assert any(p.pinned for p in parked) or any(e.pinned for e in backend._cache)
+    later = generate(backend, [ChatMessage("system", SYSTEM), ChatMessage("user", "Bye.")])
+    assert later.stats.cached_tokens >= len(system)
+
+
+def test_greedy_output_after_a_restore_from_ram_equals_a_cold_run(backend, starter_model: Path):
+    backend.load(LoadRequest(str(starter_model), n_ctx=1024))
+    conversations = [topic(name, sentences=20) for name in ("ants", "bees", "cats", "dogs", "eels")]
+    first = generate(backend, conversations[0])
+    for c in conversations[1:]:
+        generate(backend, c)
+    turn2 = [*conversations[0], ChatMessage("assistant", first.text), ChatMessage("user", "Say more.")]
+    warm = generate(backend, turn2)
+    assert warm.stats.cached_tokens >= first.stats.prompt_tokens
+    backend.load(LoadRequest(str(starter_model), n_ctx=1024, prefix_cache_bytes=0))
+    cold = generate(backend, turn2)
+    assert cold.stats.cached_tokens == 0
+    assert warm.text == cold.text and warm.stats.gen_tokens == cold.stats.gen_tokens
