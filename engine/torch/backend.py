@@ -38,6 +38,7 @@ from engine.torch.llm_engine import LLMEngine
 from engine.torch.model_config import CheckpointError, ModelConfig
 from engine.torch.model_runner import ModelRunner
 from engine.torch.sequence import SamplingOptions
+from engine.torch.speculative import PromptLookupDrafter, SpeculativeRunner
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,9 @@ CPU_KV_BUDGET_BYTES = 1 << 30
 GPU_MEMORY_FRACTION = 0.9
 MAX_NUM_SEQS = 8
 MAX_BATCHED_TOKENS = 512
+# Prompt-lookup drafts per decode step on the CPU, where verifying 5 tokens costs about what 1 does
+# (the weights are read once either way); on CUDA, decode runs in CUDA graphs instead.
+CPU_SPECULATIVE_TOKENS = 4
 
 
 def is_torch_model_dir(path: str | Path) -> bool:
@@ -70,9 +74,20 @@ class TorchMemory:
 
 
 class TorchBackend:
-    def __init__(self, device: str | None = None, gpu_memory_fraction: float = GPU_MEMORY_FRACTION):
+    def __init__(
+        self,
+        device: str | None = None,
+        gpu_memory_fraction: float = GPU_MEMORY_FRACTION,
+        speculative_tokens: int | None = None,
+    ):
         self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self._gpu_fraction = gpu_memory_fraction
+        if speculative_tokens is None:
+            speculative_tokens = CPU_SPECULATIVE_TOKENS if self._device.type == "cpu" else 0
+        self._speculative_tokens = speculative_tokens
+        self._spec: SpeculativeRunner | None = None
+        # Share of prompt-lookup drafts the target accepted in the latest reply (None: no drafts).
+        self.last_acceptance_rate: float | None = None
         self._model: CausalLM | None = None
         self._tokenizer: HfTokenizer | None = None
         self._engine: LLMEngine | None = None
@@ -114,9 +129,15 @@ class TorchBackend:
             max_num_batched_tokens=MAX_BATCHED_TOKENS,
             max_model_len=max_len,
             eos_token_ids=eos,
+            num_speculative_tokens=self._speculative_tokens,
         )
         self._runner = ModelRunner(model, kv, engine_config)
-        self._engine = LLMEngine(engine_config, self._runner)
+        if self._speculative_tokens > 0:
+            self._spec = SpeculativeRunner(self._runner, PromptLookupDrafter())
+            self._engine = LLMEngine(engine_config, self._spec)
+        else:
+            self._spec = None
+            self._engine = LLMEngine(engine_config, self._runner)
         self._model, self._tokenizer, self._kv = model, tokenizer, kv
         params = sum(b.numel() for b in model.buffers()) - model.rope.cos.numel() - model.rope.sin.numel()
         self._info = ModelInfo(
@@ -144,7 +165,7 @@ class TorchBackend:
         return max(budget // per_block, -(-max_len // BLOCK_SIZE) + 1)
 
     def close(self) -> None:
-        self._model = self._tokenizer = self._engine = self._runner = self._kv = self._info = None
+        self._model = self._tokenizer = self._engine = self._runner = self._kv = self._info = self._spec = None
         if self._device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -177,6 +198,8 @@ class TorchBackend:
         except ValueError as exc:
             raise BackendError("bad_request", str(exc)) from None
         seq_id = engine.add_request(tokens, options)
+        spec = self._spec
+        proposed0, accepted0 = (spec.proposed, spec.accepted) if spec is not None else (0, 0)
         stops = StopStringFilter(s.stop)
         decoder = IncrementalDecoder(tokenizer)
         pieces: list[str] = []
@@ -221,6 +244,10 @@ class TorchBackend:
             emit(tail)
         t_end = time.perf_counter()
         t_first = t_first or t_end
+        proposed = spec.proposed - proposed0 if spec is not None else 0
+        self.last_acceptance_rate = (spec.accepted - accepted0) / proposed if spec is not None and proposed else None
+        if self.last_acceptance_rate is not None:
+            log.info("reply %d: %d drafts, %.0f%% accepted", request.request_id, proposed, 100 * self.last_acceptance_rate)
         prefill_s = max(t_first - t_start, 1e-9)
         decode_s = (t_last or t_end) - t_first
         stats = GenerationStats(

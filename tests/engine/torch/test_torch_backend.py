@@ -126,3 +126,14 @@ def test_engine_process_serves_a_model_folder(model_dir: Path, tmp_path: Path) -
         assert isinstance(bad, Error) and bad.kind == "invalid_model"
     finally:
         client.shutdown()
+
+
+def test_prompt_lookup_speculation_leaves_greedy_replies_unchanged(model_dir: Path) -> None:
+    replies = []
+    for k in (0, 4):
+        b = TorchBackend(device="cpu", speculative_tokens=k)
+        b.load(LoadRequest(str(model_dir), n_ctx=256))
+        messages = (ChatMessage("user", "The quick brown fox jumps over the lazy dog. " * 4),)
+        replies.append(run(b, messages, SamplingParams(temperature=0.0, max_tokens=30))[0].text)
+        assert (b.last_acceptance_rate is None) == (k == 0)
+    assert replies[0] == replies[1]
