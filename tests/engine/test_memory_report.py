@@ -133,6 +133,25 @@ def test_real_gpu_report_matches_nvml():
     assert usage is not None and usage.total_bytes > 0 and 0 < usage.free_bytes <= usage.total_bytes
 
 
+@pytest.mark.gpu
+def test_offloaded_layers_are_reported_on_the_gpu(starter_model: Path):
+    from tests.models.test_hardware import _nvidia_smi
+
+    if _nvidia_smi("name") is None or not llama_cpp.llama_supports_gpu_offload():
+        pytest.skip("no NVIDIA GPU, or llama.cpp built without GPU offload")
+    b = GgufBackend(LlamaLogBridge())
+    b.load(LoadRequest(str(starter_model), n_ctx=2048, n_gpu_layers=99))
+    try:
+        report = b.memory()
+    finally:
+        b.close()
+    gpu = report.device("cuda:0")
+    assert gpu is not None and gpu.weights_bytes > 50e6 and gpu.kv_allocated_bytes > 0 and gpu.compute_bytes > 0
+    usage = DeviceMeter().gpu(0)
+    assert usage is not None and gpu.total_bytes == usage.total_bytes
+    assert gpu.name == usage.name
+
+
 # ---------------------------------------------------------------- real llama.cpp, in process
 
 
