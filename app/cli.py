@@ -23,6 +23,7 @@ from app.log_setup import configure_logging
 from app.mem_command import add_mem_parser, final_report, memory_json
 from app.paths import AppPaths
 from app.plan_command import PlanError, add_plan_parser
+from app.preset_command import PresetError, add_preset_parser, apply_chat_preset
 from app.pull_command import add_pull_parser
 from app.search_command import add_search_parser
 from app.serve_command import add_serve_parser
@@ -59,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
     chat.add_argument(
+        "--preset", help="take the system prompt and sampling from this preset (options you give win)"
+    )
+    chat.add_argument(
         "--endpoint", metavar="URL",
         help="chat with a remote OpenAI-compatible server (vLLM, TGI, Ollama, tailor serve); --model names its model",
     )
@@ -73,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pull_parser(sub)
     add_serve_parser(sub)
     add_mem_parser(sub)
+    add_preset_parser(sub)
     gui = sub.add_parser("gui", help="open the window (the default with no command)")
     gui.add_argument("--model", help="GGUF file to load (default: the built-in starter model)")
     gui.add_argument("--db", help="chat history file (default: in the user data folder)")
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is not None:
         try:
             return args.func(args)
-        except PlanError as exc:
+        except (PlanError, PresetError) as exc:
             print(f"tailor: error: {exc}", file=sys.stderr)
             return 1
     if args.command != "chat":
@@ -113,6 +118,11 @@ def run_chat(args: argparse.Namespace) -> int:
         return run_remote_chat(args)
     if args.mem and not args.json:
         raise CliError("--mem adds a line to --json's output: use both")
+    if args.preset:
+        try:
+            apply_chat_preset(args)
+        except PresetError as exc:
+            raise CliError(str(exc)) from None
     try:
         model = args.model or starter_model_path()
     except StarterModelMissing as exc:

@@ -8,7 +8,7 @@ described. No Qt here: the CLI and the window both use it.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.paths import AppPaths
@@ -28,6 +28,9 @@ class LoadSettings:
     n_ctx: int
     kv_type: str = "f16"  # "f16", "q8_0" or "q4_0"
     flash_attn: str = "auto"  # "on", "off" or "auto" (on: every llama.cpp backend Tailor uses has it)
+    # System prompts of pinned presets, prefilled at load. Not compared: a changed pin takes
+    # effect at the next load and never forces one.
+    pinned_prompts: tuple[str, ...] = field(default=(), compare=False)
 
     def resolved_flash_attn(self) -> tuple[bool, str | None]:
         """Flash attention on or off, and why when the choice was overruled."""
@@ -68,7 +71,8 @@ class LoadPlanner:
             # The engine checks the file again and sends the user-facing error.
             log.info("no plan for %s: %s", path, exc)
             request = LoadRequest(path, n_ctx=n_ctx, kv_type=kv_type, flash_attn=flash_attn,
-                                  prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir)
+                                  prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
+                                  pinned_prompts=settings.pinned_prompts)
             return PlannedLoad(request, None)
         plan = make_plan(Machine.from_profile(self.profile), [candidate], context=n_ctx, kv_type=kv_type,
                          flash_attn=flash_attn)
@@ -78,5 +82,6 @@ class LoadPlanner:
             path, n_ctx=n_ctx, n_gpu_layers=plan.n_gpu_layers, kv_type=plan.kv_type, flash_attn=plan.flash_attn,
             prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
             forecast=plan.forecast.to_dict() if plan.forecast else None,
+            pinned_prompts=settings.pinned_prompts,
         )
         return PlannedLoad(request, plan)

@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.gui.engine_bridge import EngineBridge
 from app.gui.reply_runner import BUSY_HINT, ReplyRunner, format_stats, load_settings_of
 from app.load_planner import LoadSettings
-from app.store import DEFAULT_TITLE, ChatSettings, ChatStore, Conversation, Message
+from app.store import DEFAULT_TITLE, ChatSettings, ChatStore, Conversation, Message, Preset
 
 __all__ = ["BUSY_HINT", "ChatController"]
 
@@ -80,7 +80,8 @@ class ChatController(QObject):
         return self.runner.partial_reply
 
     def _load_settings(self) -> LoadSettings:
-        return load_settings_of(self.current.settings if self.current else ChatSettings())
+        settings = self.current.settings if self.current else ChatSettings()
+        return load_settings_of(settings, self.store.pinned_prompts())
 
     def start(self) -> None:
         """Start the engine and load the model."""
@@ -99,6 +100,20 @@ class ChatController(QObject):
 
     def shutdown(self) -> None:
         self.runner.shutdown()
+
+    # ------------------------------------------------------------ presets
+
+    def save_preset(self, preset: Preset) -> list[Preset]:
+        """Save `preset` (replacing one of the same name); the presets there are now."""
+        self.store.save_preset(preset)
+        when = " Its system prompt is prefilled from the next model load." if preset.pinned else ""
+        self.notice.emit(f"Preset “{preset.name}” saved.{when}")
+        return self.store.list_presets()
+
+    def delete_preset(self, name: str) -> list[Preset]:
+        self.store.delete_preset(name)
+        self.notice.emit(f"Preset “{name}” deleted.")
+        return self.store.list_presets()
 
     # ------------------------------------------------------------ conversations
 

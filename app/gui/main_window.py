@@ -197,6 +197,9 @@ class MainWindow(QMainWindow):
         self.conversations.delete_requested.connect(c.delete_conversation)
         self.conversations.search_changed.connect(lambda _text: self.refresh_list())
         self.settings_panel.settings_changed.connect(c.update_settings)
+        self.settings_panel.preset_saved.connect(lambda p: self.settings_panel.set_presets(c.save_preset(p)))
+        self.settings_panel.preset_deleted.connect(lambda n: self.settings_panel.set_presets(c.delete_preset(n)))
+        self.settings_panel.set_presets(c.store.list_presets())
 
     def _open_initial(self) -> None:
         existing = self.controller.list_conversations()

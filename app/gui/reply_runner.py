@@ -50,9 +50,10 @@ def format_stats(stats: dict | None) -> str:
     )
 
 
-def load_settings_of(settings: ChatSettings) -> LoadSettings:
-    """The part of a chat's settings that needs the model loaded again when it changes."""
-    return LoadSettings(settings.n_ctx, settings.kv_type, settings.flash_attn)
+def load_settings_of(settings: ChatSettings, pinned_prompts: tuple[str, ...] = ()) -> LoadSettings:
+    """The part of a chat's settings that needs the model loaded again when it changes,
+    with the pinned presets' prompts to prefill when it is."""
+    return LoadSettings(settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts)
 
 
 def _file_name(path: str) -> str:
@@ -181,7 +182,7 @@ class ReplyRunner(QObject):
         conversation = self.store.get_conversation(conversation_id)
         if conversation is None:
             return
-        wanted = (self.model_path, load_settings_of(conversation.settings))
+        wanted = (self.model_path, load_settings_of(conversation.settings, self.store.pinned_prompts()))
         self._pending = conversation_id
         self.busy_changed.emit(True)
         if self._loaded == wanted and self._loading is None:

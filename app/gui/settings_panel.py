@@ -7,13 +7,16 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QHBoxLayout,
     QPlainTextEdit,
+    QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
-from app.store import ChatSettings
+from app.gui.preset_dialog import PresetDialog
+from app.store import ChatSettings, Preset
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 FLASH_ATTN = ("auto", "on", "off")
@@ -27,9 +30,13 @@ class SettingsPanel(QWidget):
 
     Signals:
         settings_changed(object): the new ChatSettings (sent shortly after an edit, or by `commit`).
+        preset_saved(object): the user saved these settings as a `Preset`.
+        preset_deleted(str): the user deleted the preset of this name.
     """
 
     settings_changed = Signal(object)
+    preset_saved = Signal(object)
+    preset_deleted = Signal(str)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -43,10 +50,21 @@ class SettingsPanel(QWidget):
         self.n_ctx.setToolTip("Context length in tokens; changing it reloads the model.")
         self.kv_type = _choice(KV_TYPES, "KV cache type: q8_0 halves its memory, q4_0 quarters it; reloads the model.")
         self.flash_attn = _choice(FLASH_ATTN, "Flash attention; a quantized KV cache needs it on. Reloads the model.")
+        self._presets: list[Preset] = []
+        self.preset = QComboBox()
+        self.preset.setToolTip("Apply a preset's system prompt and sampling to this chat")
+        self.save_preset = QPushButton("Save…")
+        self.save_preset.setToolTip("Save this chat's system prompt and sampling as a preset")
+        self.delete_preset = QPushButton("Delete")
+        presets_row = QHBoxLayout()
+        presets_row.addWidget(self.preset, 1)
+        presets_row.addWidget(self.save_preset)
+        presets_row.addWidget(self.delete_preset)
         outer = QVBoxLayout(self)
         form = QFormLayout()
         outer.addLayout(form)
         outer.addStretch(1)
+        form.addRow("Preset", presets_row)
         form.addRow("System prompt", self.system_prompt)
         form.addRow("Temperature", self.temperature)
         form.addRow("Top-p", self.top_p)
@@ -62,6 +80,51 @@ class SettingsPanel(QWidget):
             box.valueChanged.connect(self._changed)
         for combo in (self.kv_type, self.flash_attn):
             combo.currentTextChanged.connect(self._changed)
+        self.preset.activated.connect(self._apply_preset)
+        self.save_preset.clicked.connect(self.ask_save_preset)
+        self.delete_preset.clicked.connect(self._delete_preset)
+        self.preset.currentIndexChanged.connect(lambda i: self.delete_preset.setEnabled(i > 0))
+        self.set_presets([])
+
+    # ------------------------------------------------------------ presets
+
+    def set_presets(self, presets: list[Preset]) -> None:
+        """Show the presets there are (pinned ones marked so)."""
+        self._presets = list(presets)
+        self.preset.blockSignals(True)
+        self.preset.clear()
+        self.preset.addItem("Choose a preset…")
+        for p in self._presets:
+            self.preset.addItem(f"{p.name} (pinned)" if p.pinned else p.name, p.name)
+        self.preset.setCurrentIndex(0)
+        self.preset.blockSignals(False)
+        self.delete_preset.setEnabled(False)
+
+    def presets(self) -> list[Preset]:
+        return list(self._presets)
+
+    @Slot(int)
+    def _apply_preset(self, index: int) -> None:
+        if index <= 0:
+            return
+        chosen = self._presets[index - 1]
+        self.set_settings(chosen.apply_to(self.settings()))
+        self.preset.setCurrentIndex(index)
+        self._emit()
+
+    @Slot()
+    def ask_save_preset(self) -> PresetDialog:
+        """Open the save dialog (non-blocking); saving emits `preset_saved`."""
+        dialog = PresetDialog(self.settings(), [p.name for p in self._presets], self)
+        dialog.accepted.connect(lambda: self.preset_saved.emit(dialog.preset()))
+        dialog.open()
+        return dialog
+
+    @Slot()
+    def _delete_preset(self) -> None:
+        name = self.preset.currentData()
+        if name:
+            self.preset_deleted.emit(name)
 
     def set_settings(self, settings: ChatSettings) -> None:
         """Show `settings` without reporting a change."""

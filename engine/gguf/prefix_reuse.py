@@ -91,12 +91,21 @@ class PrefixReuse:
         elif saved is not None and saved_len >= live_len + MIN_RESTORE_GAIN:
             self._restore(saved, max(room, len(saved.tokens)))
         cached = min(common_prefix_len(seqs.live_tokens, tokens), len(tokens) - 1)
-        # Recurrent models cannot drop a tail of their state: start over there.
-        if cached <= 0 or not seqs.trim_live(cached):
+        # Recurrent models cannot drop a tail of their state, and a sliding-window cache may
+        # have dropped cells the new tokens attend to: start over there.
+        if cached <= 0 or not seqs.trim_live(cached) or not self._window_intact(cached):
             cached = 0
             seqs.clear_live()
         self._make_room(room - cached)  # the cached part already has its cells
         return cached
+
+    def _window_intact(self, cached: int) -> bool:
+        """With a sliding-window cache, the last window before `cached` must still be there."""
+        n_swa = llama_cpp.llama_model_n_swa(self._llm._model.model)
+        if n_swa <= 0:
+            return True
+        first = llama_cpp.llama_memory_seq_pos_min(llama_cpp.llama_get_memory(self._llm._ctx.ctx), LIVE)
+        return first <= max(0, cached - n_swa)
 
     def _keep_live(self, live: tuple[int, ...]) -> None:
         """Park the live sequence (no copy), or save its state where parking is off."""

@@ -89,3 +89,28 @@ def test_a_second_run_reuses_the_system_prompt_from_the_disk_cache(tmp_path: Pat
     assert cold["cached_tokens"] == 0
     assert warm["cached_tokens"] >= 200  # the shared system prompt came from the previous process
     assert list((tmp_path / "cache" / "prefix-cache").iterdir())
+
+
+def test_presets_add_list_use_and_remove(tmp_path: Path):
+    long_prompt = "You are a patient tutor of geography for children. " * 12
+    added = tailor("presets", "add", "tutor", "--system", long_prompt, "--temperature", "0", "--pin", home=tmp_path)
+    assert added.returncode == 0 and "Saved preset tutor (pinned)" in added.stdout, added.stderr
+    listed = json.loads(tailor("presets", "--json", home=tmp_path).stdout)
+    tutor = next(p for p in listed["presets"] if p["name"] == "tutor")
+    assert tutor == {
+        "name": "tutor", "system_prompt": long_prompt, "temperature": 0.0, "top_p": 0.95,
+        "max_tokens": 512, "pinned": True,
+    }
+    assert any(p["name"] == "Tailor" and p["pinned"] for p in listed["presets"])  # the built-in one
+    plain = tailor("chat", "--json", "--max-tokens", "4", "Capital of France?", home=tmp_path)
+    with_preset = tailor("chat", "--json", "--max-tokens", "4", "--preset", "tutor", "Capital of France?", home=tmp_path)
+    assert with_preset.returncode == 0, with_preset.stderr
+    tokens = [json.loads(r.stdout.strip().splitlines()[-1])["prompt_tokens"] for r in (plain, with_preset)]
+    assert tokens[1] > tokens[0] + 100  # the preset's long system prompt was sent
+    assert tailor("presets", "rm", "tutor", home=tmp_path).returncode == 0
+    missing = tailor("chat", "--preset", "tutor", "Hi", home=tmp_path)
+    assert missing.returncode == 1 and missing.stderr.strip() == (
+        "tailor: error: No preset named 'tutor' (see `tailor presets`)."
+    )
+    gone = tailor("presets", "rm", "tutor", home=tmp_path)
+    assert gone.returncode == 1 and "No preset named 'tutor'" in gone.stderr

@@ -1,7 +1,8 @@
-"""Prefix cache: TTFT with a warm prefix as a fraction of cold TTFT, state bytes ÷ KV bytes.
+"""Prefix cache: TTFT with a warm prefix as a fraction of cold TTFT; state bytes; KV types.
 
-Starter model, 2 threads, 2,000-token histories, greedy. Each round measures a cold prompt
-and then every scenario once (alternating cold and warm); figures are medians over rounds.
+Starter model, 2 threads, greedy, histories of 2,000 tokens (system prompt + first message,
+counted with the model's tokenizer). Each round measures a cold prompt and then every
+scenario once, so cold and warm runs alternate; figures are medians over rounds.
 
     python -m tests.bench.prefix_cache          # ROUNDS=3 by default; set TAILOR_BENCH_ROUNDS
 """
@@ -19,133 +20,190 @@ import llama_cpp
 from engine.gguf.backend import GgufBackend
 from engine.gguf.log_bridge import LlamaLogBridge
 from engine.gguf.prefix_cache import restore_state, save_state
+from engine.gguf.sampling import make_sampler
 from engine.protocol import ChatMessage, GenerateRequest, LoadRequest, SamplingParams
 from engine.starter import starter_model_path
 
 ROUNDS = int(os.environ.get("TAILOR_BENCH_ROUNDS", "3"))
-N_CTX = 4096
 HISTORY_TOKENS = 2000
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4, seed=1)
-NEW_MESSAGE = (
-    "Thank you. Now please tell me, in one short sentence, what the most important point of all that was?"
-)
-
-
-def _system(topic: str, tokens: int) -> str:
-    """A system prompt of about `tokens` tokens (about 18 tokens a sentence)."""
-    return " ".join(
-        f"Note {i} about {topic}: keep the answer clear, short and kind." for i in range(tokens // 13)
-    )
+NEW_MESSAGE = "Thank you. Now tell me, in one short sentence, what the most important point of all that was?"
+DEPTH = 4000  # KV types: decode speed with this many tokens in the cache
+DECODE_STEPS = 48
 
 
 class Engine:
-    def __init__(self, cache_bytes: int, cache_dir: str | None = None):
+    """One backend in this process (no IPC: the figures are the engine's own)."""
+
+    def __init__(self, n_ctx: int, cache_bytes: int = 1 << 30, cache_dir: str | None = None, **load):
         self.backend = GgufBackend(LlamaLogBridge())
         self.backend.load(
             LoadRequest(
                 str(starter_model_path()),
-                n_ctx=N_CTX,
+                n_ctx=n_ctx,
                 n_threads=2,
                 prefix_cache_bytes=cache_bytes,
                 prefix_cache_dir=cache_dir,
+                **load,
             )
         )
 
-    def ttft(self, messages: list[ChatMessage]) -> tuple[float, int, int]:
+    def ask(self, messages: list[ChatMessage]):
         request = GenerateRequest(1, tuple(messages), GREEDY)
-        done = self.backend.generate(request, lambda _t: None, lambda: False)
-        return done.stats.ttft_s, done.stats.prompt_tokens, done.stats.cached_tokens
+        return self.backend.generate(request, lambda _t: None, lambda: False)
 
-    def forget_live(self) -> None:
-        llm = self.backend._llm
-        llm._ctx.kv_cache_clear()
-        llm.reset()
+    def ttft(self, messages: list[ChatMessage]) -> float:
+        return self.ask(messages).stats.ttft_s
+
+    def tokens(self, messages: list[ChatMessage]) -> int:
+        b = self.backend
+        return len(b._tokenize(b._template.render(messages)))
 
     def close(self) -> None:
         self.backend.close()
 
 
-def conversation(topic: str, *turns: str) -> list[ChatMessage]:
-    msgs = [ChatMessage("system", _system(topic, HISTORY_TOKENS)), ChatMessage("user", "Hello.")]
-    for t in turns:
-        msgs += [ChatMessage("assistant", "Hello! How can I help?"), ChatMessage("user", t)]
-    return msgs
+def system_prompt(engine: Engine, topic: str, history_tokens: int = HISTORY_TOKENS) -> str:
+    """A system prompt that makes [system, "Hello."] `history_tokens` long (within one note)."""
+    notes: list[str] = []
+    i = 0
+    while True:
+        note = f"Note {i} about {topic}: keep the answer clear, short and kind."
+        if engine.tokens([ChatMessage("system", " ".join([*notes, note])), ChatMessage("user", "Hello.")]) > (
+            history_tokens
+        ):
+            return " ".join(notes)
+        notes.append(note)
+        i += 1
+
+
+def first_turn(system: str) -> list[ChatMessage]:
+    return [ChatMessage("system", system), ChatMessage("user", "Hello.")]
+
+
+def next_turn(system: str, reply: str, message: str) -> list[ChatMessage]:
+    """The history as the app sends it: the model's own reply, then the new message."""
+    return [*first_turn(system), ChatMessage("assistant", reply), ChatMessage("user", message)]
+
+
+def ratio_line(name: str, values: list[float], cold: float, target: float) -> str:
+    m = statistics.median(values)
+    return f"{name}: TTFT {m * 1000:.0f} ms = {m / cold:.1%} of cold (target <= {target:.0%})"
+
+
+def prefix_scenarios() -> list[str]:
+    cold, same, switch_parked, switch_ram, shared, pinned, restart, save_restore = ([] for _ in range(8))
+    state_ratio = 0.0
+    cold_engine = Engine(4096, cache_bytes=0)
+    warm = Engine(4096)  # the app's default context: two 2,000-token chats both stay in it
+    tight = Engine(3072)  # room for one: the chat left goes to the RAM tier
+    sizes = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(ROUNDS):
+            sys_a, sys_b = system_prompt(warm, f"apples {r}"), system_prompt(warm, f"boats {r}")
+            sizes.add(warm.tokens(first_turn(sys_a)))
+            cold_engine.backend._prefixes.seqs.clear()
+            cold.append(cold_engine.ttft(first_turn(system_prompt(warm, f"cold {r}"))))
+
+            reply = warm.ask(first_turn(sys_a)).text  # same conversation, next turn
+            same.append(warm.ttft(next_turn(sys_a, reply, NEW_MESSAGE)))
+
+            for engine, results in ((warm, switch_parked), (tight, switch_ram)):
+                engine.ask(first_turn(sys_a))
+                engine.ask(first_turn(sys_b))
+                for i in range(5):  # back and forth five times
+                    for system in (sys_a, sys_b):
+                        results.append(engine.ttft(next_turn(system, "Hello!", f"Question {i}?")))
+
+            shared_sys = system_prompt(warm, f"shared {r}")
+            warm.ask([ChatMessage("system", shared_sys), ChatMessage("user", "First chat.")])
+            warm.ask(first_turn(sys_b))
+            shared.append(warm.ttft([ChatMessage("system", shared_sys), ChatMessage("user", "A new chat.")]))
+
+            pinned_engine = Engine(4096, pinned_prompts=(shared_sys,))  # prefilled while loading
+            pinned.append(pinned_engine.ttft([ChatMessage("system", shared_sys), ChatMessage("user", "Hi.")]))
+            pinned_engine.close()
+
+            folder = str(Path(tmp) / f"r{r}")
+            disk = Engine(4096, cache_dir=folder)
+            disk_reply = disk.ask(first_turn(f"{sys_a} (disk)")).text
+            disk.close()  # the engine exits: what it held goes to disk
+            disk = Engine(4096, cache_dir=folder)
+            restart.append(disk.ttft(next_turn(f"{sys_a} (disk)", disk_reply, NEW_MESSAGE)))
+            disk.close()
+
+            llm, seqs = warm.backend._llm, warm.backend._prefixes.seqs
+            warm.ask(first_turn(sys_a))
+            live = seqs.live_tokens
+            t0 = time.perf_counter()
+            state = save_state(llm._ctx.ctx)
+            seqs.clear_live()
+            assert state is not None and restore_state(llm._ctx.ctx, state)
+            save_restore.append((time.perf_counter() - t0) / cold[-1])
+            seqs.live_restored(live)
+            state_ratio = len(state) / (kv_bytes_per_token(llm) * llm.n_tokens)
+    for engine in (cold_engine, warm, tight):
+        engine.close()
+    c = statistics.median(cold)
+    return [
+        f"cold TTFT, {min(sizes)}-{max(sizes)}-token prompt: {c:.2f} s (median of {ROUNDS})",
+        ratio_line("same conversation, next turn (~30 new tokens)", same, c, 0.03),
+        ratio_line("after each switch between two conversations, context 4,096 (parked)", switch_parked, c, 0.05),
+        ratio_line("after each switch between two conversations, context 3,072 (RAM tier)", switch_ram, c, 0.05),
+        ratio_line("new conversation sharing a 2,000-token system prompt", shared, c, 0.05),
+        ratio_line("first message after loading with that system prompt pinned", pinned, c, 0.05),
+        ratio_line("after an engine restart (disk tier)", restart, c, 0.10),
+        f"save + restore of a 2,000-token state: {statistics.median(save_restore):.1%} of its cold prefill "
+        "(target <= 5%)",
+        f"state bytes / KV bytes: {state_ratio:.3f} (target <= 1.5)",
+    ]
+
+
+def kv_bytes_per_token(llm: llama_cpp.Llama) -> int:
+    model = llm.model
+    head_dim = llama_cpp.llama_model_n_embd(model) // llama_cpp.llama_model_n_head(model)
+    return 2 * llama_cpp.llama_model_n_layer(model) * llama_cpp.llama_model_n_head_kv(model) * head_dim * 2
+
+
+def decode_speed_at_depth(engine: Engine, depth_tokens: list[int]) -> float:
+    """Tokens per second of single-token decode steps with `depth_tokens` in the cache."""
+    seqs = engine.backend._prefixes.seqs
+    llm = engine.backend._llm
+    seqs.clear()
+    seqs.decode(depth_tokens, lambda: None)
+    sampler = make_sampler(GREEDY)
+    t0 = time.perf_counter()
+    for _ in range(DECODE_STEPS):
+        token = sampler.sample(llm._ctx, -1)
+        seqs.decode([token], lambda: None)
+    elapsed = time.perf_counter() - t0
+    sampler.close()
+    return DECODE_STEPS / elapsed
+
+
+def kv_types() -> list[str]:
+    engines = {kv: Engine(DEPTH + 512, kv_type=kv, flash_attn=True) for kv in ("f16", "q8_0")}
+    kv_bytes = {kv: e.backend._logs.buffers.total("kv") for kv, e in engines.items()}
+    llm = engines["f16"].backend._llm
+    text = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(DEPTH // 10))
+    depth = llm.tokenize(text.encode(), add_bos=True)[:DEPTH]
+    speeds: dict[str, list[float]] = {"f16": [], "q8_0": []}
+    for r in range(ROUNDS):
+        for kv in ("f16", "q8_0") if r % 2 == 0 else ("q8_0", "f16"):
+            speeds[kv].append(decode_speed_at_depth(engines[kv], depth))
+    for e in engines.values():
+        e.close()
+    f16, q8 = (statistics.median(speeds[k]) for k in ("f16", "q8_0"))
+    return [
+        f"KV bytes q8_0 / f16 (llama.cpp's buffers): {kv_bytes['q8_0'] / kv_bytes['f16']:.3f} (target <= 0.55)",
+        f"decode at {len(depth):,} tokens deep, q8_0 / f16: {q8:.1f} / {f16:.1f} tok/s = {q8 / f16:.3f} "
+        "(target >= 0.9)",
+    ]
 
 
 def main() -> None:
-    cold: list[float] = []
-    next_turn: list[float] = []
-    switches: list[float] = []
-    shared: list[float] = []
-    restart: list[float] = []
-    save_restore: list[float] = []
-    ratio = 0.0
-    cold_engine = Engine(cache_bytes=0)
-    warm = Engine(cache_bytes=1 << 30)
-    with tempfile.TemporaryDirectory() as tmp:
-        for r in range(ROUNDS):
-            a, b = conversation(f"apples {r}"), conversation(f"boats {r}")
-            cold_engine.forget_live()
-            t_cold, n_prompt, _ = cold_engine.ttft(conversation(f"cold {r}"))
-            cold.append(t_cold)
-
-            warm.ttft(a)  # same conversation, next turn
-            next_turn.append(warm.ttft(conversation(f"apples {r}", NEW_MESSAGE))[0])
-
-            warm.ttft(b)  # switching back and forth between two conversations
-            for i in range(5):
-                for topic in (f"apples {r}", f"boats {r}"):
-                    t, _, cached = warm.ttft(conversation(topic, f"Question {i}?"))
-                    switches.append(t)
-
-            shared_sys = _system(f"shared {r}", HISTORY_TOKENS)
-            warm.ttft([ChatMessage("system", shared_sys), ChatMessage("user", "First chat.")])
-            warm.ttft(b)
-            shared.append(
-                warm.ttft([ChatMessage("system", shared_sys), ChatMessage("user", "A new chat.")])[0]
-            )
-
-            disk = Engine(cache_bytes=1 << 30, cache_dir=str(Path(tmp) / f"r{r}"))
-            disk.ttft(conversation(f"disk {r}"))
-            disk.close()  # the engine exits: its live state goes to disk
-            disk = Engine(cache_bytes=1 << 30, cache_dir=str(Path(tmp) / f"r{r}"))
-            restart.append(disk.ttft(conversation(f"disk {r}", NEW_MESSAGE))[0])
-            disk.close()
-
-            llm = warm.backend._llm
-            warm.ttft(a)
-            t0 = time.perf_counter()
-            state = save_state(llm._ctx.ctx)
-            llm._ctx.kv_cache_clear()
-            assert state is not None and restore_state(llm._ctx.ctx, state)
-            save_restore.append((time.perf_counter() - t0) / t_cold)
-            model = llm.model
-            head_dim = llama_cpp.llama_model_n_embd(model) // llama_cpp.llama_model_n_head(model)
-            kv = (
-                2
-                * llama_cpp.llama_model_n_layer(model)
-                * llama_cpp.llama_model_n_head_kv(model)
-                * head_dim
-                * 2
-            )
-            ratio = len(state) / (kv * llm.n_tokens)
-            warm.forget_live()
-    cold_engine.close()
-    warm.close()
-    c = statistics.median(cold)
-    print(f"cold TTFT, {n_prompt}-token prompt: {c:.2f} s (median of {ROUNDS})")
-    for name, values, target in (
-        ("same conversation, next turn", next_turn, 0.03),
-        ("after each switch between two conversations (5 times back and forth)", switches, 0.05),
-        ("new conversation sharing a 2,000-token system prompt", shared, 0.05),
-        ("after an engine restart (disk tier)", restart, 0.10),
-    ):
-        m = statistics.median(values)
-        print(f"{name}: TTFT {m * 1000:.0f} ms = {m / c:.1%} of cold (target <= {target:.0%})")
-    print(
-        f"save + restore of the 2,000-token state: {statistics.median(save_restore):.1%} of its cold prefill"
-    )
-    print(f"state bytes / KV bytes: {ratio:.3f} (target <= 1.5)")
+    for line in prefix_scenarios() + kv_types():
+        print(line, flush=True)
 
 
 if __name__ == "__main__":
