@@ -219,6 +219,9 @@ class EngineHost:
         """A backend for the model at `path`: a Hugging Face folder (config.json) runs on PyTorch, else GGUF."""
         folder = Path(path).expanduser()
         if folder.is_dir() and (folder / "config.json").is_file():
+            # Before torch loads OpenMP: waiting threads sleep instead of spinning, or on a busy machine
+            # every small op of a decode step waits for a descheduled spinner (20x slower measured).
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:  # torch is an optional extra, imported only inside the engine process
                 from engine.torch.backend import TorchBackend
             except ImportError as exc:

@@ -1,0 +1,158 @@
+"""PyTorch engine on the CPU: figures measured side by side on the starter model's fp32 weights.
+
+The starter GGUF (SmolLM2-135M) is dequantized into a dense Hugging Face folder first. Then:
+  - decode tok/s, greedy, batch 1: our engine vs transformers' generate() on the same weights;
+  - aggregate tok/s with 8 concurrent streams vs 1 (continuous batching);
+  - TTFT of a request sharing a 1,024-token prefix with a finished one, vs cold (prefix caching);
+  - prompt-lookup speculative decoding on a rewrite-the-input task vs plain greedy (same output).
+
+    python -m tests.bench.torch_engine      # TAILOR_BENCH_THREADS (default 2)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+# As in the engine process (engine/host.py): OpenMP threads sleep while they wait, set before torch loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
+
+from engine.protocol import ChatMessage
+from engine.starter import starter_model_path
+from engine.torch.arch import CausalLM, load_model
+from engine.torch.attention import KVCache
+from engine.torch.config import EngineConfig
+from engine.torch.hf_tokenizer import HfTokenizer
+from engine.torch.llm_engine import LLMEngine
+from engine.torch.model_runner import ModelRunner
+from engine.torch.sequence import SamplingOptions
+from engine.torch.speculative import PromptLookupDrafter, SpeculativeRunner
+from tests.fixtures.gguf_to_hf import convert
+
+THREADS = int(os.environ.get("TAILOR_BENCH_THREADS", "2"))
+DECODE_TOKENS = 32
+ROUNDS = 3
+BLOCKS = 512
+REWRITE = (
+    "Rewrite the following paragraph with every spelling mistake corrected, and change nothing else:\n\n"
+    "Yesterday the old fisherman walked slowly to the harbor. He checked his nets, fixed a smal tear, and "
+    "loaded the boat with bread, water and a warm coat. The sea was calm and the sky was clear, so he "
+    "sailed out past the lighthouse before the sun was high. By noon he had caught enough fish for the "
+    "whole vilage, and he sang as he rowed back home."
+)
+
+
+def make_engine(model: CausalLM, k: int = 0, seqs: int = 8) -> tuple[LLMEngine, SpeculativeRunner | None]:
+    c = model.config
+    config = EngineConfig(
+        num_kv_blocks=BLOCKS, block_size=16, max_num_seqs=seqs, max_num_batched_tokens=2048,
+        max_model_len=2048, num_speculative_tokens=k,
+    )
+    kv = KVCache(c.num_layers, BLOCKS, 16, c.num_kv_heads, c.head_dim, model.dtype, model.device)
+    runner = ModelRunner(model, kv, config)
+    if k == 0:
+        return LLMEngine(config, runner), None
+    spec = SpeculativeRunner(runner, PromptLookupDrafter())
+    return LLMEngine(config, spec), spec
+
+
+def timed_generate(engine: LLMEngine, prompts: list[list[int]], max_tokens: int) -> tuple[list[list[int]], float, float]:
+    """Completions, time to the first token of the first request, and the time after it."""
+    options = SamplingOptions(max_tokens=max_tokens, ignore_eos=True)
+    ids = [engine.add_request(p, options) for p in prompts]
+    t0 = time.perf_counter()
+    first = None
+    while engine.has_unfinished():
+        outs = engine.step()
+        if first is None and any(o.token_id is not None for o in outs):
+            first = time.perf_counter()
+    end = time.perf_counter()
+    return [engine.get_sequence(i).completion_token_ids if engine.get_sequence(i) else [] for i in ids], first - t0, end - first
+
+
+def chat_ids(tok: HfTokenizer, text: str) -> list[int]:
+    return tok.encode(tok.template.render([ChatMessage("user", text)]))
+
+
+def bench_decode_vs_transformers(directory: Path, model: CausalLM, prompt: list[int]) -> None:
+    """Best of ROUNDS alternating runs of each side, so both see the same machine load."""
+    from transformers import AutoModelForCausalLM
+
+    engine, _ = make_engine(model)
+    hf = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
+    hf.generation_config.eos_token_id = None
+    ids = torch.tensor([prompt])
+
+    def hf_decode_s() -> float:
+        with torch.inference_mode():
+            t = time.perf_counter()
+            hf.generate(ids, max_new_tokens=1, do_sample=False, pad_token_id=0)
+            prefill = time.perf_counter() - t
+            t = time.perf_counter()
+            hf.generate(ids, max_new_tokens=DECODE_TOKENS + 1, do_sample=False, pad_token_id=0)
+            return time.perf_counter() - t - prefill
+
+    timed_generate(engine, [prompt], 2)
+    hf_decode_s()  # warm-up
+    ours_s, ref_s = [], []
+    for r in range(ROUNDS):
+        ours_s.append(timed_generate(engine, [prompt[:-1] + [prompt[-1] + r + 1]], DECODE_TOKENS + 1)[2])
+        ref_s.append(hf_decode_s())
+    ours, ref = DECODE_TOKENS / min(ours_s), DECODE_TOKENS / min(ref_s)
+    print(f"decode tok/s, batch 1, greedy, fp32: ours {ours:.1f}, transformers generate() {ref:.1f}: {ours / ref:.2f}x")
+
+
+def bench_streams(model: CausalLM, prompts: list[list[int]]) -> None:
+    engine, _ = make_engine(model)
+    _, _, one_s = timed_generate(engine, prompts[:1], DECODE_TOKENS + 1)
+    one = DECODE_TOKENS / one_s
+    engine, _ = make_engine(model)
+    outs, ttft, rest = timed_generate(engine, prompts, DECODE_TOKENS + 1)
+    eight = sum(len(o) for o in outs) / (ttft + rest)
+    print(f"aggregate tok/s: 8 streams {eight:.1f} (prefill included), 1 stream {one:.1f}: {eight / one:.2f}x")
+
+
+def bench_prefix(model: CausalLM, tok: HfTokenizer) -> None:
+    engine, _ = make_engine(model)
+    words = ("The committee reviewed the budget, the schedule and the risks of the bridge project. " * 80)
+    shared = tok.encode(words)[:1024]
+    tail_a, tail_b = tok.encode(" Summarize it."), tok.encode(" List the risks.")
+    _, cold, _ = timed_generate(engine, [shared + tail_a], 1)
+    _, warm, _ = timed_generate(engine, [shared + tail_b], 1)
+    print(f"prefix cache: TTFT cold {cold * 1000:.0f} ms, sharing a 1,024-token prefix {warm * 1000:.0f} ms: "
+          f"{100 * warm / cold:.1f}% of cold")
+
+
+def bench_speculative(model: CausalLM, tok: HfTokenizer) -> None:
+    prompt = chat_ids(tok, REWRITE)
+    n = 96
+    plain, _ = make_engine(model, 0, seqs=1)
+    timed_generate(plain, [prompt], 2)
+    base_out, _, base_s = timed_generate(plain, [prompt], n)
+    spec_engine, spec = make_engine(model, 4, seqs=1)
+    spec_out, _, spec_s = timed_generate(spec_engine, [prompt], n)
+    same = "identical" if spec_out == base_out else "DIFFERENT"
+    print(f"prompt-lookup speculative (k=4), rewrite task, {n} tokens: {(n - 1) / spec_s:.1f} vs {(n - 1) / base_s:.1f} "
+          f"tok/s: {base_s / spec_s:.2f}x, acceptance {spec.acceptance_rate:.0%}, output {same}")
+
+
+def main() -> None:
+    torch.set_num_threads(THREADS)
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        convert(starter_model_path(), directory)
+        model = load_model(directory).model
+        tok = HfTokenizer(directory)
+        prompts = [chat_ids(tok, f"Tell me a story about animal number {i} in the forest.") for i in range(8)]
+        bench_decode_vs_transformers(directory, model, prompts[0])
+        bench_streams(model, prompts)
+        bench_prefix(model, tok)
+        bench_speculative(model, tok)
+
+
+if __name__ == "__main__":
+    main()
