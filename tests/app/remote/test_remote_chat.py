@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from app.remote.openai_client import RemoteChat, RemoteEndpoint
+from app.remote.openai_client import RemoteEndpoint
 from app.remote.remote_engine import RemoteEngine
 from app.server.runner import ServerThread
 from engine.protocol import ChatMessage, Done, Error, Event, Loaded, SamplingParams, Token
@@ -115,8 +115,6 @@ def test_cancel_reaches_a_silent_server(bad_server: BadOpenAIServer):
     engine = RemoteEngine(RemoteEndpoint(bad_server.url, "silent"))
     request_id = engine.generate(FRANCE, GREEDY)
     events = engine.stream(request_id)
-    chat = RemoteChat(RemoteEndpoint(bad_server.url, "silent"))
-    chat.close()
     engine.cancel(request_id)  # before or after the response opened: the reply ends cancelled
     end = list(events)[-1]
     assert isinstance(end, Done) and end.finish_reason == "cancelled"
