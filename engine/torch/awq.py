@@ -84,6 +84,13 @@ def int4_inner_k_tiles(in_features: int) -> int | None:
     return None
 
 
+def tinygemm_scales_and_zeros(weight: AwqWeight) -> torch.Tensor:
+    """[in / group, out, 2] of (scale, zero) for tinygemm, whose weight is (q - 8) * scale + zero."""
+    scales = weight.scales.to(torch.float32)
+    zeros = (8 - weight.zeros.to(torch.float32)) * scales
+    return torch.stack([scales, zeros], dim=2)
+
+
 class Int4Linear(torch.nn.Module):
     """x @ W^T with W held as int4 in the tinygemm layout of `aten._weight_int4pack_mm` (CUDA, bf16).
 
@@ -98,10 +105,8 @@ class Int4Linear(torch.nn.Module):
         q = weight.q.to(device)
         packed = (q[:, ::2] << 4 | q[:, 1::2]).contiguous()
         self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack(packed, tiles))
-        scales = weight.scales.to(device, torch.float32)
-        zeros = (8 - weight.zeros.to(device, torch.float32)) * scales
         self.register_buffer(
-            "scales_and_zeros", torch.stack([scales, zeros], dim=2).to(torch.bfloat16).contiguous()
+            "scales_and_zeros", tinygemm_scales_and_zeros(weight).to(device, torch.bfloat16).contiguous()
         )
         self.register_buffer("bias", None if bias is None else bias.to(device, torch.bfloat16))
         self.group_size = weight.group_size

@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from engine.torch.arch import load_model
-from engine.torch.awq import AwqWeight, Int4Linear, pack_awq, unpack_awq
+from engine.torch.awq import AwqWeight, Int4Linear, pack_awq, tinygemm_scales_and_zeros, unpack_awq
 from engine.torch.model_config import ModelConfig
 from tests.engine.torch.reference import greedy_with_logits
 from tests.fixtures.tiny_hf import awq_pack, awq_quantize, write_awq_copy, write_tiny_model
@@ -74,6 +74,18 @@ def test_mismatched_awq_shapes_are_refused(dense, tmp_path: Path) -> None:
     packed, _ = awq_quantize(torch.randn(64, 128), 32)
     with pytest.raises(ValueError, match="AWQ shapes do not agree"):
         AwqWeight.from_packed(packed["qweight"], packed["qzeros"], packed["scales"], 64)
+
+
+@pytest.mark.parametrize("group_size", [32, 64, 128])
+def test_tinygemm_zero_points_reproduce_awq_on_the_cpu_kernel(group_size: int) -> None:
+    """The CUDA path's (scale, zero) conversion, checked through the CPU build of the same int4 matmul."""
+    torch.manual_seed(0)
+    packed, reference = awq_quantize(torch.randn(64, 256) * 0.05, group_size)
+    weight = AwqWeight.from_packed(packed["qweight"], packed["qzeros"], packed["scales"], group_size)
+    int4 = torch.ops.aten._convert_weight_to_int4pack_for_cpu(weight.q.to(torch.int32), 1)
+    x = torch.randn(3, 256)
+    y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, int4, group_size, tinygemm_scales_and_zeros(weight))
+    assert torch.allclose(y, x @ reference.t(), atol=1e-5)
 
 
 @pytest.mark.gpu
