@@ -87,3 +87,53 @@ def test_starter_model_dequantized_matches_transformers(starter_model: Path, tmp
     )
     prompt = Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(text).ids[-64:]
     assert compare_with_hf(tmp_path, hf, prompt, steps=32) <= TOLERANCE
+
+
+def _engine(model, blocks: int, **kw) -> LLMEngine:
+    config = EngineConfig(num_kv_blocks=blocks, block_size=16, max_num_seqs=8, max_num_batched_tokens=64,
+                          max_model_len=256, **kw)
+    return LLMEngine(config, ModelRunner(model, kv_for(model, blocks), config))
+
+
+def test_running_out_of_kv_blocks_preempts_and_outputs_stay_the_same(tmp_path: Path) -> None:
+    write_tiny_model(tmp_path, "llama", tokenizer=False)
+    model = load_model(tmp_path).model
+    g = torch.Generator().manual_seed(5)
+    prompts = [torch.randint(3, 320, (n,), generator=g).tolist() for n in (30, 45, 20, 60, 33, 50, 25, 40)]
+    options = SamplingOptions(max_tokens=40, ignore_eos=True)
+    roomy = _engine(model, 96).generate(prompts, options)
+    tight = _engine(model, 14)  # 224 positions for 8 sequences of up to 100 tokens
+    assert tight.generate(prompts, options) == roomy
+    assert tight.scheduler.num_preemptions > 0
+
+
+def test_a_prompt_longer_than_the_context_fails_alone(tmp_path: Path) -> None:
+    write_tiny_model(tmp_path, "llama", tokenizer=False)
+    model = load_model(tmp_path).model
+    engine = _engine(model, 64)
+    options = SamplingOptions(max_tokens=8, ignore_eos=True)
+    ok = [engine.add_request(list(range(3, 40)), options), engine.add_request(list(range(5, 20)), options)]
+    too_long = engine.add_request([7] * 300, options)
+    ends = {}
+    while engine.has_unfinished():
+        for out in engine.step():
+            if out.finished:
+                ends[out.seq_id] = out
+    assert ends[too_long].finish_reason == "error" and "context holds 256" in ends[too_long].error
+    assert all(ends[i].finish_reason == "length" for i in ok)
+    assert all(len(engine.get_sequence(i).completion_token_ids) == 8 for i in ok if engine.get_sequence(i))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_graph_decode_matches_eager_decode(tmp_path: Path) -> None:
+    write_tiny_model(tmp_path, "qwen2", tokenizer=False)
+    model = load_model(tmp_path, "cuda", torch.float32).model
+    config = EngineConfig(num_kv_blocks=64, block_size=16, max_num_seqs=8, max_num_batched_tokens=64, max_model_len=256)
+    prompts = [list(range(3, 3 + n)) for n in (5, 17, 40, 9, 30)]
+    options = SamplingOptions(max_tokens=16, ignore_eos=True)
+    outputs = []
+    for graphs in (False, True):
+        runner = ModelRunner(model, kv_for(model, 64), config, cuda_graphs=graphs)
+        outputs.append(LLMEngine(config, runner).generate(prompts, options))
+    assert outputs[0] == outputs[1]
