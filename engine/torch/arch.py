@@ -1,7 +1,8 @@
-"""Llama and Qwen2 decoders (Mistral and SmolLM are Llamas) built from a checkpoint's tensors.
+"""Llama, Qwen2 and Qwen3 decoders (Mistral and SmolLM are Llamas) built from a checkpoint's tensors.
 
-The two families differ only in details read from the config: Qwen2's q/k/v projections
-carry biases and its small models tie the output head to the embeddings. q/k/v and gate/up
+The families differ only in details read from the config: Qwen2's q/k/v projections carry
+biases, Qwen3 normalizes each head's q and k, and small Qwen models tie the output head to
+the embeddings. q/k/v and gate/up
 are fused into one projection each, so a layer makes four matmuls.
 """
 
@@ -28,6 +29,8 @@ class DecoderLayer(torch.nn.Module):
         self.o = parts["o"]
         self.post_norm = parts["post_norm"]
         self.mlp = parts["mlp"]
+        self.q_norm = parts.get("q_norm")
+        self.k_norm = parts.get("k_norm")
         self.q_size = config.num_heads * config.head_dim
         self.kv_size = config.num_kv_heads * config.head_dim
         self.num_heads, self.num_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, config.head_dim
@@ -47,6 +50,8 @@ class DecoderLayer(torch.nn.Module):
         q = q.view(t, self.num_heads, self.head_dim)
         k = k.view(t, self.num_kv_heads, self.head_dim)
         v = v.view(t, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = rope(positions, q, k)
         attn = paged_attention(q, k, v, cache_k, cache_v, meta, self.scale)
         x = x + self.o(attn.reshape(t, self.q_size))
@@ -208,4 +213,7 @@ class _Builder:
                 self.linear(f"{mlp}.down_proj", h, c.intermediate_size, bias=False),
             ),
         }
+        if c.qk_norm:
+            parts["q_norm"] = RMSNorm(self.dense(f"{attn}.q_norm.weight", (c.head_dim,)), c.rms_norm_eps)
+            parts["k_norm"] = RMSNorm(self.dense(f"{attn}.k_norm.weight", (c.head_dim,)), c.rms_norm_eps)
         return DecoderLayer(c, parts)

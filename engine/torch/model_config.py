@@ -14,6 +14,7 @@ SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": "llama",
     "MistralForCausalLM": "llama",
     "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3",  # Qwen2 without q/k/v biases, plus an RMSNorm of each head's q and k
 }
 AWQ_GROUP_SIZES = (32, 64, 128)
 
@@ -55,6 +56,7 @@ class ModelConfig:
     max_position_embeddings: int
     tie_word_embeddings: bool
     attention_bias: bool  # q/k/v projections carry a bias (always true for Qwen2)
+    qk_norm: bool  # q and k are RMS-normalized per head before RoPE (Qwen3)
     torch_dtype: str  # "float32", "float16" or "bfloat16" as stored
     eos_token_ids: tuple[int, ...]
     bos_token_id: int | None
@@ -99,8 +101,9 @@ class ModelConfig:
                 rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
                 rope=_rope(raw, where),
                 max_position_embeddings=int(raw.get("max_position_embeddings", 4096)),
-                tie_word_embeddings=bool(raw.get("tie_word_embeddings", family == "qwen2")),
+                tie_word_embeddings=bool(raw.get("tie_word_embeddings", family != "llama")),
                 attention_bias=family == "qwen2" or bool(raw.get("attention_bias", False)),
+                qk_norm=family == "qwen3",
                 torch_dtype=str(raw.get("torch_dtype") or raw.get("dtype") or "float32"),
                 eos_token_ids=_ids(raw.get("eos_token_id")),
                 bos_token_id=raw.get("bos_token_id") if isinstance(raw.get("bos_token_id"), int) else None,

@@ -40,6 +40,7 @@ CASES = {
     "llama-mha-untied": ("llama", {"num_key_value_heads": 4}),
     "qwen2-tied": ("qwen2", {}),
     "qwen2-untied": ("qwen2", {"tie_word_embeddings": False, "num_key_value_heads": 1}),
+    "qwen3-qk-norm": ("qwen3", {"head_dim": 48}),
 }
 
 
