@@ -47,7 +47,7 @@ class ServerMenu(QObject):
         super().__init__(window)
         self.window = window
         self.bridge = window.controller.bridge
-        self.store = store or EndpointStore()
+        self._store = store  # made when first needed: asking for the system keyring may take a moment
         self.toggle = ServerToggle(self.bridge, parent=self)
         self.remote: RemoteEndpoint | None = None
         self._local_client = self.bridge.client
@@ -66,6 +66,12 @@ class ServerMenu(QObject):
         window.statusBar().addPermanentWidget(self.toggle.label)
         self.toggle.notice.connect(lambda text: window.statusBar().showMessage(text, NOTICE_MS))
         self.bridge.memory.connect(self._on_memory)
+
+    @property
+    def store(self) -> EndpointStore:
+        if self._store is None:
+            self._store = EndpointStore()
+        return self._store
 
     @Slot()
     def show_endpoints(self) -> EndpointsDialog:
