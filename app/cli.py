@@ -42,7 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     chat = sub.add_parser("chat", help="stream one reply to stdout")
     chat.add_argument("prompt", help="the user message")
-    chat.add_argument("--model", type=Path, help="GGUF file (default: the built-in starter model)")
+    chat.add_argument(
+        "--model", type=Path,
+        help="GGUF file, or a Hugging Face model folder (safetensors, AWQ) for the PyTorch engine "
+        "(default: the built-in starter model)",
+    )
     chat.add_argument(
         "--system", default=DEFAULT_SYSTEM_PROMPT, help='system prompt (default: a short helpful one; "" for none)'
     )
