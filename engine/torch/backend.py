@@ -20,6 +20,7 @@ import torch
 from engine.backend import BackendError
 from engine.chat_template import ChatTemplateError
 from engine.protocol import (
+    ChatMessage,
     DeviceMemory,
     Done,
     FinishReason,
@@ -150,7 +151,23 @@ class TorchBackend:
             size_bytes=loaded.file_bytes,
             has_chat_template=tokenizer.has_chat_template,
         )
+        self._pin(request.pinned_prompts)
         return self._info
+
+    def _pin(self, system_prompts: tuple[str, ...]) -> None:
+        """Prefill each pinned system prompt once: its blocks stay in the prefix cache for new chats."""
+        engine, tokenizer = self._engine, self._tokenizer
+        if engine is None or tokenizer is None or tokenizer.template is None:
+            return
+        for text in system_prompts:
+            try:
+                prompt = tokenizer.template.render([ChatMessage("system", text)], add_generation_prompt=False)
+            except ChatTemplateError as exc:
+                log.warning("a pinned system prompt was not prefilled: %s", exc)
+                continue
+            tokens = tokenizer.encode(prompt)
+            if 0 < len(tokens) < engine.config.max_model_len:
+                engine.generate([tokens], SamplingOptions(max_tokens=1))
 
     def _kv_blocks(self, model: CausalLM, max_len: int) -> int:
         c = model.config

@@ -137,3 +137,11 @@ def test_prompt_lookup_speculation_leaves_greedy_replies_unchanged(model_dir: Pa
         replies.append(run(b, messages, SamplingParams(temperature=0.0, max_tokens=30))[0].text)
         assert (b.last_acceptance_rate is None) == (k == 0)
     assert replies[0] == replies[1]
+
+
+def test_pinned_system_prompt_is_prefilled_at_load(model_dir: Path) -> None:
+    system = "You are a fox. The quick brown fox jumps over the lazy dog, every day, in the forest. " * 3
+    b = TorchBackend(device="cpu", speculative_tokens=0)
+    b.load(LoadRequest(str(model_dir), n_ctx=256, pinned_prompts=(system,)))
+    done, _ = run(b, (ChatMessage("system", system), *HELLO))
+    assert done.stats.cached_tokens >= 32
