@@ -131,7 +131,8 @@ class WorkItem:
 
 
 class DecodeGraphs:
-    """CUDA graphs of one decode step (model and logits) for padded batch sizes 1, 2, 4, ...
+    """CUDA graphs of one decode step (model and logits), captured on first use for each padded batch
+    size (1, 2, 4, ...) and context width (8, 16, 32, ... blocks), so short contexts gather little.
 
     Static input tensors are filled before each replay; padding rows write their K/V into the
     cache's scratch block and attend only to its first slot.
@@ -139,52 +140,68 @@ class DecodeGraphs:
 
     def __init__(self, runner: ModelRunner, max_batch: int):
         model, kv, device = runner.model, runner.kv, runner.device
-        self.model, self.kv, self.max_batch = model, kv, max_batch
+        self.model, self.kv, self.max_batch, self.device = model, kv, max_batch, device
         bs = kv.block_size
-        self.width = -(-runner.config.max_model_len // bs) + 1
+        self.max_width = -(-runner.config.max_model_len // bs) + 1
         self.ids = torch.zeros(max_batch, dtype=torch.long, device=device)
         self.positions = torch.zeros(max_batch, dtype=torch.long, device=device)
         self.slots = torch.full((max_batch,), kv.scratch_slot, dtype=torch.long, device=device)
-        self.tables = torch.full((max_batch, self.width), kv.num_blocks, dtype=torch.long, device=device)
-        self.mask = torch.zeros(max_batch, 1, 1, self.width * bs, dtype=torch.bool, device=device)
-        self.mask[..., 0] = True
+        self.tables = torch.full((max_batch, self.max_width), kv.num_blocks, dtype=torch.long, device=device)
+        self.mask = torch.zeros(max_batch, 1, 1, self.max_width * bs, dtype=torch.bool, device=device)
         self.sizes = [b for b in GRAPH_BATCH_SIZES if b <= max_batch]
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.outputs: dict[int, torch.Tensor] = {}
-        pool = None
-        with torch.inference_mode():
-            for b in reversed(self.sizes):
-                meta = AttnMeta(self.slots[:b], [], b, self.tables[:b], self.mask[:b])
-                stream = torch.cuda.Stream(device)
-                stream.wait_stream(torch.cuda.current_stream(device))
-                with torch.cuda.stream(stream):  # warm up kernels and the allocator outside capture
-                    self.model.logits(self.model(self.ids[:b], self.positions[:b], kv, meta))
-                torch.cuda.current_stream(device).wait_stream(stream)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=pool):
-                    self.outputs[b] = self.model.logits(self.model(self.ids[:b], self.positions[:b], kv, meta))
-                pool = graph.pool()
-                self.graphs[b] = graph
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
+        self.outputs: dict[tuple[int, int], torch.Tensor] = {}
+        self.pool = None
+
+    def _width(self, blocks: int) -> int:
+        width = 8
+        while width < blocks:
+            width *= 2
+        return min(width, self.max_width)
+
+    def _capture(self, b: int, w: int) -> None:
+        bs, kv = self.kv.block_size, self.kv
+        # Padding values first: the warm-up really runs, and must write nowhere but the scratch block.
+        self.ids.zero_()
+        self.positions.zero_()
+        self.slots.fill_(kv.scratch_slot)
+        self.tables.fill_(kv.num_blocks)
+        self.mask.zero_()
+        self.mask[..., 0] = True
+        meta = AttnMeta(self.slots[:b], [], b, self.tables[:b, :w], self.mask[:b, :, :, : w * bs])
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):  # warm up kernels and the allocator outside capture
+            self.model.logits(self.model(self.ids[:b], self.positions[:b], kv, meta))
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            self.outputs[(b, w)] = self.model.logits(self.model(self.ids[:b], self.positions[:b], kv, meta))
+        self.pool = graph.pool()
+        self.graphs[(b, w)] = graph
 
     def run(self, chunks: list[ScheduledChunk]) -> torch.Tensor:
         n = len(chunks)
         b = next(size for size in self.sizes if size >= n)
+        w = self._width(max(len(c.seq.block_table) for c in chunks))
+        if (b, w) not in self.graphs:
+            self._capture(b, w)
         bs = self.kv.block_size
         ids = torch.tensor([c.seq.token_ids[c.start] for c in chunks], dtype=torch.long)
         pos = torch.tensor([c.start for c in chunks], dtype=torch.long)
-        tables = torch.full((b, self.width), self.kv.num_blocks, dtype=torch.long)
+        tables = torch.full((b, w), self.kv.num_blocks, dtype=torch.long)
         for r, c in enumerate(chunks):
             tables[r, : len(c.seq.block_table)] = torch.tensor(c.seq.block_table, dtype=torch.long)
         slots = torch.full((b,), self.kv.scratch_slot, dtype=torch.long)
         slots[:n] = tables[torch.arange(n), pos // bs] * bs + pos % bs
         lengths = torch.ones(b, dtype=torch.long)
         lengths[:n] = pos + 1
-        self.ids[:n].copy_(ids, non_blocking=True)
+        self.ids[:n].copy_(ids)
         self.ids[n:b].zero_()
-        self.positions[:n].copy_(pos, non_blocking=True)
+        self.positions[:n].copy_(pos)
         self.positions[n:b].zero_()
-        self.slots[:b].copy_(slots, non_blocking=True)
-        self.tables[:b].copy_(tables, non_blocking=True)
-        self.mask[:b].copy_((torch.arange(self.width * bs) < lengths[:, None]).view(b, 1, 1, -1), non_blocking=True)
-        self.graphs[b].replay()
-        return self.outputs[b][:n]
+        self.slots[:b].copy_(slots)
+        self.tables[:b, :w].copy_(tables)
+        self.mask[:b, :, :, : w * bs].copy_((torch.arange(w * bs) < lengths[:, None]).view(b, 1, 1, -1))
+        self.graphs[(b, w)].replay()
+        return self.outputs[(b, w)][:n]
