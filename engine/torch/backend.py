@@ -112,16 +112,26 @@ class TorchBackend:
         except torch.OutOfMemoryError:
             raise BackendError("invalid_model", f"{directory.name}: the weights do not fit on {self._device}") from None
         model, config = loaded.model, loaded.config
+        if tokenizer.vocab_size > config.vocab_size:
+            raise BackendError(
+                "invalid_model",
+                f"{directory.name}: the tokenizer has {tokenizer.vocab_size} tokens, the model only {config.vocab_size}",
+            )
         max_len = max(2, min(request.n_ctx, config.max_position_embeddings))
-        kv = KVCache(
-            config.num_layers,
-            self._kv_blocks(model, max_len),
-            BLOCK_SIZE,
-            config.num_kv_heads,
-            config.head_dim,
-            model.dtype,
-            self._device,
-        )
+        try:
+            kv = KVCache(
+                config.num_layers,
+                self._kv_blocks(model, max_len),
+                BLOCK_SIZE,
+                config.num_kv_heads,
+                config.head_dim,
+                model.dtype,
+                self._device,
+            )
+        except torch.OutOfMemoryError:
+            raise BackendError(
+                "invalid_model", f"{directory.name}: no room on {self._device} for a KV cache of {max_len} tokens"
+            ) from None
         eos = tuple(sorted(set(config.eos_token_ids) | tokenizer.eos_ids))
         engine_config = EngineConfig(
             num_kv_blocks=kv.num_blocks,
@@ -330,7 +340,7 @@ class TorchBackend:
             vm = psutil.virtual_memory()
             free, total = vm.available, vm.total
             rss = psutil.Process().memory_info().rss
-            other = max(0, rss - d.weights_bytes - d.activation_peak_bytes)
+            other = max(0, rss - d.weights_bytes - d.kv_blocks_used * d.kv_bytes_per_block - d.activation_peak_bytes)
         device = DeviceMemory(
             device=str(self._device),
             weights_bytes=d.weights_bytes,

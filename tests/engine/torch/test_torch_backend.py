@@ -145,3 +145,22 @@ def test_pinned_system_prompt_is_prefilled_at_load(model_dir: Path) -> None:
     b.load(LoadRequest(str(model_dir), n_ctx=256, pinned_prompts=(system,)))
     done, _ = run(b, (ChatMessage("system", system), *HELLO))
     assert done.stats.cached_tokens >= 32
+
+
+def test_folder_without_tokenizer_is_invalid(model_dir: Path, tmp_path: Path) -> None:
+    for name in ("config.json", "model.safetensors"):
+        (tmp_path / name).write_bytes((model_dir / name).read_bytes())
+    with pytest.raises(BackendError, match="no tokenizer.json") as info:
+        TorchBackend(device="cpu").load(LoadRequest(str(tmp_path)))
+    assert info.value.kind == "invalid_model"
+
+
+def test_tokenizer_larger_than_the_model_vocabulary_is_invalid(model_dir: Path, tmp_path: Path) -> None:
+    for name in ("model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((model_dir / name).read_bytes())
+    config = json.loads((model_dir / "config.json").read_text())
+    config["vocab_size"] = 200
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(BackendError) as info:
+        TorchBackend(device="cpu").load(LoadRequest(str(tmp_path)))
+    assert info.value.kind == "invalid_model"
