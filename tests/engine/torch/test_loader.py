@@ -160,3 +160,61 @@ def test_tensor_source_reads_lazily_by_name(tiny_dir: Path) -> None:
     source = TensorSource(tiny_dir)
     assert "model.norm.weight" in source and "nope" not in source
     assert source.get("model.norm.weight").shape == (128,)
+
+
+# ---------------------------------------------------------------- tokenizer and chat template
+
+
+def _tokenizer_dir(tmp_path: Path, chat_template) -> Path:
+    from tests.fixtures.tiny_hf import write_tokenizer
+
+    write_tokenizer(tmp_path, chat_template=None)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    if chat_template is not None:
+        config["chat_template"] = chat_template
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def test_named_chat_templates_use_the_default_one(tmp_path: Path) -> None:
+    from engine.protocol import ChatMessage
+    from engine.torch.hf_tokenizer import HfTokenizer
+
+    tok = HfTokenizer(_tokenizer_dir(tmp_path, [
+        {"name": "tool_use", "template": "TOOLS"},
+        {"name": "default", "template": "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"},
+    ]))
+    assert tok.has_chat_template
+    assert tok.template.render([ChatMessage("user", "hi")], add_generation_prompt=False) == "[user]hi"
+
+
+def test_chat_template_from_its_own_file(tmp_path: Path) -> None:
+    from engine.protocol import ChatMessage
+    from engine.torch.hf_tokenizer import HfTokenizer
+
+    directory = _tokenizer_dir(tmp_path, None)
+    (directory / "chat_template.jinja").write_text("{{ messages[0].content | upper }}")
+    tok = HfTokenizer(directory)
+    assert tok.template.render([ChatMessage("user", "hi")]) == "HI"
+
+
+def test_template_tricks_are_stopped_by_the_sandbox(tmp_path: Path) -> None:
+    from engine.chat_template import ChatTemplateError
+    from engine.protocol import ChatMessage
+    from engine.torch.hf_tokenizer import HfTokenizer
+
+    tok = HfTokenizer(_tokenizer_dir(tmp_path, "{{ messages.__class__.__mro__ }}"))
+    with pytest.raises(ChatTemplateError):
+        tok.template.render([ChatMessage("user", "hi")])
+
+
+def test_incremental_decoding_waits_for_whole_characters(tmp_path: Path) -> None:
+    from engine.torch.hf_tokenizer import HfTokenizer, IncrementalDecoder
+
+    tok = HfTokenizer(_tokenizer_dir(tmp_path, None))
+    text = "Hello, fox 🦊 and ünïcode!"
+    ids = tok.encode(text)
+    decoder = IncrementalDecoder(tok)
+    pieces = [decoder.feed(t) for t in ids]
+    assert "".join(pieces) + decoder.flush() == text
+    assert not any("\ufffd" in p for p in pieces)
