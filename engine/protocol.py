@@ -123,9 +123,11 @@ class GenerationStats:
     gen_tokens: int
     prefill_tok_s: float
     decode_tok_s: float
+    # Share of speculative drafts the model accepted (PyTorch engine); None when nothing was drafted.
+    draft_acceptance: float | None = None
 
     def as_dict(self) -> dict[str, float | int]:
-        return {
+        figures: dict[str, float | int] = {
             "ttft_s": round(self.ttft_s, 4),
             "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.cached_tokens,
@@ -133,6 +135,9 @@ class GenerationStats:
             "prefill_tok_s": round(self.prefill_tok_s, 2),
             "decode_tok_s": round(self.decode_tok_s, 2),
         }
+        if self.draft_acceptance is not None:
+            figures["draft_acceptance"] = round(self.draft_acceptance, 3)
+        return figures
 
 
 FinishReason = Literal["stop", "length", "cancelled"]

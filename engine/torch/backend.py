@@ -284,6 +284,7 @@ class TorchBackend:
             gen_tokens=n_gen,
             prefill_tok_s=(len(tokens) - cached) / prefill_s,
             decode_tok_s=(n_gen - 1) / decode_s if n_gen > 1 and decode_s > 0 else 0.0,
+            draft_acceptance=self.last_acceptance_rate,
         )
         return Done(request.request_id, "".join(pieces), finish, stats)
 

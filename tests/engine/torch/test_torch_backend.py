@@ -49,7 +49,9 @@ def test_streams_what_it_reports_with_stats(backend: TorchBackend) -> None:
     assert done.text == "".join(pieces) and done.finish_reason in ("stop", "length")
     s = done.stats
     assert s.prompt_tokens > 5 and 1 <= s.gen_tokens <= 12 and s.ttft_s > 0 and s.prefill_tok_s > 0
-    assert set(s.as_dict()) == {"ttft_s", "prompt_tokens", "cached_tokens", "gen_tokens", "prefill_tok_s", "decode_tok_s"}
+    assert set(s.as_dict()) - {"draft_acceptance"} == {
+        "ttft_s", "prompt_tokens", "cached_tokens", "gen_tokens", "prefill_tok_s", "decode_tok_s"
+    }
 
 
 def test_greedy_is_deterministic_and_seeded_sampling_repeats(backend: TorchBackend) -> None:
@@ -136,6 +138,9 @@ def test_prompt_lookup_speculation_leaves_greedy_replies_unchanged(model_dir: Pa
         messages = (ChatMessage("user", "The quick brown fox jumps over the lazy dog. " * 4),)
         replies.append(run(b, messages, SamplingParams(temperature=0.0, max_tokens=30))[0].text)
         assert (b.last_acceptance_rate is None) == (k == 0)
+        done, _ = run(b, messages, SamplingParams(temperature=0.0, max_tokens=30))
+        assert (done.stats.draft_acceptance is None) == (k == 0)
+        assert ("draft_acceptance" in done.stats.as_dict()) == (k > 0)
     assert replies[0] == replies[1]
 
 
