@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -21,7 +20,6 @@ from engine.backend import BackendError
 from engine.chat_template import ChatTemplateError
 from engine.protocol import (
     ChatMessage,
-    DeviceMemory,
     Done,
     FinishReason,
     GenerateRequest,
@@ -36,6 +34,7 @@ from engine.torch.attention import KVCache
 from engine.torch.config import EngineConfig
 from engine.torch.hf_tokenizer import HfTokenizer, IncrementalDecoder
 from engine.torch.llm_engine import LLMEngine
+from engine.torch.memory_report import EMPTY, TorchMemory, measure, report
 from engine.torch.model_config import CheckpointError, ModelConfig
 from engine.torch.model_runner import ModelRunner
 from engine.torch.sequence import SamplingOptions
@@ -59,19 +58,6 @@ def is_torch_model_dir(path: str | Path) -> bool:
     """Whether `path` is a Hugging Face model folder (served by this backend, not llama.cpp)."""
     p = Path(path).expanduser()
     return p.is_dir() and (p / "config.json").is_file()
-
-
-@dataclass(frozen=True, slots=True)
-class TorchMemory:
-    """The torch engine's own figures, beyond what MemoryReport carries."""
-
-    weights_bytes: int
-    kv_blocks_total: int
-    kv_blocks_used: int
-    kv_blocks_shared: int  # blocks held by more than one sequence (shared prefixes)
-    kv_blocks_cached: int  # free blocks still holding a reusable prefix
-    kv_bytes_per_block: int
-    activation_peak_bytes: int
 
 
 class TorchBackend:
@@ -310,46 +296,8 @@ class TorchBackend:
     def details(self) -> TorchMemory:
         kv, engine, model, runner = self._kv, self._engine, self._model, self._runner
         if kv is None or engine is None or model is None or runner is None:
-            return TorchMemory(0, 0, 0, 0, 0, 0, 0)
-        usage = engine.block_manager.usage()
-        return TorchMemory(
-            weights_bytes=model.weights_bytes(),
-            kv_blocks_total=usage.total,
-            kv_blocks_used=usage.used,
-            kv_blocks_shared=usage.shared,
-            kv_blocks_cached=usage.cached_free,
-            kv_bytes_per_block=kv.bytes_per_block,
-            activation_peak_bytes=self._activation_peak(model, runner),
-        )
-
-    def _activation_peak(self, model: CausalLM, runner: ModelRunner) -> int:
-        if self._device.type == "cuda":
-            weights = model.weights_bytes() + (self._kv.allocated_bytes if self._kv else 0)
-            return max(0, torch.cuda.max_memory_allocated(self._device) - weights)
-        # On the CPU, an estimate from the largest step: hidden states, q/k/v, MLP and logits of its tokens.
-        c, n = model.config, runner.max_step_tokens
-        per_token = 4 * c.hidden_size + (c.num_heads + 2 * c.num_kv_heads) * c.head_dim + 3 * c.intermediate_size
-        return n * per_token * model.dtype.itemsize + min(n, MAX_NUM_SEQS) * c.vocab_size * 4
+            return EMPTY
+        return measure(engine, model, kv, runner)
 
     def memory(self) -> MemoryReport:
-        d = self.details()
-        used_tokens = d.kv_blocks_used * BLOCK_SIZE
-        if self._device.type == "cuda":
-            free, total = torch.cuda.mem_get_info(self._device)
-            other = max(0, torch.cuda.memory_reserved(self._device) - d.weights_bytes - d.kv_blocks_total * d.kv_bytes_per_block)
-        else:
-            vm = psutil.virtual_memory()
-            free, total = vm.available, vm.total
-            rss = psutil.Process().memory_info().rss
-            other = max(0, rss - d.weights_bytes - d.kv_blocks_used * d.kv_bytes_per_block - d.activation_peak_bytes)
-        device = DeviceMemory(
-            device=str(self._device),
-            weights_bytes=d.weights_bytes,
-            kv_allocated_bytes=d.kv_blocks_total * d.kv_bytes_per_block,
-            kv_used_bytes=d.kv_blocks_used * d.kv_bytes_per_block,
-            compute_bytes=d.activation_peak_bytes,
-            other_bytes=other,
-            free_bytes=free,
-            total_bytes=total,
-        )
-        return MemoryReport(devices=(device,), kv_tokens_used=used_tokens, kv_tokens_total=d.kv_blocks_total * BLOCK_SIZE)
+        return report(self.details(), self._device, BLOCK_SIZE)
