@@ -8,6 +8,7 @@ size, which removes the launch overhead that dominates small-batch decoding.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -138,8 +139,12 @@ class DecodeGraphs:
     cache's scratch block and attend only to its first slot.
     """
 
-    def __init__(self, runner: ModelRunner, max_batch: int):
+    def __init__(self, runner: ModelRunner, max_batch: int, capture: bool = True):
+        """capture=False runs each step eagerly over the same static buffers (checks their bookkeeping
+        where no GPU is present)."""
         model, kv, device = runner.model, runner.kv, runner.device
+        self.capture = capture
+        self.steps: dict[tuple[int, int], Callable[[], torch.Tensor]] = {}
         self.model, self.kv, self.max_batch, self.device = model, kv, max_batch, device
         bs = kv.block_size
         self.max_width = -(-runner.config.max_model_len // bs) + 1
@@ -169,14 +174,21 @@ class DecodeGraphs:
         self.mask.zero_()
         self.mask[..., 0] = True
         meta = AttnMeta(self.slots[:b], [], b, self.tables[:b, :w], self.mask[:b, :, :, : w * bs])
+
+        def step() -> torch.Tensor:
+            return self.model.logits(self.model(self.ids[:b], self.positions[:b], kv, meta))
+
+        self.steps[(b, w)] = step
+        if not self.capture:
+            return
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):  # warm up kernels and the allocator outside capture
-            self.model.logits(self.model(self.ids[:b], self.positions[:b], kv, meta))
+            step()
         torch.cuda.current_stream(self.device).wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
-            self.outputs[(b, w)] = self.model.logits(self.model(self.ids[:b], self.positions[:b], kv, meta))
+            self.outputs[(b, w)] = step()
         self.pool = graph.pool()
         self.graphs[(b, w)] = graph
 
@@ -184,7 +196,7 @@ class DecodeGraphs:
         n = len(chunks)
         b = next(size for size in self.sizes if size >= n)
         w = self._width(max(len(c.seq.block_table) for c in chunks))
-        if (b, w) not in self.graphs:
+        if (b, w) not in self.steps:
             self._capture(b, w)
         bs = self.kv.block_size
         ids = torch.tensor([c.seq.token_ids[c.start] for c in chunks], dtype=torch.long)
@@ -203,5 +215,7 @@ class DecodeGraphs:
         self.slots[:b].copy_(slots)
         self.tables[:b, :w].copy_(tables)
         self.mask[:b, :, :, : w * bs].copy_((torch.arange(w * bs) < lengths[:, None]).view(b, 1, 1, -1))
+        if not self.capture:
+            return self.steps[(b, w)]()[:n]
         self.graphs[(b, w)].replay()
         return self.outputs[(b, w)][:n]

@@ -138,3 +138,24 @@ def test_cuda_graph_decode_matches_eager_decode(tmp_path: Path) -> None:
         runner = ModelRunner(model, kv_for(model, 64), config, cuda_graphs=graphs)
         outputs.append(LLMEngine(config, runner).generate(prompts, options))
     assert outputs[0] == outputs[1]
+
+
+def test_decode_graph_buffers_give_eager_results_without_a_gpu(tmp_path: Path) -> None:
+    """The static buffers of CUDA graph decode (padding rows, scratch slot, width buckets), run eagerly."""
+    from engine.torch.model_runner import DecodeGraphs
+
+    write_tiny_model(tmp_path, "llama", tokenizer=False)
+    model = load_model(tmp_path).model
+    config = EngineConfig(num_kv_blocks=64, block_size=16, max_num_seqs=8, max_num_batched_tokens=64, max_model_len=256)
+    prompts = [list(range(3, 3 + n)) for n in (5, 17, 40, 9, 30, 140)]  # 3 and 6 rows pad to 4 and 8
+    options = SamplingOptions(max_tokens=20, ignore_eos=True)
+    eager = LLMEngine(config, ModelRunner(model, kv_for(model, 64), config)).generate(prompts, options)
+    runner = ModelRunner(model, kv_for(model, 64), config)
+    runner._graphs = DecodeGraphs(runner, 8, capture=False)
+    engine = LLMEngine(config, runner)
+    assert engine.generate(prompts, options) == eager
+    assert engine.generate(prompts[:1], options) == eager[:1]
+    # Rows pad to 1, 2, 4, 8; 140 + 20 tokens need 10 blocks (width 16); one short sequence: 1 row, width 8.
+    keys = set(runner._graphs.steps)
+    assert (8, 16) in keys and (1, 8) in keys
+    assert all(b in (1, 2, 4, 8) and w in (8, 16) for b, w in keys)
