@@ -18,6 +18,7 @@ import torch
 
 from engine.backend import BackendError
 from engine.chat_template import ChatTemplateError
+from engine.device_memory import DeviceMeter
 from engine.protocol import (
     ChatMessage,
     Done,
@@ -72,6 +73,7 @@ class TorchBackend:
         if speculative_tokens is None:
             speculative_tokens = CPU_SPECULATIVE_TOKENS if self._device.type == "cpu" else 0
         self._speculative_tokens = speculative_tokens
+        self._meter = DeviceMeter()
         self._spec: SpeculativeRunner | None = None
         # Share of prompt-lookup drafts the target accepted in the latest reply (None: no drafts).
         self.last_acceptance_rate: float | None = None
@@ -300,4 +302,4 @@ class TorchBackend:
         return measure(engine, model, kv, runner)
 
     def memory(self) -> MemoryReport:
-        return report(self.details(), self._device, BLOCK_SIZE)
+        return report(self.details(), self._device, BLOCK_SIZE, self._meter)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import psutil
 import torch
 
-from engine.protocol import DeviceMemory, MemoryReport
+from engine.device_memory import DeviceMeter, build_report
+from engine.protocol import MemoryReport
 from engine.torch.arch import CausalLM
 from engine.torch.attention import KVCache
 from engine.torch.llm_engine import LLMEngine
@@ -53,27 +53,16 @@ def activation_peak(model: CausalLM, kv: KVCache, runner: ModelRunner) -> int:
     return n * per_token * model.dtype.itemsize + min(n, runner.config.max_num_seqs) * c.vocab_size * 4
 
 
-def report(d: TorchMemory, device: torch.device, block_size: int) -> MemoryReport:
-    kv_allocated = d.kv_blocks_total * d.kv_bytes_per_block
-    kv_used = d.kv_blocks_used * d.kv_bytes_per_block
+def report(d: TorchMemory, device: torch.device, block_size: int, meter: DeviceMeter) -> MemoryReport:
+    """The report both backends send (engine/device_memory.py): our parts, plus what the OS and driver say."""
+    ours = {
+        "weights": d.weights_bytes,
+        "kv": d.kv_blocks_total * d.kv_bytes_per_block,
+        "compute": d.activation_peak_bytes,
+    }
     if device.type == "cuda":
-        free, total = torch.cuda.mem_get_info(device)
-        other = max(0, torch.cuda.memory_reserved(device) - d.weights_bytes - kv_allocated)
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        parts: dict[str, dict[str, int]] = {"cpu": {}, f"cuda:{index}": ours}
     else:
-        vm = psutil.virtual_memory()
-        free, total = vm.available, vm.total
-        # The KV pool's pages count once they are touched, which is as blocks get used.
-        other = max(0, psutil.Process().memory_info().rss - d.weights_bytes - kv_used - d.activation_peak_bytes)
-    memory = DeviceMemory(
-        device=str(device),
-        weights_bytes=d.weights_bytes,
-        kv_allocated_bytes=kv_allocated,
-        kv_used_bytes=kv_used,
-        compute_bytes=d.activation_peak_bytes,
-        other_bytes=other,
-        free_bytes=free,
-        total_bytes=total,
-    )
-    return MemoryReport(
-        devices=(memory,), kv_tokens_used=d.kv_blocks_used * block_size, kv_tokens_total=d.kv_blocks_total * block_size
-    )
+        parts = {"cpu": ours}
+    return build_report(parts, meter, d.kv_blocks_used * block_size, d.kv_blocks_total * block_size)

@@ -86,6 +86,8 @@ def test_memory_reports_weights_and_kv_blocks(backend: TorchBackend) -> None:
     assert cpu.device == "cpu" and cpu.weights_bytes == d.weights_bytes > 0
     assert cpu.kv_allocated_bytes == d.kv_blocks_total * d.kv_bytes_per_block > 0
     assert report.kv_tokens_total == d.kv_blocks_total * 16 and d.activation_peak_bytes > 0
+    assert cpu.kv_used_bytes == d.kv_blocks_used * d.kv_bytes_per_block and cpu.compute_bytes == d.activation_peak_bytes
+    assert cpu.total_bytes > cpu.free_bytes > 0 and cpu.other_bytes > 0  # the rest of the process, from RSS
     assert 0 <= d.kv_blocks_shared <= d.kv_blocks_used <= d.kv_blocks_total
 
 
