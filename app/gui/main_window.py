@@ -138,11 +138,12 @@ class MainWindow(QMainWindow):
         self.focus_action = self._action("Focus message box", "Ctrl+L", self.composer.setFocus)
         self.edit_action = self._action("Edit last message", "Ctrl+E", self.edit_last_message)
         self.open_action = self._action("Open model…", "Ctrl+O", self._choose_model)
+        self.open_folder_action = self._action("Open model folder…", "Ctrl+Shift+O", self._choose_model_folder)
         self.plan_action = self._action("Model plan…", "Ctrl+I", self.show_plan)
         self.models_action = self._action("Models…", "Ctrl+M", self.show_models)
         self.model_manager: ModelManager | None = None
         menu = self.menuBar().addMenu("&Chat")
-        menu.addActions([self.new_action, self.open_action, self.plan_action, self.models_action])
+        menu.addActions([self.new_action, self.open_action, self.open_folder_action, self.plan_action, self.models_action])
         menu.addSeparator()
         menu.addActions([self.stop_action, self.regenerate_action, self.edit_action, self.copy_action])
         self.welcome_action = QAction("Welcome…", self)
@@ -311,6 +312,12 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getOpenFileName(
             self, "Open a GGUF model", "", "GGUF models (*.gguf);;All files (*)"
         )
+        if path:
+            self.controller.load_model(path)
+
+    def _choose_model_folder(self) -> None:
+        """A Hugging Face model folder (safetensors, dense or AWQ): the PyTorch engine runs it."""
+        path = QFileDialog.getExistingDirectory(self, "Open a model folder (config.json, *.safetensors)")
         if path:
             self.controller.load_model(path)
 
