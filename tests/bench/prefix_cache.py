@@ -142,6 +142,7 @@ def prefix_scenarios() -> list[str]:
             save_restore.append((time.perf_counter() - t0) / cold[-1])
             seqs.live_restored(live)
             state_ratio = len(state) / (kv_bytes_per_token(llm) * llm.n_tokens)
+            print(f"  round {r + 1}/{ROUNDS}: cold {cold[-1]:.2f} s, next turn {same[-1] * 1000:.0f} ms", flush=True)
     for engine in (cold_engine, warm, tight):
         engine.close()
     c = statistics.median(cold)
