@@ -62,6 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--flash-attn", choices=("on", "off", "auto"), default="auto",
         help="flash attention (%(default)s; a quantized KV cache needs it on)",
     )
+    chat.add_argument(
+        "--speculative", choices=("off", "lookup", "draft"),
+        help="PyTorch engine: speculative decoding off, by prompt lookup, or by a --draft model "
+        "(default: prompt lookup on the CPU, off on a GPU; draft when --draft is given)",
+    )
+    chat.add_argument("--draft", type=Path, metavar="DIR", help="PyTorch engine: a draft model folder (same tokenizer)")
+    chat.add_argument(
+        "--gpu-memory-fraction", type=_fraction, default=0.9, metavar="F",
+        help="PyTorch engine: share of the GPU memory left after the weights for the KV cache (%(default)s)",
+    )
     chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
     chat.add_argument(
         "--preset", help="take the system prompt and sampling from this preset (options you give win)"
@@ -127,6 +137,10 @@ def run_chat(args: argparse.Namespace) -> int:
             apply_chat_preset(args)
         except PresetError as exc:
             raise CliError(str(exc)) from None
+    if args.speculative == "draft" and args.draft is None:
+        raise CliError("--speculative draft needs --draft DIR (a draft model folder)")
+    if args.draft is not None and args.speculative not in (None, "draft"):
+        raise CliError(f"--draft needs --speculative draft (or no --speculative), not {args.speculative}")
     try:
         model = args.model or starter_model_path()
     except StarterModelMissing as exc:
@@ -144,7 +158,10 @@ def run_chat(args: argparse.Namespace) -> int:
     client.start()
     try:
         # GPU layers, KV type and flash attention as the decision tree plans them for this machine.
-        settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn)
+        settings = LoadSettings(
+            n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, gpu_memory_fraction=args.gpu_memory_fraction,
+            speculative=args.speculative or "auto", draft_path=str(args.draft) if args.draft else None,
+        )
         planned = LoadPlanner(prefix_cache_dir=paths.prefix_cache).plan_load(str(model), settings)
         client.load(planned.request)
         _wait_loaded(client)
@@ -195,6 +212,13 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 1, not {text}")
     return value
 
 

@@ -31,6 +31,16 @@ class LoadSettings:
     # System prompts of pinned presets, prefilled at load. Not compared: a changed pin takes
     # effect at the next load and never forces one.
     pinned_prompts: tuple[str, ...] = field(default=(), compare=False)
+    # PyTorch engine only (a model folder); the GGUF backend ignores them. See LoadRequest.
+    gpu_memory_fraction: float = 0.9
+    cpu_kv_bytes: int | None = None
+    speculative: str = "auto"  # "auto", "off", "lookup" or "draft"
+    draft_path: str | None = None
+
+    def torch_fields(self) -> dict:
+        """The LoadRequest fields of the PyTorch engine's settings."""
+        return {"gpu_memory_fraction": self.gpu_memory_fraction, "cpu_kv_bytes": self.cpu_kv_bytes,
+                "speculative": self.speculative, "draft_path": self.draft_path}
 
     def resolved_flash_attn(self) -> tuple[bool, str | None]:
         """Flash attention on or off, and why when the choice was overruled."""
@@ -72,7 +82,7 @@ class LoadPlanner:
             log.info("no plan for %s: %s", path, exc)
             request = LoadRequest(path, n_ctx=n_ctx, kv_type=kv_type, flash_attn=flash_attn,
                                   prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
-                                  pinned_prompts=settings.pinned_prompts)
+                                  pinned_prompts=settings.pinned_prompts, **settings.torch_fields())
             return PlannedLoad(request, None)
         plan = make_plan(Machine.from_profile(self.profile), [candidate], context=n_ctx, kv_type=kv_type,
                          flash_attn=flash_attn)
@@ -82,6 +92,6 @@ class LoadPlanner:
             path, n_ctx=n_ctx, n_gpu_layers=plan.n_gpu_layers, kv_type=plan.kv_type, flash_attn=plan.flash_attn,
             prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
             forecast=plan.forecast.to_dict() if plan.forecast else None,
-            pinned_prompts=settings.pinned_prompts,
+            pinned_prompts=settings.pinned_prompts, **settings.torch_fields(),
         )
         return PlannedLoad(request, plan)

@@ -52,6 +52,16 @@ class LoadRequest:
     # written beside the report so readers compare the two.
     status_dir: str | None = None
     forecast: dict | None = None
+    # PyTorch engine only (the GGUF backend ignores them). Share of the GPU memory left after the
+    # weights that the KV block pool may take; the KV budget on the CPU (None: the engine's default).
+    gpu_memory_fraction: float = 0.9
+    cpu_kv_bytes: int | None = None
+    # Speculative decoding: "auto" (prompt lookup on the CPU, off on a GPU), "off", "lookup"
+    # (drafts by n-gram match in the prompt) or "draft" (a smaller model of the same tokenizer in
+    # `draft_path`); `speculative_tokens` drafts per step (None: the engine's default).
+    speculative: str = "auto"
+    draft_path: str | None = None
+    speculative_tokens: int | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -35,24 +35,23 @@ from engine.torch.attention import KVCache
 from engine.torch.config import EngineConfig
 from engine.torch.hf_tokenizer import HfTokenizer, IncrementalDecoder
 from engine.torch.llm_engine import LLMEngine
+from engine.torch.load_settings import DEFAULT_SPECULATIVE_TOKENS, check, load_draft, speculation
 from engine.torch.memory_report import EMPTY, TorchMemory, measure, report
 from engine.torch.model_config import CheckpointError, ModelConfig
 from engine.torch.model_runner import ModelRunner
 from engine.torch.sequence import SamplingOptions
-from engine.torch.speculative import PromptLookupDrafter, SpeculativeRunner
+from engine.torch.speculative import Drafter, DraftModelDrafter, PromptLookupDrafter, SpeculativeRunner
 
 log = logging.getLogger(__name__)
 
 BLOCK_SIZE = 16
 # The KV pool on the CPU: a fixed budget (pages are only touched as blocks fill).
 CPU_KV_BUDGET_BYTES = 1 << 30
-# On a GPU: this share of the memory left after the weights, less room for activations.
-GPU_MEMORY_FRACTION = 0.9
 MAX_NUM_SEQS = 8
 MAX_BATCHED_TOKENS = 512
 # Prompt-lookup drafts per decode step on the CPU, where verifying 5 tokens costs about what 1 does
 # (the weights are read once either way); on CUDA, decode runs in CUDA graphs instead.
-CPU_SPECULATIVE_TOKENS = 4
+CPU_SPECULATIVE_TOKENS = DEFAULT_SPECULATIVE_TOKENS
 
 
 def is_torch_model_dir(path: str | Path) -> bool:
@@ -62,14 +61,10 @@ def is_torch_model_dir(path: str | Path) -> bool:
 
 
 class TorchBackend:
-    def __init__(
-        self,
-        device: str | None = None,
-        gpu_memory_fraction: float = GPU_MEMORY_FRACTION,
-        speculative_tokens: int | None = None,
-    ):
+    def __init__(self, device: str | None = None, speculative_tokens: int | None = None):
+        """`speculative_tokens`: prompt-lookup drafts per step when a load asks for "auto" speculation
+        (default: CPU_SPECULATIVE_TOKENS on the CPU, none on a GPU)."""
         self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self._gpu_fraction = gpu_memory_fraction
         if speculative_tokens is None:
             speculative_tokens = CPU_SPECULATIVE_TOKENS if self._device.type == "cpu" else 0
         self._speculative_tokens = speculative_tokens
@@ -89,6 +84,8 @@ class TorchBackend:
     def load(self, request: LoadRequest) -> ModelInfo:
         directory = Path(request.path).expanduser()
         self.close()
+        check(request)
+        spec = speculation(request, self._speculative_tokens)
         if request.n_threads and self._device.type == "cpu":
             torch.set_num_threads(request.n_threads)  # this process serves one model: its threads are ours
         try:
@@ -105,11 +102,15 @@ class TorchBackend:
                 "invalid_model",
                 f"{directory.name}: the tokenizer has {tokenizer.vocab_size} tokens, the model only {config.vocab_size}",
             )
-        max_len = max(2, min(request.n_ctx, config.max_position_embeddings))
+        draft = None
+        if spec.mode == "draft":
+            draft = load_draft(request.draft_path or "", tokenizer, self._device, model.dtype)
+        max_len = max(2, min(request.n_ctx, config.max_position_embeddings,
+                             draft.config.max_position_embeddings if draft else config.max_position_embeddings))
         try:
             kv = KVCache(
                 config.num_layers,
-                self._kv_blocks(model, max_len),
+                self._kv_blocks(request, max_len, model, draft),
                 BLOCK_SIZE,
                 config.num_kv_heads,
                 config.head_dim,
@@ -128,11 +129,17 @@ class TorchBackend:
             max_num_batched_tokens=MAX_BATCHED_TOKENS,
             max_model_len=max_len,
             eos_token_ids=eos,
-            num_speculative_tokens=self._speculative_tokens,
+            num_speculative_tokens=spec.tokens,
         )
         self._runner = ModelRunner(model, kv, engine_config)
-        if self._speculative_tokens > 0:
-            self._spec = SpeculativeRunner(self._runner, PromptLookupDrafter())
+        if spec.tokens > 0:
+            drafter: Drafter = PromptLookupDrafter()
+            if draft is not None:
+                try:
+                    drafter = DraftModelDrafter(draft, engine_config, kv.num_blocks, BLOCK_SIZE)
+                except torch.OutOfMemoryError:
+                    raise BackendError("invalid_model", f"no room on {self._device} for the draft's KV cache") from None
+            self._spec = SpeculativeRunner(self._runner, drafter)
             self._engine = LLMEngine(engine_config, self._spec)
         else:
             self._spec = None
@@ -167,13 +174,20 @@ class TorchBackend:
             if 0 < len(tokens) < engine.config.max_model_len:
                 engine.generate([tokens], SamplingOptions(max_tokens=1))
 
-    def _kv_blocks(self, model: CausalLM, max_len: int) -> int:
+    def _kv_blocks(self, request: LoadRequest, max_len: int, model: CausalLM, draft: CausalLM | None) -> int:
+        """Blocks of the KV pool: the user's share of free GPU memory, or the CPU budget (a draft
+        model keeps its own pool of as many blocks, so it counts in every block)."""
         c = model.config
-        per_block = 2 * c.num_layers * BLOCK_SIZE * c.num_kv_heads * c.head_dim * model.dtype.itemsize
+        per_block = sum(
+            2 * m.config.num_layers * BLOCK_SIZE * m.config.num_kv_heads * m.config.head_dim * m.dtype.itemsize
+            for m in (model, draft) if m is not None
+        )
         if self._device.type == "cuda":
             free, _total = torch.cuda.mem_get_info(self._device)
             reserve = MAX_BATCHED_TOKENS * (c.hidden_size * 8 + c.intermediate_size * 3 + c.vocab_size) * 4
-            budget = int(free * self._gpu_fraction) - reserve
+            budget = int(free * request.gpu_memory_fraction) - reserve
+        elif request.cpu_kv_bytes is not None:
+            budget = request.cpu_kv_bytes  # the user's budget, even above the default share of RAM
         else:
             budget = min(CPU_KV_BUDGET_BYTES, psutil.virtual_memory().available // 4)
         # At least one full-length sequence, whatever the budget says.

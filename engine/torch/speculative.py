@@ -186,6 +186,8 @@ class SpeculativeRunner:
             gen = self.target.sampler.generator(opts, position)
             p = filtered_probs(rows[j], opts.temperature, opts.top_k, opts.top_p)
             q = None if draft_probs is None else draft_probs[j, : p.shape[0]]
+            if q is not None and q.shape[0] < p.shape[0]:  # a draft with fewer (padding) output rows
+                q = torch.nn.functional.pad(q, (0, p.shape[0] - q.shape[0]))
             q_d = 1.0 if q is None else float(q[d])
             accept = min(1.0, float(p[d]) / q_d) if q_d > 0 else 0.0
             if float(torch.rand((), generator=gen, device=p.device)) < accept:
