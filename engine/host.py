@@ -251,7 +251,7 @@ def _changed(old: MemoryReport | None, new: MemoryReport) -> bool:
     """Whether a report says something new: any part or token count, or a move beyond the noise."""
     if old is None or len(old.devices) != len(new.devices) or old.kv_tokens_used != new.kv_tokens_used:
         return True
-    if old.prefix_cache_disk_bytes != new.prefix_cache_disk_bytes:
+    if old.prefix_cache_disk_bytes != new.prefix_cache_disk_bytes or old.kv_shared_tokens != new.kv_shared_tokens:
         return True
     for a, b in zip(old.devices, new.devices, strict=True):
         exact = ("device", "weights_bytes", "kv_allocated_bytes", "compute_bytes", "prefix_cache_bytes", "total_bytes")

@@ -219,13 +219,17 @@ class MemoryReport:
     """The engine's memory, per device; sent after a load, while generating and on every change.
 
     `kv_tokens_used` counts the KV cells holding tokens over all sequences, a prefix shared
-    by several sequences once; `kv_tokens_total` is the cells the cache has.
+    by several sequences once; `kv_tokens_total` is the cells the cache has. `kv_shared_tokens`
+    and `kv_shared_bytes` are the part of the used cells that more than one sequence reads (the
+    PyTorch engine's KV blocks with a reference count above 1; 0 elsewhere).
     """
 
     devices: tuple[DeviceMemory, ...]
     kv_tokens_used: int
     kv_tokens_total: int
     prefix_cache_disk_bytes: int = 0  # the prefix cache's disk tier (not memory, shown beside it)
+    kv_shared_tokens: int = 0
+    kv_shared_bytes: int = 0
 
     def device(self, name: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.device == name), None)
@@ -236,6 +240,8 @@ class MemoryReport:
             "kv_tokens_used": self.kv_tokens_used,
             "kv_tokens_total": self.kv_tokens_total,
             "prefix_cache_disk_bytes": self.prefix_cache_disk_bytes,
+            "kv_shared_tokens": self.kv_shared_tokens,
+            "kv_shared_bytes": self.kv_shared_bytes,
         }
 
     @classmethod
@@ -247,6 +253,8 @@ class MemoryReport:
             kv_tokens_used=int(data["kv_tokens_used"]),
             kv_tokens_total=int(data["kv_tokens_total"]),
             prefix_cache_disk_bytes=int(data.get("prefix_cache_disk_bytes", 0)),
+            kv_shared_tokens=int(data.get("kv_shared_tokens", 0)),
+            kv_shared_bytes=int(data.get("kv_shared_bytes", 0)),
         )
 
 

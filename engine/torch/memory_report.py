@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -65,4 +65,7 @@ def report(d: TorchMemory, device: torch.device, block_size: int, meter: DeviceM
         parts: dict[str, dict[str, int]] = {"cpu": {}, f"cuda:{index}": ours}
     else:
         parts = {"cpu": ours}
-    return build_report(parts, meter, d.kv_blocks_used * block_size, d.kv_blocks_total * block_size)
+    built = build_report(parts, meter, d.kv_blocks_used * block_size, d.kv_blocks_total * block_size)
+    # Blocks more than one sequence holds: a shared system prompt or conversation prefix, stored once.
+    return replace(built, kv_shared_tokens=d.kv_blocks_shared * block_size,
+                   kv_shared_bytes=d.kv_blocks_shared * d.kv_bytes_per_block)

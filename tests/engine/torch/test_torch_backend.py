@@ -10,8 +10,18 @@ import pytest
 
 from engine.backend import BackendError
 from engine.client import EngineClient
-from engine.protocol import ChatMessage, Done, Error, GenerateRequest, Loaded, LoadRequest, SamplingParams
+from engine.protocol import (
+    ChatMessage,
+    Done,
+    Error,
+    GenerateRequest,
+    Loaded,
+    LoadRequest,
+    MemoryReport,
+    SamplingParams,
+)
 from engine.torch.backend import TorchBackend
+from engine.torch.sequence import SamplingOptions
 from tests.engine.helpers import collect, load
 from tests.fixtures.tiny_hf import write_tiny_model
 
@@ -171,3 +181,28 @@ def test_tokenizer_larger_than_the_model_vocabulary_is_invalid(model_dir: Path, 
     with pytest.raises(BackendError) as info:
         TorchBackend(device="cpu").load(LoadRequest(str(tmp_path)))
     assert info.value.kind == "invalid_model"
+
+
+def test_memory_report_counts_blocks_shared_by_two_requests(model_dir: Path) -> None:
+    """Two live requests with a common 48-token prefix hold its 3 KV blocks once, both reading them."""
+    b = TorchBackend(device="cpu", speculative_tokens=0)
+    b.load(LoadRequest(str(model_dir), n_ctx=256))
+    assert (b.memory().kv_shared_tokens, b.memory().kv_shared_bytes) == (0, 0)
+    engine = b._engine  # two requests at once: the host runs one at a time, a batch needs the engine itself
+    assert engine is not None
+    prefix = list(range(3, 51))
+    first = engine.add_request(prefix + [60, 61], SamplingOptions(max_tokens=50, ignore_eos=True))
+    engine.step()  # the first prompt is prefilled: its full blocks are in the prefix cache
+    second = engine.add_request(prefix + [70, 71, 72], SamplingOptions(max_tokens=50, ignore_eos=True))
+    engine.step()
+    report, d = b.memory(), b.details()
+    assert d.kv_blocks_shared == 3
+    assert report.kv_shared_tokens == 48 and report.kv_shared_bytes == 3 * d.kv_bytes_per_block
+    assert MemoryReport.from_dict(report.to_dict()) == report
+    older = {k: v for k, v in report.to_dict().items() if not k.startswith("kv_shared")}  # an older status file
+    assert MemoryReport.from_dict(older).kv_shared_tokens == 0
+    engine.abort(first)
+    engine.abort(second)
+    while engine.has_unfinished():
+        engine.step()
+    assert b.memory().kv_shared_tokens == 0  # blocks held by one sequence (or none) are not shared
