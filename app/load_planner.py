@@ -7,6 +7,7 @@ described. No Qt here: the CLI and the window both use it.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 from app.paths import AppPaths
 from engine.protocol import LoadRequest
 from models.errors import InvalidModelFile
+from models.folder_plan import folder_candidate, is_model_folder, plan_folder
 from models.hardware import HardwareProfile, detect_hardware
 from models.plan import Machine, Plan, make_plan
 from models.plan_sources import gguf_file_candidate
@@ -75,6 +77,8 @@ class LoadPlanner:
     def plan_load(self, path: str, settings: LoadSettings) -> PlannedLoad:
         flash_attn, overruled = settings.resolved_flash_attn()
         kv_type, n_ctx = settings.kv_type, settings.n_ctx
+        if is_model_folder(path):
+            return self._plan_folder(path, settings, flash_attn)
         try:
             candidate = gguf_file_candidate(path)
         except (InvalidModelFile, ValueError, OSError) as exc:
@@ -92,6 +96,27 @@ class LoadPlanner:
             path, n_ctx=n_ctx, n_gpu_layers=plan.n_gpu_layers, kv_type=plan.kv_type, flash_attn=plan.flash_attn,
             prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
             forecast=plan.forecast.to_dict() if plan.forecast else None,
+            pinned_prompts=settings.pinned_prompts, **settings.torch_fields(),
+        )
+        return PlannedLoad(request, plan)
+
+    def _plan_folder(self, path: str, settings: LoadSettings, flash_attn: bool) -> PlannedLoad:
+        """A Hugging Face folder: the PyTorch engine's plan (the KV type and GPU layers are its own)."""
+        plan = None
+        try:
+            candidate = folder_candidate(path)
+        except (InvalidModelFile, ValueError, OSError) as exc:
+            log.info("no plan for %s: %s", path, exc)  # the engine checks the folder and says why
+        else:
+            plan = plan_folder(
+                Machine.from_profile(self.profile), candidate, settings.n_ctx,
+                torch_ok=importlib.util.find_spec("torch") is not None,
+                gpu_memory_fraction=settings.gpu_memory_fraction, cpu_kv_bytes=settings.cpu_kv_bytes,
+            )
+        request = LoadRequest(
+            path, n_ctx=settings.n_ctx, kv_type=settings.kv_type, flash_attn=flash_attn,
+            prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
+            forecast=plan.forecast.to_dict() if plan and plan.forecast else None,
             pinned_prompts=settings.pinned_prompts, **settings.torch_fields(),
         )
         return PlannedLoad(request, plan)

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from models.errors import InvalidModelFile
+from models.folder_plan import folder_candidate, is_model_folder, plan_folder
 from models.hardware import detect_hardware, profile_for
 from models.hub import HubClient, HubError
 from models.plan import Candidate, Machine, Plan, make_plan
@@ -23,7 +24,10 @@ class PlanError(Exception):
 def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("plan", help="which quantization fits this machine, with the reasons")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--file", help="a GGUF file, local path or http(s) URL (only the header is read)")
+    source.add_argument(
+        "--file",
+        help="a GGUF file, local path or http(s) URL (only the header is read), or a Hugging Face model folder",
+    )
     source.add_argument("--repo", help="a Hugging Face repo id (HF_ENDPOINT selects the hub); one header is read")
     parser.add_argument("--revision", default="main", help="the repo's branch, tag or commit (%(default)s)")
     parser.add_argument("--ctx", type=int, default=4096, help="context length wanted (%(default)s)")
@@ -39,8 +43,16 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_plan(args: argparse.Namespace) -> int:
     machine = Machine.from_profile(_profile(args))
-    candidates = _candidates(args)
     torch_ok = importlib.util.find_spec("torch") is not None
+    if args.file and is_model_folder(args.file):  # one checkpoint, run by the PyTorch engine
+        try:
+            candidate = folder_candidate(args.file)
+        except (InvalidModelFile, ValueError, OSError) as exc:
+            raise PlanError(str(exc)) from None
+        plan = plan_folder(machine, candidate, context=args.ctx, torch_ok=torch_ok)
+        print(json.dumps(plan.to_dict()) if args.json else format_plan(plan))
+        return 0
+    candidates = _candidates(args)
     plan = make_plan(machine, candidates, context=args.ctx, kv_type=args.kv, torch_ok=torch_ok)
     print(json.dumps(plan.to_dict()) if args.json else format_plan(plan))
     return 0

@@ -1,0 +1,134 @@
+"""The plan for a Hugging Face model folder (dense or AWQ safetensors): the PyTorch engine runs it.
+
+There is nothing to choose between (one checkpoint), so the plan says where the engine will put it
+(the whole model on the GPU, or on the CPU in fp32), whether it fits, what the KV block pool takes,
+and why, in the same Plan the decision tree gives for GGUF files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from models.forecast import DeviceForecast, Forecast, ForecastSettings, ModelShape, forecast, scaled_to
+from models.hf_config import read_hf_config
+from models.hub import RepoFile
+from models.plan import (
+    GPU_RESERVE_BYTES,
+    PAGED_BLOCK_SIZE,
+    RAM_RESERVE_BYTES,
+    SAFETY_MARGIN,
+    Candidate,
+    Machine,
+    Plan,
+    gb,
+)
+from models.plan_sources import checkpoint_candidate
+from models.repo_files import group_files
+
+# The PyTorch engine's KV budget on the CPU when the user sets none (engine/torch/backend.py).
+DEFAULT_CPU_KV_BYTES = 1 << 30
+# Checkpoint formats the PyTorch engine runs: unquantized ("safetensors") and AWQ 4-bit.
+TORCH_FORMATS = ("safetensors", "awq")
+
+
+def is_model_folder(path: str | Path) -> bool:
+    p = Path(path).expanduser()
+    return p.is_dir() and (p / "config.json").is_file()
+
+
+def folder_candidate(directory: str | Path) -> Candidate:
+    """The candidate of a local model folder: shape from config.json, sizes from its safetensors files.
+
+    Raises:
+        InvalidModelFile: config.json is unreadable.
+        ValueError: no safetensors files, or config.json lacks a dimension the forecast needs.
+    """
+    folder = Path(directory).expanduser()
+    config = read_hf_config(folder / "config.json")
+    files = [RepoFile(p.name, p.stat().st_size, None, "") for p in sorted(folder.glob("*.safetensors"))]
+    if not files:
+        raise ValueError(f"{folder.name} has no .safetensors files")
+    group = group_files(files, config)[-1]
+    return replace(checkpoint_candidate(group, config), files=(str(folder),))
+
+
+def parameter_count(shape: ModelShape) -> int:
+    """Weights of a Llama-style model (attention, SwiGLU MLP, embeddings); norms and biases left out."""
+    h, hd = shape.n_embd, shape.head_dim_k
+    ff = shape.n_ff or 4 * h
+    per_layer = 2 * h * shape.n_heads * hd + 2 * h * shape.n_kv_heads[0] * hd + 3 * h * ff
+    embeddings = shape.n_vocab * h * (1 if shape.output_tied else 2)
+    return shape.n_layers * per_layer + embeddings
+
+
+def plan_folder(
+    machine: Machine,
+    candidate: Candidate,
+    context: int = 4096,
+    torch_ok: bool = True,
+    gpu_memory_fraction: float = 0.9,
+    cpu_kv_bytes: int | None = None,
+) -> Plan:
+    """Where and whether the PyTorch engine runs the folder of `candidate` (from folder_candidate)."""
+    reasons: list[str] = []
+    shape, on_gpu = candidate.shape, machine.has_gpu
+    label = candidate.quant or ("AWQ 4-bit" if candidate.format == "awq" else "dense")
+    reasons.append(f"A Hugging Face model folder ({label}): it runs on Tailor's PyTorch engine, not llama.cpp.")
+    usable = candidate.format in TORCH_FORMATS
+    if not usable:
+        reasons.append(f"{candidate.format.upper()} checkpoints are not supported by the PyTorch engine "
+                       "(dense and AWQ only): use a GGUF file of this model.")
+    if not torch_ok:
+        usable = False
+        reasons.append("The PyTorch engine is not installed: install the awq extra (pip install -e '.[awq]').")
+    if on_gpu:
+        # AWQ stays 4-bit (the file's size); dense weights run in 16 bits.
+        weights = candidate.size_bytes if candidate.format == "awq" else 2 * parameter_count(shape)
+        budget = int(max(0, machine.gpu_free_bytes - GPU_RESERVE_BYTES) * (1 - SAFETY_MARGIN))
+        reasons.append(f"GPU: {machine.gpu_name}, {gb(machine.gpu_free_bytes)} free of {gb(machine.gpu_total_bytes)}; "
+                       f"the whole model goes there ({gb(budget)} to plan with).")
+    else:
+        weights = 4 * parameter_count(shape)  # fp32 on the CPU; AWQ weights are dequantized at load
+        budget = int(max(0, machine.ram_available_bytes - RAM_RESERVE_BYTES) * (1 - SAFETY_MARGIN))
+        why = f", dequantized from {gb(candidate.size_bytes)} of 4-bit weights" if candidate.format == "awq" else ""
+        reasons.append(f"No NVIDIA GPU: the PyTorch engine runs on the CPU in fp32 ({gb(weights)} of weights{why}), "
+                       f"{gb(budget)} of RAM to plan with.")
+    settings = ForecastSettings(n_ctx=context, kv_type="f16", n_gpu_layers=shape.n_layers + 1 if on_gpu else 0,
+                                paged_block_size=PAGED_BLOCK_SIZE)
+    base = forecast(scaled_to(shape, weights), settings)
+    scale = 1 if on_gpu else 2  # the KV cache and activations are in the weights' dtype: fp32 on the CPU
+    needed_kv, compute = scale * base.total("kv_cache_bytes"), scale * base.total("compute_bytes")
+    needed = weights + needed_kv + compute
+    fits = usable and needed <= budget
+    if on_gpu:
+        pool = max(needed_kv, int((machine.gpu_free_bytes - weights) * gpu_memory_fraction) - compute)
+        where = f"{gpu_memory_fraction:.0%} of the GPU memory left after the weights"
+    else:
+        pool = max(needed_kv, cpu_kv_bytes if cpu_kv_bytes is not None
+                   else min(DEFAULT_CPU_KV_BYTES, machine.ram_available_bytes // 4))
+        where = "the CPU budget" + (" you set" if cpu_kv_bytes is not None else "")
+    per_token = needed_kv / max(1, -(-context // PAGED_BLOCK_SIZE) * PAGED_BLOCK_SIZE)
+    if usable:
+        if fits:
+            reasons.append(f"The weights ({gb(weights)}), a KV cache of {context:,} tokens ({gb(needed_kv)}) and "
+                           f"activations ({gb(compute)}) fit: {gb(needed)} of {gb(budget)}.")
+        else:
+            hint = ("a shorter context, an AWQ 4-bit checkpoint or a GGUF file would need less"
+                    if candidate.format != "awq" or not on_gpu else "a shorter context or a smaller model would fit")
+            reasons.append(f"Does not fit: the weights ({gb(weights)}), a KV cache of {context:,} tokens "
+                           f"({gb(needed_kv)}) and activations need {gb(needed)}, {gb(budget)} are free; {hint}.")
+        tokens = int(pool / per_token) if per_token else 0
+        reasons.append(f"The KV block pool takes {where}: {gb(pool)}, about {tokens:,} tokens "
+                       "shared by all chats (a common prefix is stored once).")
+    device = "cuda:0" if on_gpu else "cpu"
+    devices = {device: DeviceForecast(weights_bytes=weights, kv_cache_bytes=pool, compute_bytes=compute)}
+    trained = shape.n_ctx_train
+    if trained and context > trained:
+        reasons.append(f"Note: the model was trained for {trained:,} tokens of context; the engine stops there.")
+    return Plan(
+        format=candidate.format, files=candidate.files, quant=candidate.quant, n_layers=shape.n_layers,
+        n_gpu_layers=settings.n_gpu_layers, context=context, kv_type="f16" if on_gpu else "f32", flash_attn=True,
+        n_batch=settings.n_batch, n_ubatch=settings.n_ubatch, fits=fits,
+        forecast=Forecast(settings, devices), reasons=tuple(reasons),
+    )

@@ -1,0 +1,118 @@
+"""The plan for a Hugging Face model folder: the PyTorch engine, where it runs, whether it fits, why.
+
+Through the load planner (the window's plan, Ctrl+I) and `tailor plan --file DIR`, on a tiny AWQ
+folder written by tests/fixtures/tiny_hf.py; big shapes are a config.json beside a stub file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.load_planner import LoadPlanner, LoadSettings
+from models.folder_plan import folder_candidate, parameter_count, plan_folder
+from models.hardware import profile_for
+from models.plan import Machine
+from tests.fixtures.tiny_hf import write_awq_copy, write_tiny_model
+
+TAILOR = str(Path(sys.executable).with_name("tailor"))
+CPU = Machine.from_profile(profile_for(ram_gib=64))
+RTX_4090 = Machine.from_profile(profile_for("RTX 4090", ram_gib=64))
+
+
+@pytest.fixture(scope="module")
+def awq_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dense = tmp_path_factory.mktemp("dense")
+    write_tiny_model(dense, "llama")
+    awq = tmp_path_factory.mktemp("tiny-awq")
+    write_awq_copy(dense, awq, 32)
+    return awq
+
+
+def big_folder(directory: Path, quantization: dict | None = None) -> Path:
+    """The config.json of a 70B-class Llama and a stub weights file (the plan reads sizes, not tensors)."""
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
+              "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64,
+              "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
+              "torch_dtype": "bfloat16"}
+    if quantization:
+        config["quantization_config"] = quantization
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config))
+    (directory / "model.safetensors").write_bytes(b"\0" * 4096)
+    return directory
+
+
+def test_awq_folder_on_the_cpu_runs_dequantized_in_fp32(awq_dir: Path) -> None:
+    candidate = folder_candidate(awq_dir)
+    assert candidate.format == "awq" and candidate.quant == "AWQ 4-bit" and candidate.files == (str(awq_dir),)
+    plan = plan_folder(CPU, candidate, context=512)
+    assert plan.fits and plan.n_gpu_layers == 0 and set(plan.forecast.devices) == {"cpu"}
+    assert plan.forecast.total("weights_bytes") == 4 * parameter_count(candidate.shape)
+    assert "PyTorch engine" in plan.reasons[0] and "dequantized" in plan.reasons[1]
+    assert any("KV block pool" in r for r in plan.reasons)
+
+
+def test_awq_folder_on_a_gpu_keeps_4_bit_weights_and_the_pool_follows_the_fraction(awq_dir: Path) -> None:
+    candidate = folder_candidate(awq_dir)
+    plan = plan_folder(RTX_4090, candidate, context=512)
+    assert plan.fits and plan.n_gpu_layers == plan.n_layers + 1 and set(plan.forecast.devices) == {"cuda:0"}
+    gpu = plan.forecast.devices["cuda:0"]
+    assert gpu.weights_bytes == candidate.size_bytes
+    half = plan_folder(RTX_4090, candidate, context=512, gpu_memory_fraction=0.5).forecast.devices["cuda:0"]
+    assert half.kv_cache_bytes / gpu.kv_cache_bytes == pytest.approx(0.5 / 0.9, rel=0.01)
+    assert any("90% of the GPU memory" in r for r in plan.reasons)
+
+
+def test_a_70b_dense_folder_does_not_fit_and_says_what_would(tmp_path: Path) -> None:
+    candidate = folder_candidate(big_folder(tmp_path / "big"))
+    for machine in (CPU, RTX_4090):
+        plan = plan_folder(machine, candidate, context=8192)
+        assert not plan.fits
+        assert any(r.startswith("Does not fit") and "AWQ 4-bit checkpoint or a GGUF file" in r for r in plan.reasons)
+
+
+def test_unsupported_checkpoints_and_a_missing_engine_never_fit(tmp_path: Path, awq_dir: Path) -> None:
+    fp8 = folder_candidate(big_folder(tmp_path / "fp8", {"quant_method": "fp8"}))
+    assert not plan_folder(RTX_4090, fp8).fits
+    assert any("FP8 checkpoints are not supported" in r for r in plan_folder(RTX_4090, fp8).reasons)
+    no_torch = plan_folder(CPU, folder_candidate(awq_dir), torch_ok=False)
+    assert not no_torch.fits and any("not installed" in r for r in no_torch.reasons)
+
+
+def test_the_load_planner_plans_a_model_folder(awq_dir: Path) -> None:
+    settings = LoadSettings(512, gpu_memory_fraction=0.6)
+    planned = LoadPlanner(profile_for("RTX 4090", ram_gib=64)).plan_load(str(awq_dir), settings)
+    assert planned.plan is not None and planned.plan.format == "awq" and planned.plan.fits
+    assert planned.request.forecast == planned.plan.forecast.to_dict()
+    assert planned.request.gpu_memory_fraction == 0.6 and planned.request.path == str(awq_dir)
+    assert any("60% of the GPU memory" in r for r in planned.plan.reasons)
+
+
+def test_a_pickle_only_folder_gets_no_plan_and_the_engine_says_why(tmp_path: Path) -> None:
+    folder = big_folder(tmp_path / "pickles")
+    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
+    planned = LoadPlanner(profile_for(ram_gib=64)).plan_load(str(folder), LoadSettings(512))
+    assert planned.plan is None and planned.request.path == str(folder)
+
+
+def test_tailor_plan_explains_a_model_folder(awq_dir: Path, tmp_path: Path) -> None:
+    result = subprocess.run([TAILOR, "plan", "--file", str(awq_dir), "--ram", "64", "--ctx", "512"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Fits: AWQ") and "PyTorch engine" in result.stdout
+    result = subprocess.run([TAILOR, "plan", "--file", str(big_folder(tmp_path / "big")), "--json",
+                             "--gpu-name", "RTX 4090"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    assert d["fits"] is False and d["format"] == "safetensors" and d["n_gpu_layers"] == 81
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")
+    result = subprocess.run([TAILOR, "plan", "--file", str(empty)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and result.stderr.startswith("tailor: error: ")
+    assert len(result.stderr.strip().splitlines()) == 1
