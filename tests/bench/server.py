@@ -2,10 +2,10 @@
 
 Side by side on the starter model, greedy, the same prompt (no system prompt), 120 tokens:
 - decode: tok/s a streaming HTTP client sees (first to last content chunk) against what
-  `tailor chat --json` reports, each run alternating (ABBA); ratio of medians, target >= 0.95;
+  `tailor chat --json` reports, alternating (ABBA); ratio of medians (and of best runs), target >= 0.95;
 - TTFT: request to first content chunk through the server, against the same engine driven
   directly through its EngineClient (same process, same warm prefix), alternating; the
-  difference of medians is what the HTTP server adds, target <= 20 ms.
+  median of the paired differences is what the HTTP server adds, target <= 20 ms.
 
     python -m tests.bench.server
 """
@@ -32,11 +32,11 @@ from app.server.runner import ServerThread
 from engine.protocol import ChatMessage, Done, Error, Event, SamplingParams, Token
 from engine.starter import starter_model_path
 
-RUNS = 4
+RUNS = 6
 MAX_TOKENS = 120
 N_CTX = 2048
 PROMPT = "Write a long story about a dragon who learns to bake bread."
-TTFT_RUNS = 8
+TTFT_RUNS = 16
 # The client sends its request headers and body in two writes: with Nagle's algorithm on, the
 # body waits for the server's delayed ACK (~40 ms), a cost of the client's socket, not the server.
 NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
@@ -116,7 +116,11 @@ def main() -> None:
                       f"tailor chat {b['decode_tok_s']:.1f} tok/s ({b['gen_tokens']} tokens)", flush=True)
             if served:
                 ratio = statistics.median(served) / statistics.median(chat)
-                print(f"decode through the server / tailor chat: {ratio:.3f} (target >= 0.95)")
+                # On a shared machine a run may be slowed by others' work: the best run of each side
+                # is its speed with the least interference.
+                best = max(served) / max(chat)
+                print(f"decode through the server / tailor chat: {ratio:.3f} median, {best:.3f} best run "
+                      "(target >= 0.95)")
             http_ttft, engine_ttft = [], []
             for i in range(TTFT_RUNS):
                 if i % 2:
@@ -125,7 +129,7 @@ def main() -> None:
                 else:
                     http_ttft.append(through_server(http, server.url, model, 4)["ttft_s"])
                     engine_ttft.append(direct(engine, 4)["ttft_s"])
-            added_ms = (statistics.median(http_ttft) - statistics.median(engine_ttft)) * 1000
+            added_ms = statistics.median(h - e for h, e in zip(http_ttft, engine_ttft, strict=True)) * 1000
             print(f"TTFT through the server {statistics.median(http_ttft) * 1000:.1f} ms, engine direct "
                   f"{statistics.median(engine_ttft) * 1000:.1f} ms: the server adds {added_ms:.1f} ms (target <= 20 ms)")
         finally:
