@@ -5,12 +5,20 @@ The starter GGUF (SmolLM2-135M) is dequantized into a dense Hugging Face folder 
   - aggregate tok/s with 8 concurrent streams vs 1 (continuous batching);
   - TTFT of a request sharing a 1,024-token prefix with a finished one, vs cold (prefix caching);
   - prompt-lookup speculative decoding on a rewrite-the-input task vs plain greedy (same output).
+On a CUDA device (skipped, with a line saying so, elsewhere):
+  - AWQ int4 decode tok/s of a 1.1B Llama vs its bandwidth limit (weight bytes read per token x tok/s
+    / peak bandwidth) and vs the same model in dense fp16. The model has TinyLlama-1.1B's shape and
+    random weights (decode speed does not depend on the values; nothing is downloaded), unless
+    TAILOR_BENCH_GPU_DENSE and TAILOR_BENCH_GPU_AWQ name a real dense folder and its AWQ copy.
+    The peak is TAILOR_BENCH_PEAK_GBS (the card's spec sheet, GB/s; models/gpu_catalog.py has no
+    bandwidths) or else a measured device-to-device copy (what the memory achieves, below the spec).
 
     python -m tests.bench.torch_engine      # TAILOR_BENCH_THREADS (default 2)
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -32,6 +40,7 @@ from engine.torch.model_runner import ModelRunner
 from engine.torch.sequence import SamplingOptions
 from engine.torch.speculative import PromptLookupDrafter, SpeculativeRunner
 from tests.fixtures.gguf_to_hf import convert
+from tests.fixtures.tiny_hf import write_awq_copy, write_tiny_model
 
 THREADS = int(os.environ.get("TAILOR_BENCH_THREADS", "2"))
 DECODE_TOKENS = 32
@@ -141,6 +150,87 @@ def bench_speculative(model: CausalLM, tok: HfTokenizer) -> None:
           f"tok/s: {base_s / spec_s:.2f}x, acceptance {spec.acceptance_rate:.0%}, output {same}")
 
 
+GPU_DECODE_TOKENS = 128
+# TinyLlama-1.1B's shape: 22 layers, GQA with 4 KV heads, untied 32k-token embeddings.
+GPU_SHAPE = dict(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                 num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=2048,
+                 initializer_range=0.02)
+AWQ_GROUP_SIZE = 128
+
+
+def bytes_read_per_token(model: CausalLM) -> int:
+    """Weight bytes one decode step reads: all, but of the embedding table only one row (unless it is
+    also the output layer, which reads it whole)."""
+    total = model.weights_bytes()
+    if model.lm_head is not None:
+        total -= model.embed.numel() * model.embed.element_size()
+    return total
+
+
+def copy_bandwidth(device: torch.device, n_bytes: int = 1 << 30) -> float:
+    """Bytes per second of a device-to-device copy (read + write), best of 5."""
+    src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    best = math.inf
+    for i in range(6):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t = time.perf_counter()
+        dst.copy_(src)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i:  # the first copy warms up
+            best = min(best, time.perf_counter() - t)
+    return 2 * n_bytes / best
+
+
+def decode_tok_s(model: CausalLM, prompt: list[int], n: int) -> float:
+    """Greedy decode speed at batch 1, best of ROUNDS (after a warm-up that captures the CUDA graphs)."""
+    engine, _ = make_engine(model, seqs=1)
+    timed_generate(engine, [prompt], 4)
+    best = math.inf
+    for r in range(ROUNDS):
+        best = min(best, timed_generate(engine, [prompt[:-1] + [prompt[-1] + r + 1]], n + 1)[2])
+    return n / best
+
+
+def gpu_models(tmp: Path, shape: dict) -> tuple[Path, Path]:
+    """A dense folder and its AWQ copy: the user's (environment), or written here with random weights."""
+    dense, awq = os.environ.get("TAILOR_BENCH_GPU_DENSE"), os.environ.get("TAILOR_BENCH_GPU_AWQ")
+    if dense and awq:
+        return Path(dense), Path(awq)
+    dense_dir, awq_dir = tmp / "dense", tmp / "awq"
+    write_tiny_model(dense_dir, "llama", tokenizer=False, **shape)
+    write_awq_copy(dense_dir, awq_dir, AWQ_GROUP_SIZE)
+    return dense_dir, awq_dir
+
+
+def bench_gpu(device: torch.device, shape: dict = GPU_SHAPE, n: int = GPU_DECODE_TOKENS) -> None:
+    """AWQ int4 vs dense fp16 decode on `device`, each against the bandwidth limit."""
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+    results: dict[str, tuple[float, int]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        dense_dir, awq_dir = gpu_models(Path(tmp), shape)
+        prompt = list(range(3, 35))
+        # AWQ in the engine's own dtype on the device (bf16 on CUDA, for the int4 kernel); dense in fp16.
+        for label, directory, dtype in (("AWQ int4", awq_dir, None), ("dense fp16", dense_dir, torch.float16)):
+            model = load_model(directory, device, dtype).model
+            results[label] = (decode_tok_s(model, prompt, n), bytes_read_per_token(model))
+            del model
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    spec = os.environ.get("TAILOR_BENCH_PEAK_GBS")
+    peak, source = (float(spec) * 1e9, "spec-sheet") if spec else (copy_bandwidth(device), "measured copy")
+    for label, (tok_s, n_bytes) in results.items():
+        used = n_bytes * tok_s
+        print(f"{name}, {label}: decode {tok_s:.1f} tok/s (batch 1, greedy, {n} tokens); {n_bytes / 1e9:.3f} GB of "
+              f"weights read per token -> {used / 1e9:.0f} GB/s = {used / peak:.0%} of the {peak / 1e9:.0f} GB/s "
+              f"{source} bandwidth")
+    (awq, awq_bytes), (dense, dense_bytes) = results["AWQ int4"], results["dense fp16"]
+    print(f"AWQ int4 vs dense fp16: {awq / dense:.2f}x the decode speed with {awq_bytes / dense_bytes:.2f}x "
+          f"the bytes per token (the bandwidth limit alone would give {dense_bytes / awq_bytes:.2f}x)")
+
+
 def main() -> None:
     torch.set_num_threads(THREADS)
     with tempfile.TemporaryDirectory() as tmp:
@@ -153,6 +243,10 @@ def main() -> None:
         bench_streams(model, prompts)
         bench_prefix(model, tok)
         bench_speculative(model, tok)
+    if torch.cuda.is_available():
+        bench_gpu(torch.device("cuda"))
+    else:
+        print("GPU section skipped: no CUDA device here (AWQ decode vs the bandwidth limit and vs dense fp16)")
 
 
 if __name__ == "__main__":
