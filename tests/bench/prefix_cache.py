@@ -160,6 +160,39 @@ def prefix_scenarios() -> list[str]:
     ]
 
 
+def bare_next_turn() -> list[str]:
+    """The same next turn on a bare `llama_cpp.Llama`, its prefix still in its context."""
+    engine = Engine(4096, cache_bytes=0)  # for the template, the tokens and the replies
+    bare = llama_cpp.Llama(
+        str(starter_model_path()), n_ctx=4096, n_threads=2, n_batch=512, flash_attn=True, verbose=False
+    )
+    tokens_of = engine.backend._tokenize
+    render = engine.backend._template.render
+    cold: list[float] = []
+    warm: list[float] = []
+    for r in range(ROUNDS):
+        system = system_prompt(engine, f"bare {r}")
+        reply = engine.ask(first_turn(system)).text
+        for prompt, results in (
+            (tokens_of(render(first_turn(system))), cold),
+            (tokens_of(render(next_turn(system, reply, NEW_MESSAGE))), warm),
+        ):
+            if results is cold:
+                bare.reset()
+                bare._ctx.kv_cache_clear()
+            t0 = time.perf_counter()
+            # As in the engine: the first reply's tokens are decoded into the context too.
+            for n, _token in enumerate(bare.generate(prompt, reset=True, temp=0.0)):
+                if n == 0:
+                    results.append(time.perf_counter() - t0)
+                if n + 1 == GREEDY.max_tokens:
+                    break
+    engine.close()
+    bare.close()
+    c = statistics.median(cold)
+    return [ratio_line("bare llama-cpp-python, same next turn, prefix in its context", warm, c, 0.03)]
+
+
 def kv_bytes_per_token(llm: llama_cpp.Llama) -> int:
     model = llm.model
     head_dim = llama_cpp.llama_model_n_embd(model) // llama_cpp.llama_model_n_head(model)
@@ -203,7 +236,7 @@ def kv_types() -> list[str]:
 
 
 def main() -> None:
-    for line in prefix_scenarios() + kv_types():
+    for line in prefix_scenarios() + bare_next_turn() + kv_types():
         print(line, flush=True)
 
 
