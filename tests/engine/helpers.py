@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine.client import EngineClient
-from engine.protocol import Done, Error, Event, Loaded, LoadRequest, MemoryReport, Token
+from engine.protocol import Done, Error, Event, GenerateRequest, Loaded, LoadRequest, MemoryReport, Token
 
 
 @dataclass
@@ -48,3 +48,8 @@ def collect(client: EngineClient, request_id: int, timeout: float = 120.0) -> Re
             reply.end = event
             return reply
     raise AssertionError(f"reply {request_id} did not end within {timeout}s")
+
+
+def reply(backend, messages, sampling) -> Done:
+    """One reply from a backend in the test's own process, its text streamed nowhere."""
+    return backend.generate(GenerateRequest(1, tuple(messages), sampling), lambda _t: None, lambda: False)

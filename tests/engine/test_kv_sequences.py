@@ -6,12 +6,11 @@ from pathlib import Path
 
 import llama_cpp
 import numpy as np
-import pytest
 
 from engine.gguf.backend import GgufBackend
-from engine.gguf.log_bridge import LlamaLogBridge
 from engine.gguf.prefix_cache import restore_state, save_state
-from engine.protocol import ChatMessage, Done, GenerateRequest, LoadRequest, SamplingParams
+from engine.protocol import ChatMessage, Done, LoadRequest, SamplingParams
+from tests.engine.helpers import reply
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16, seed=1)
 SYSTEM = "You are the help desk of a public library. " + " ".join(
@@ -25,15 +24,8 @@ def topic(name: str, sentences: int = 12) -> list[ChatMessage]:
     return [ChatMessage("system", text), ChatMessage("user", f"Tell me about {name}.")]
 
 
-@pytest.fixture(scope="module")
-def backend():
-    b = GgufBackend(LlamaLogBridge())
-    yield b
-    b.close()
-
-
 def generate(backend: GgufBackend, messages: list[ChatMessage]) -> Done:
-    return backend.generate(GenerateRequest(1, tuple(messages), GREEDY), lambda _t: None, lambda: False)
+    return reply(backend, messages, GREEDY)
 
 
 def tokens_of(backend: GgufBackend, messages: list[ChatMessage], **kw) -> tuple[int, ...]:

@@ -11,7 +11,6 @@ import pytest
 
 from engine.client import EngineClient
 from engine.gguf.backend import GgufBackend
-from engine.gguf.log_bridge import LlamaLogBridge
 from engine.gguf.prefix_cache import (
     CacheEntry,
     CacheKey,
@@ -21,8 +20,8 @@ from engine.gguf.prefix_cache import (
     save_state,
 )
 from engine.gguf.prefix_store import PrefixStore
-from engine.protocol import ChatMessage, Done, GenerateRequest, Loaded, LoadRequest, SamplingParams
-from tests.engine.helpers import collect, wait_for
+from engine.protocol import ChatMessage, Done, Loaded, LoadRequest, SamplingParams
+from tests.engine.helpers import collect, reply, wait_for
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24, seed=1)
 KEY = CacheKey("model-a", "n_ctx=2048")
@@ -159,15 +158,8 @@ def test_greedy_output_with_the_cache_equals_output_without(starter_model: Path,
 # ---------------------------------------------------------------- the backend directly
 
 
-@pytest.fixture(scope="module")
-def backend():
-    b = GgufBackend(LlamaLogBridge())
-    yield b
-    b.close()
-
-
 def generate(backend: GgufBackend, messages: list[ChatMessage]) -> Done:
-    return backend.generate(GenerateRequest(1, tuple(messages), GREEDY), lambda _t: None, lambda: False)
+    return reply(backend, messages, GREEDY)
 
 
 def test_other_settings_never_reuse_a_state(backend: GgufBackend, starter_model: Path):
