@@ -49,8 +49,8 @@ FALLBACK_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-# Sequence ids beyond the live one: conversations switched away from and pinned system
-# prompts stay in the KV cache under them (cells shared, nothing copied) while there is room.
+# Sequence ids beyond the live one: pinned system prompts stay in the KV cache under them,
+# and a chat that starts with one shares its cells (nothing copied).
 PARKED_SEQUENCES = 4
 
 

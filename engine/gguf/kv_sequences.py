@@ -1,12 +1,10 @@
 """Sequences in llama.cpp's KV cache: the live one (sequence 0) and parked ones (1 … n-1).
 
 The context is created with several sequence ids over one unified KV cache. Sequence 0 is
-the one being generated. When a prompt is about to drop a long part of it (another
-conversation, an edited message), it is *parked*: `llama_memory_seq_cp` adds another
-sequence id to the same cells, so nothing is copied. A later prompt that shares a prefix
-with a parked sequence gets it back the same way, and a new conversation that shares only a
-system prompt with it shares those cells. Pinned sequences (a preset's system prompt,
-prefilled at load) are parked the same way and are the last to be evicted.
+the one being generated. A sequence is *parked* by `llama_memory_seq_cp`, which adds another
+sequence id to the same cells, so nothing is copied; a prompt that shares a prefix with a
+parked sequence gets those cells back the same way. Pinned sequences (a preset's system
+prompt, prefilled at load) are parked so; prefix_reuse.py says why other chats are not.
 
 All sequences share the context's `n_ctx` cells. llama.cpp has no call that counts the cells
 in use across sequences, so this class keeps its own ledger: every cell is an integer id,

@@ -102,9 +102,14 @@ def gguf_memory_report(backend: Any) -> MemoryReport:
     if llm is None:
         return build_report({"cpu": {}}, meter, 0, 0, prefix_ram, prefix_disk)
     ctx = llm._ctx.ctx
-    known = known_sequences(backend, llm)
-    shared = llama_cpp.llama_n_seq_max(ctx) == 1 or bool(llm.context_params.kv_unified)
-    used = kv_cells_in_use(ctx, known, shared)
+    seqs = getattr(getattr(backend, "_prefixes", None), "seqs", None)
+    if seqs is not None:
+        # Exact: the backend's ledger knows which cells sequences share (a state restored from
+        # RAM beside a pinned prompt holds the same first tokens in cells of its own).
+        used = seqs.used_cells()
+    else:
+        shared = llama_cpp.llama_n_seq_max(ctx) == 1 or bool(llm.context_params.kv_unified)
+        used = kv_cells_in_use(ctx, known_sequences(backend, llm), shared)
     return build_report(
         parts_by_device(backend._logs.buffers), meter, used, llama_cpp.llama_n_ctx(ctx), prefix_ram, prefix_disk
     )

@@ -92,11 +92,10 @@ def ratio_line(name: str, values: list[float], cold: float, target: float) -> st
 
 
 def prefix_scenarios() -> list[str]:
-    cold, same, switch_parked, switch_ram, shared, pinned, restart, save_restore = ([] for _ in range(8))
+    cold, same, switches, shared, pinned, restart, save_restore = ([] for _ in range(7))
     state_ratio = 0.0
     cold_engine = Engine(4096, cache_bytes=0)
-    warm = Engine(4096)  # the app's default context: two 2,000-token chats both stay in it
-    tight = Engine(3072)  # room for one: the chat left goes to the RAM tier
+    warm = Engine(4096)  # the app's default context
     sizes = set()
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(ROUNDS):
@@ -108,12 +107,11 @@ def prefix_scenarios() -> list[str]:
             reply = warm.ask(first_turn(sys_a)).text  # same conversation, next turn
             same.append(warm.ttft(next_turn(sys_a, reply, NEW_MESSAGE)))
 
-            for engine, results in ((warm, switch_parked), (tight, switch_ram)):
-                engine.ask(first_turn(sys_a))
-                engine.ask(first_turn(sys_b))
-                for i in range(5):  # back and forth five times
-                    for system in (sys_a, sys_b):
-                        results.append(engine.ttft(next_turn(system, "Hello!", f"Question {i}?")))
+            warm.ask(first_turn(sys_a))
+            warm.ask(first_turn(sys_b))
+            for i in range(5):  # back and forth five times
+                for system in (sys_a, sys_b):
+                    switches.append(warm.ttft(next_turn(system, "Hello!", f"Question {i}?")))
 
             shared_sys = system_prompt(warm, f"shared {r}")
             warm.ask([ChatMessage("system", shared_sys), ChatMessage("user", "First chat.")])
@@ -143,14 +141,13 @@ def prefix_scenarios() -> list[str]:
             seqs.live_restored(live)
             state_ratio = len(state) / (kv_bytes_per_token(llm) * llm.n_tokens)
             print(f"  round {r + 1}/{ROUNDS}: cold {cold[-1]:.2f} s, next turn {same[-1] * 1000:.0f} ms", flush=True)
-    for engine in (cold_engine, warm, tight):
+    for engine in (cold_engine, warm):
         engine.close()
     c = statistics.median(cold)
     return [
         f"cold TTFT, {min(sizes)}-{max(sizes)}-token prompt: {c:.2f} s (median of {ROUNDS})",
         ratio_line("same conversation, next turn (~30 new tokens)", same, c, 0.03),
-        ratio_line("after each switch between two conversations, context 4,096 (parked)", switch_parked, c, 0.05),
-        ratio_line("after each switch between two conversations, context 3,072 (RAM tier)", switch_ram, c, 0.05),
+        ratio_line("after each switch between two conversations (5 times back and forth)", switches, c, 0.05),
         ratio_line("new conversation sharing a 2,000-token system prompt", shared, c, 0.05),
         ratio_line("first message after loading with that system prompt pinned", pinned, c, 0.05),
         ratio_line("after an engine restart (disk tier)", restart, c, 0.10),

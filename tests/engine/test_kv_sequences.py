@@ -1,4 +1,4 @@
-"""Several sequences in one llama.cpp KV cache: parking, shared cells, eviction, pinned prompts."""
+"""Sequences in one llama.cpp KV cache: the live chat, pinned prompts sharing cells, the RAM tier."""
 
 from __future__ import annotations
 
@@ -38,39 +38,42 @@ def seq_span(backend: GgufBackend, seq_id: int) -> tuple[int, int]:
     return llama_cpp.llama_memory_seq_pos_min(mem, seq_id), llama_cpp.llama_memory_seq_pos_max(mem, seq_id)
 
 
-def test_a_conversation_switched_away_from_is_parked_without_a_copy(backend, starter_model: Path):
+def test_a_conversation_switched_away_from_is_saved_and_leaves_the_kv_cache(backend, starter_model: Path):
+    """Not parked: a parked chat would widen the live chat's attention over the unified cache."""
     backend.load(LoadRequest(str(starter_model), n_ctx=2048))
-    assert llama_cpp.llama_n_seq_max(backend._llm._ctx.ctx) > 1
+    assert llama_cpp.llama_n_seq_max(backend._llm._ctx.ctx) > 1  # for pinned prompts
     a, b = topic("apples"), topic("boats")
     a1 = generate(backend, a)
     generate(backend, b)
-    (parked,) = backend._prefixes.seqs.parked
-    assert parked.seq_id != 0 and parked.tokens[: a1.stats.prompt_tokens] == tokens_of(backend, a)
-    assert seq_span(backend, parked.seq_id) == (0, len(parked.tokens) - 1)
-    assert len(backend._cache) == 0  # parked: no state was copied anywhere
+    seqs = backend._prefixes.seqs
+    assert seqs.parked == () and seqs.used_cells() == len(seqs.live_tokens)
+    (saved,) = list(backend._cache)
+    assert saved.tokens[: a1.stats.prompt_tokens] == tokens_of(backend, a)
     a2 = generate(backend, [*a, ChatMessage("assistant", a1.text), ChatMessage("user", "And pears?")])
     assert a2.stats.cached_tokens >= a1.stats.prompt_tokens
     assert a2.stats.prompt_tokens - a2.stats.cached_tokens < 30
-    assert {p.tokens[:20] for p in backend._prefixes.seqs.parked} == {tokens_of(backend, b)[:20]}
+    assert seq_span(backend, 0) == (0, len(seqs.live_tokens) - 1)
 
 
-def test_a_shared_system_prompt_shares_its_cells(backend, starter_model: Path):
-    backend.load(LoadRequest(str(starter_model), n_ctx=2048))
-    first = [ChatMessage("system", SYSTEM), ChatMessage("user", LONG_QUESTION)]
-    generate(backend, first)
-    second = generate(backend, [ChatMessage("system", SYSTEM), ChatMessage("user", "When do you open?")])
-    system_tokens = len(tokens_of(backend, [ChatMessage("system", SYSTEM)], add_generation_prompt=False))
-    assert second.stats.cached_tokens >= system_tokens > 150
+def test_a_chat_with_a_pinned_system_prompt_shares_its_cells(backend, starter_model: Path):
+    backend.load(LoadRequest(str(starter_model), n_ctx=2048, pinned_prompts=(SYSTEM,)))
     seqs = backend._prefixes.seqs
-    (parked,) = seqs.parked  # the first conversation, which lost its long question
+    (pinned,) = seqs.parked
+    first = generate(backend, [ChatMessage("system", SYSTEM), ChatMessage("user", LONG_QUESTION)])
+    second = generate(backend, [ChatMessage("system", SYSTEM), ChatMessage("user", "When do you open?")])
+    system_tokens = len(pinned.tokens)
+    assert first.stats.cached_tokens >= system_tokens > 150
+    assert second.stats.cached_tokens >= system_tokens
     live = seqs.live_tokens
-    # Both sequences start at position 0 in llama.cpp, and the shared prefix is counted once.
-    assert seq_span(backend, parked.seq_id)[0] == 0 and seq_span(backend, 0)[0] == 0
-    assert seqs.used_cells() <= len(live) + len(parked.tokens) - system_tokens
-    assert backend.sequence_tokens() == {0: live, parked.seq_id: parked.tokens}
+    # Both sequences start at position 0 in llama.cpp; the pinned prompt's cells are the live
+    # chat's first cells, counted once.
+    assert seq_span(backend, pinned.seq_id) == (0, system_tokens - 1) and seq_span(backend, 0)[0] == 0
+    assert live[:system_tokens] == pinned.tokens
+    assert seqs.used_cells() == len(live)
+    assert backend.sequence_tokens() == {0: live, pinned.seq_id: pinned.tokens}
 
 
-def test_a_full_cache_evicts_parked_sequences_to_ram_and_keeps_answering(backend, starter_model: Path):
+def test_a_full_cache_keeps_conversations_in_ram_and_keeps_answering(backend, starter_model: Path):
     backend.load(LoadRequest(str(starter_model), n_ctx=1024))
     conversations = [topic(name, sentences=20) for name in ("ants", "bees", "cats", "dogs", "eels", "fish")]
     firsts = [generate(backend, c) for c in conversations]

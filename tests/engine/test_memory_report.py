@@ -186,18 +186,29 @@ def test_kv_cells_in_use_come_from_llama_cpp(backend: GgufBackend):
     assert cpu.kv_used_bytes == cpu.kv_allocated_bytes * report.kv_tokens_used // 2048
 
 
-def test_parked_conversations_share_their_prefix_once(backend: GgufBackend):
-    """Where the backend parks other conversations in the KV cache, their shared prefix counts once."""
-    seqs = getattr(getattr(backend, "_prefixes", None), "seqs", None)
-    if seqs is None or not hasattr(seqs, "used_cells"):
-        pytest.skip("this backend keeps one sequence")
-    tail = " Also consider these notes: " + "one two three four five six seven eight nine ten " * 8
-    for i, question in enumerate(["Name a red fruit.", "Name a large sea animal.", "Name a red fruit."]):
-        messages = (ChatMessage("system", SYSTEM), ChatMessage("user", question + tail))
-        backend.generate(GenerateRequest(i, messages, GREEDY), lambda _t: None, lambda: False)
-        # Counted from llama.cpp's spans and the sequences' tokens; the backend's ledger of cells agrees.
-        assert backend.memory().kv_tokens_used == seqs.used_cells()
-    assert seqs.parked, "a conversation switched away from stays parked"
+def test_a_pinned_prompt_and_the_chats_using_it_share_their_prefix_once(backend: GgufBackend, starter_model: Path):
+    """A pinned system prompt stays parked in the KV cache; chats that start with it share its cells."""
+    # llama.cpp has one log callback per process: the second backend shares the first one's bridge.
+    backend = GgufBackend(backend._logs)
+    try:
+        backend.load(LoadRequest(str(starter_model), n_ctx=2048, n_threads=2, pinned_prompts=(SYSTEM,)))
+        seqs = backend._prefixes.seqs
+        (pinned,) = seqs.parked
+        assert backend.memory().kv_tokens_used == len(pinned.tokens)
+        tail = " Also consider these notes: " + "one two three four five six seven eight nine ten " * 8
+        counts = []
+        for i, question in enumerate(["Name a red fruit.", "Name a large sea animal.", "Name a red fruit."]):
+            messages = (ChatMessage("system", SYSTEM), ChatMessage("user", question + tail))
+            backend.generate(GenerateRequest(i, messages, GREEDY), lambda _t: None, lambda: False)
+            counts.append((backend.memory().kv_tokens_used, len(seqs.live_tokens)))
+            # llama.cpp's own view: the live sequence holds its positions from 0.
+            assert llama_cpp.llama_memory_seq_pos_min(llama_cpp.llama_get_memory(backend._llm._ctx.ctx), 0) == 0
+        # The first two chats continue the pinned prompt's cells: counted once.
+        assert counts[0][0] == counts[0][1] and counts[1][0] == counts[1][1]
+        # The third comes back from the RAM tier: the same first tokens again, in cells of its own.
+        assert counts[2][0] == counts[2][1] + len(pinned.tokens)
+    finally:
+        backend.close()
 
 
 def test_cells_shared_between_sequences_count_once(starter_model: Path):

@@ -17,7 +17,6 @@ from engine.gguf.prefix_cache import (
     PrefixCache,
     common_prefix_len,
     model_identity,
-    save_state,
 )
 from engine.gguf.prefix_store import PrefixStore
 from engine.protocol import ChatMessage, Done, Loaded, LoadRequest, SamplingParams
@@ -165,7 +164,7 @@ def generate(backend: GgufBackend, messages: list[ChatMessage]) -> Done:
 def test_other_settings_never_reuse_a_state(backend: GgufBackend, starter_model: Path):
     backend.load(LoadRequest(str(starter_model), n_ctx=2048, kv_type="f16"))
     generate(backend, A)
-    generate(backend, B)  # A is parked; loading again saves it in the RAM tier
+    generate(backend, B)  # A's state is now in the RAM tier
     for other in (
         LoadRequest(str(starter_model), n_ctx=2048, kv_type="q8_0"),
         LoadRequest(str(starter_model), n_ctx=1024),
@@ -205,11 +204,11 @@ def test_a_saved_state_holds_kv_bytes_only(backend: GgufBackend, starter_model: 
     per_token = (
         2 * llama_cpp.llama_model_n_layer(model) * llama_cpp.llama_model_n_head_kv(model) * head_dim * 2
     )
-    parked = backend._prefixes.seqs.parked
-    assert [p.tokens[:8] for p in parked] == [tuple(backend._tokenize(backend._template.render(A)))[:8]]
-    for p in parked:
-        state = save_state(llm._ctx.ctx, p.seq_id)
-        assert state is not None and len(p.tokens) * per_token <= len(state) <= 1.5 * per_token * len(p.tokens)
+    saved = [e for e in backend._cache if e.key == backend._cache_key]  # f16, this load's settings
+    a_tokens = tuple(backend._tokenize(backend._template.render(A)))
+    assert any(e.tokens[: len(a_tokens)] == a_tokens for e in saved)  # A, left for B
+    for e in saved:
+        assert len(e.tokens) * per_token <= e.nbytes <= 1.5 * per_token * len(e.tokens)
 
 
 # ---------------------------------------------------------------- the disk tier
