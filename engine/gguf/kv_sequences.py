@@ -68,10 +68,6 @@ class KvSequences:
     def parked(self) -> tuple[ParkedSequence, ...]:
         return tuple(self._parked)
 
-    @property
-    def can_park(self) -> bool:
-        return bool(self._free_ids) or any(not p.pinned for p in self._parked)
-
     def used_cells(self) -> int:
         """Cells holding a token of any sequence, shared cells counted once."""
         used = set(self._live_cells)
@@ -155,21 +151,14 @@ class KvSequences:
         return parked
 
     def resume(self, parked: ParkedSequence, n: int) -> None:
-        """Make the first `n` tokens of `parked` the live sequence, sharing its cells.
-
-        The parked sequence itself goes (its tail past `n` is freed) unless it is pinned: the
-        live sequence carries the conversation on and is parked again when it is left.
-        """
+        """Make the first `n` tokens of `parked` the live sequence, sharing its cells (it stays parked)."""
         llama_cpp.llama_memory_seq_rm(self._mem, LIVE, -1, -1)
         llama_cpp.llama_memory_seq_cp(self._mem, parked.seq_id, LIVE, 0, n)
         llm = self._llm
         llm.input_ids[:n] = parked.tokens[:n]
         llm.n_tokens = n
         self._live_cells = parked.cells[:n]
-        if parked.pinned:
-            self._touch(parked)
-        else:
-            self.evict(parked)
+        self._touch(parked)
 
     def eviction_candidate(self) -> ParkedSequence | None:
         """The parked sequence to evict next: the least recently used, pinned ones last."""

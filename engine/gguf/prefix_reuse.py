@@ -194,13 +194,11 @@ class PrefixReuse:
         return tokens
 
     def keep_for_later(self) -> None:
-        """Save the live and parked sequences to RAM and disk (the context is about to go).
+        """Save the live sequence to RAM and disk (the context is about to go; pinned prompts
+        are prefilled again at the next load).
 
-        A reload of the same model and settings finds them in RAM; a new engine, on disk.
+        A reload of the same model and settings finds it in RAM; a new engine, on disk.
         """
-        sequences = [(LIVE, self.seqs.live_tokens)]
-        sequences += [(p.seq_id, p.tokens) for p in self.seqs.parked if not p.pinned]
-        for seq_id, tokens in sequences:
-            entry = self._save(seq_id, tokens)
-            if entry is not None and self._store is not None:
-                self._store.put(entry)
+        entry = self._save(LIVE, self.seqs.live_tokens)
+        if entry is not None and self._store is not None:
+            self._store.put(entry)
