@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from engine.torch.attention import AttnMeta, KVCache, paged_attention
 from engine.torch.awq import AwqWeight, make_linear
 from engine.torch.checkpoint import TensorSource
-from engine.torch.layers import RMSNorm, RotaryEmbedding, SwiGLU
+from engine.torch.layers import RMSNorm, RotaryEmbedding, SwiGLU, apply_rope
 from engine.torch.model_config import CheckpointError, ModelConfig
 
 
@@ -39,20 +39,23 @@ class DecoderLayer(torch.nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        positions: torch.Tensor,
-        rope: RotaryEmbedding,
+        rope: tuple[torch.Tensor, torch.Tensor],
         cache_k: torch.Tensor,
         cache_v: torch.Tensor,
         meta: AttnMeta,
     ) -> torch.Tensor:
+        """x: [T, hidden]; rope: cos and sin of this step's positions (RotaryEmbedding.tables)."""
         t = x.shape[0]
-        q, k, v = self.qkv(self.input_norm(x)).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = q.view(t, self.num_heads, self.head_dim)
-        k = k.view(t, self.num_kv_heads, self.head_dim)
-        v = v.view(t, self.num_kv_heads, self.head_dim)
+        qkv = self.qkv(self.input_norm(x))
+        heads = self.num_heads + self.num_kv_heads
+        v = qkv[:, self.q_size + self.kv_size :].view(t, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None and self.k_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rope(positions, q, k)
+            q, k, _ = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+            q = apply_rope(self.q_norm(q.view(t, self.num_heads, self.head_dim)), *rope)
+            k = apply_rope(self.k_norm(k.view(t, self.num_kv_heads, self.head_dim)), *rope)
+        else:  # q and k sit side by side in qkv: one rotation for both heads' sets
+            qk = apply_rope(qkv[:, : self.q_size + self.kv_size].view(t, heads, self.head_dim), *rope)
+            q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]
         attn = paged_attention(q, k, v, cache_k, cache_v, meta, self.scale)
         x = x + self.o(attn.reshape(t, self.q_size))
         return x + self.mlp(self.post_norm(x))
@@ -85,8 +88,9 @@ class CausalLM(torch.nn.Module):
         self, input_ids: torch.Tensor, positions: torch.Tensor, kv: KVCache, meta: AttnMeta
     ) -> torch.Tensor:
         x = F.embedding(input_ids, self.embed)
+        rope = self.rope.tables(positions)
         for i, layer in enumerate(self.layers):
-            x = layer(x, positions, self.rope, kv.k[i], kv.v[i], meta)
+            x = layer(x, rope, kv.k[i], kv.v[i], meta)
         return self.norm(x)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

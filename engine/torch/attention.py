@@ -3,7 +3,7 @@
 The cache of one layer is [num_blocks, block_size, kv_heads, head_dim]; token position p of a
 sequence lives at slot block_table[p // block_size] * block_size + p % block_size. Each step
 first writes the new tokens' K/V into their slots, then every query gathers its sequence's
-keys from the cache by block table and runs `scaled_dot_product_attention` (FlashAttention or
+keys from the cache by slot and runs `scaled_dot_product_attention` (FlashAttention or
 memory-efficient kernels where the device has them). Decode tokens of many sequences go in
 one batched call, masked to each sequence's length; prefill chunks go one by one, causal.
 """
@@ -36,8 +36,26 @@ class AttnMeta:
     slot_mapping: torch.Tensor  # long [T]
     prefills: list[PrefillSpan] = field(default_factory=list)
     num_decodes: int = 0
-    decode_tables: torch.Tensor | None = None  # long [num_decodes, max_blocks]
-    decode_mask: torch.Tensor | None = None  # bool [num_decodes, 1, 1, max_blocks * block_size]
+    # Cache slots each decode row attends to, in position order; rows shorter than the longest are
+    # padded (with any slot) and masked. No mask when every row is as long as the longest.
+    decode_slots: torch.Tensor | None = None  # long [num_decodes, L]
+    decode_mask: torch.Tensor | None = None  # bool [num_decodes, 1, 1, L]
+
+
+def slots_at(block_table: torch.Tensor, positions: torch.Tensor, block_size: int) -> torch.Tensor:
+    """Cache slots of a sequence's token `positions` (long tensors on the same device)."""
+    return block_table[positions // block_size] * block_size + positions % block_size
+
+
+def decode_slots(
+    tables: list[torch.Tensor], lengths: list[int], width: int, block_size: int, pad_slot: int
+) -> torch.Tensor:
+    """long [len(tables), width]: row r holds the slots of positions [0, lengths[r]), then `pad_slot`."""
+    rows = torch.full((len(tables), width), pad_slot, dtype=torch.long)
+    span = torch.arange(width)
+    for r, (table, n) in enumerate(zip(tables, lengths, strict=True)):
+        rows[r, :n] = slots_at(table, span[:n], block_size)
+    return rows
 
 
 class KVCache:
@@ -89,9 +107,11 @@ def paged_attention(
     out = torch.empty_like(q)
     n = meta.num_decodes
     if n:
-        tables = meta.decode_tables
-        keys = cache_k[tables].flatten(1, 2).transpose(1, 2)  # [B, Hkv, L, D]
-        values = cache_v[tables].flatten(1, 2).transpose(1, 2)
+        slots = meta.decode_slots
+        # index_select on the flat cache: a plain gather, several times cheaper than advanced indexing
+        # by block table, and it reads only the positions in use.
+        keys = flat_k.index_select(0, slots.flatten()).view(*slots.shape, kv_heads, head_dim).transpose(1, 2)
+        values = flat_v.index_select(0, slots.flatten()).view(*slots.shape, kv_heads, head_dim).transpose(1, 2)
         o = F.scaled_dot_product_attention(
             q[:n].unsqueeze(2), keys, values, attn_mask=meta.decode_mask, scale=scale, enable_gqa=gqa
         )

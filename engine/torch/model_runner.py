@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.torch.arch import CausalLM
-from engine.torch.attention import AttnMeta, KVCache, PrefillSpan
+from engine.torch.attention import AttnMeta, KVCache, PrefillSpan, decode_slots, slots_at
 from engine.torch.config import EngineConfig
 from engine.torch.sampler import Sampler
 from engine.torch.scheduler import ScheduledBatch, ScheduledChunk
@@ -102,18 +102,17 @@ class ModelRunner:
         slot_parts = []
         offset = 0
         for it, table in zip(items, tables, strict=True):
-            p = pos[offset : offset + len(it.tokens)]
-            slot_parts.append(table[p // bs] * bs + p % bs)
+            slot_parts.append(slots_at(table, pos[offset : offset + len(it.tokens)], bs))
             offset += len(it.tokens)
         meta = AttnMeta(slot_mapping=torch.cat(slot_parts).to(device), num_decodes=num_decodes)
         if num_decodes:
-            width = max(len(t) for t in tables[:num_decodes])
-            padded = torch.full((num_decodes, width), self.kv.num_blocks, dtype=torch.long)
-            lengths = torch.tensor([it.start + 1 for it in items[:num_decodes]])
-            for r, table in enumerate(tables[:num_decodes]):
-                padded[r, : len(table)] = table
-            meta.decode_tables = padded.to(device)
-            meta.decode_mask = (torch.arange(width * bs) < lengths[:, None]).view(num_decodes, 1, 1, -1).to(device)
+            lengths = [it.start + 1 for it in items[:num_decodes]]
+            width = max(lengths)
+            slots = decode_slots(tables[:num_decodes], lengths, width, bs, self.kv.scratch_slot)
+            meta.decode_slots = slots.to(device)
+            if min(lengths) < width:
+                mask = torch.arange(width) < torch.tensor(lengths)[:, None]
+                meta.decode_mask = mask.view(num_decodes, 1, 1, width).to(device)
         offset = num_decodes
         for it, table in zip(items[num_decodes:], tables[num_decodes:], strict=True):
             n = len(it.tokens)
@@ -151,7 +150,9 @@ class DecodeGraphs:
         self.ids = torch.zeros(max_batch, dtype=torch.long, device=device)
         self.positions = torch.zeros(max_batch, dtype=torch.long, device=device)
         self.slots = torch.full((max_batch,), kv.scratch_slot, dtype=torch.long, device=device)
-        self.tables = torch.full((max_batch, self.max_width), kv.num_blocks, dtype=torch.long, device=device)
+        self.decode_slots = torch.full(
+            (max_batch, self.max_width * bs), kv.scratch_slot, dtype=torch.long, device=device
+        )
         self.mask = torch.zeros(max_batch, 1, 1, self.max_width * bs, dtype=torch.bool, device=device)
         self.sizes = [b for b in GRAPH_BATCH_SIZES if b <= max_batch]
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
@@ -170,10 +171,10 @@ class DecodeGraphs:
         self.ids.zero_()
         self.positions.zero_()
         self.slots.fill_(kv.scratch_slot)
-        self.tables.fill_(kv.num_blocks)
+        self.decode_slots.fill_(kv.scratch_slot)
         self.mask.zero_()
         self.mask[..., 0] = True
-        meta = AttnMeta(self.slots[:b], [], b, self.tables[:b, :w], self.mask[:b, :, :, : w * bs])
+        meta = AttnMeta(self.slots[:b], [], b, self.decode_slots[:b, : w * bs], self.mask[:b, :, :, : w * bs])
 
         def step() -> torch.Tensor:
             return self.model.logits(self.model(self.ids[:b], self.positions[:b], kv, meta))
@@ -201,20 +202,19 @@ class DecodeGraphs:
         bs = self.kv.block_size
         ids = torch.tensor([c.seq.token_ids[c.start] for c in chunks], dtype=torch.long)
         pos = torch.tensor([c.start for c in chunks], dtype=torch.long)
-        tables = torch.full((b, w), self.kv.num_blocks, dtype=torch.long)
-        for r, c in enumerate(chunks):
-            tables[r, : len(c.seq.block_table)] = torch.tensor(c.seq.block_table, dtype=torch.long)
-        slots = torch.full((b,), self.kv.scratch_slot, dtype=torch.long)
-        slots[:n] = tables[torch.arange(n), pos // bs] * bs + pos % bs
-        lengths = torch.ones(b, dtype=torch.long)
-        lengths[:n] = pos + 1
+        # Padding rows attend to the scratch block's first slot only, and write their K/V there.
+        tables = [torch.tensor(c.seq.block_table, dtype=torch.long) for c in chunks]
+        lengths = [c.start + 1 for c in chunks] + [1] * (b - n)
+        pad = torch.tensor([self.kv.num_blocks], dtype=torch.long)
+        rows = decode_slots(tables + [pad] * (b - n), lengths, w * bs, bs, self.kv.scratch_slot)
+        slots = rows[torch.arange(b), torch.tensor(lengths) - 1]
         self.ids[:n].copy_(ids)
         self.ids[n:b].zero_()
         self.positions[:n].copy_(pos)
         self.positions[n:b].zero_()
         self.slots[:b].copy_(slots)
-        self.tables[:b, :w].copy_(tables)
-        self.mask[:b, :, :, : w * bs].copy_((torch.arange(w * bs) < lengths[:, None]).view(b, 1, 1, -1))
+        self.decode_slots[:b, : w * bs].copy_(rows)
+        self.mask[:b, :, :, : w * bs].copy_((torch.arange(w * bs) < torch.tensor(lengths)[:, None]).view(b, 1, 1, -1))
         if not self.capture:
             return self.steps[(b, w)]()[:n]
         self.graphs[(b, w)].replay()
