@@ -61,6 +61,8 @@ def memory_json(report: MemoryReport, forecast: dict | None) -> dict:
         "kv_tokens_used": report.kv_tokens_used,
         "kv_tokens_total": report.kv_tokens_total,
         "prefix_cache_disk_bytes": report.prefix_cache_disk_bytes,
+        "kv_shared_tokens": report.kv_shared_tokens,
+        "kv_shared_bytes": report.kv_shared_bytes,
         "forecast": forecast,
     }
 
@@ -121,6 +123,11 @@ def format_status(status: dict) -> str:
         lines.append(
             f"KV cache: {report.kv_tokens_used:,} / {report.kv_tokens_total:,} tokens in use; "
             f"room for {report.kv_tokens_total - report.kv_tokens_used:,} more tokens of context"
+        )
+    if report.kv_shared_tokens:
+        # KV blocks several sequences read (the PyTorch engine's prefix caching, e.g. a shared system prompt).
+        lines.append(
+            f"Shared prefixes: {report.kv_shared_tokens:,} tokens ({human_size(report.kv_shared_bytes)}) stored once"
         )
     if report.prefix_cache_disk_bytes:
         lines.append(f"Prefix cache on disk: {human_size(report.prefix_cache_disk_bytes)}")

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from app.load_planner import LoadPlanner, LoadSettings
-from app.mem_command import DEVICE_KEYS, NO_ENGINE
+from app.mem_command import DEVICE_KEYS, NO_ENGINE, format_status, memory_json
 from app.paths import AppPaths
 from engine.client import EngineClient
-from engine.protocol import ChatMessage, Loaded, MemoryReport, SamplingParams
+from engine.protocol import ChatMessage, DeviceMemory, Loaded, MemoryReport, SamplingParams
 from tests.app.test_cli import tailor
 from tests.engine.helpers import collect, wait_for
 
@@ -91,3 +91,26 @@ def test_mem_shows_a_running_engine(running_engine: EngineClient, _tailor_home: 
     assert any(line.startswith("RAM (cpu): ") for line in lines)
     assert any(line.strip().startswith("weights") and "forecast" in line for line in lines)
     assert any(line.startswith("KV cache: ") and "/ 2,048 tokens in use" in line for line in lines)
+
+
+def _report(shared_tokens: int, shared_bytes: int) -> MemoryReport:
+    cpu = DeviceMemory("cpu", 10**8, 4 * 10**6, 10**6, 10**5, 10**7, 10**9, 16 * 10**9, 512, 2048)
+    return MemoryReport((cpu,), kv_tokens_used=512, kv_tokens_total=2048,
+                        kv_shared_tokens=shared_tokens, kv_shared_bytes=shared_bytes)
+
+
+def test_mem_reports_kv_blocks_shared_by_several_sequences():
+    # The PyTorch engine's prefix caching: 256 tokens of a system prompt read by several chats.
+    report = _report(256, 2_500_000)
+    line = memory_json(report, None)
+    assert line["kv_shared_tokens"] == 256 and line["kv_shared_bytes"] == 2_500_000
+    text = format_status({"pid": 7, "memory": report.to_dict()})
+    assert "Shared prefixes: 256 tokens (2.5 MB) stored once" in text.splitlines()
+    # The status file a running engine writes keeps them (to_dict / from_dict).
+    assert memory_json(MemoryReport.from_dict(report.to_dict()), None) == line
+
+
+def test_mem_leaves_out_the_shared_line_when_nothing_is_shared():
+    report = _report(0, 0)
+    assert memory_json(report, None)["kv_shared_tokens"] == 0
+    assert "Shared prefixes" not in format_status({"pid": 7, "memory": report.to_dict()})
