@@ -28,11 +28,13 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 from engine.protocol import ChatMessage
 from engine.starter import starter_model_path
 from engine.torch.arch import CausalLM, load_model
 from engine.torch.attention import KVCache
+from engine.torch.awq import DenseLinear
 from engine.torch.config import EngineConfig
 from engine.torch.hf_tokenizer import HfTokenizer
 from engine.torch.llm_engine import LLMEngine
@@ -113,6 +115,27 @@ def bench_decode_vs_transformers(directory: Path, model: CausalLM, prompt: list[
         ref_s.append(hf_decode_s())
     ours, ref = DECODE_TOKENS / min(ours_s), DECODE_TOKENS / min(ref_s)
     print(f"decode tok/s, batch 1, greedy, fp32: ours {ours:.1f}, transformers generate() {ref:.1f}: {ours / ref:.2f}x")
+    floor = weight_matmuls_s(model)
+    print(f"  the step's weight matmuls alone, one row: {floor * 1000:.1f} ms a token, a bound of {1 / floor:.1f} tok/s "
+          f"= {1 / floor / ref:.2f}x transformers for any engine reading these fp32 weights; ours spends "
+          f"{min(ours_s) / DECODE_TOKENS * 1000 - floor * 1000:.1f} ms a token beyond them")
+
+
+def weight_matmuls_s(model: CausalLM) -> float:
+    """Seconds of one decode step's matmuls over every weight (the output layer included) at batch 1, and
+    nothing else: on the CPU these read all the weights from memory, the floor of a decode step."""
+    weights = [m.weight for m in model.modules() if isinstance(m, DenseLinear)]
+    if model.lm_head is None:  # the output layer is the embedding table
+        weights.append(model.embed)
+    inputs = [torch.randn(1, w.shape[1], dtype=w.dtype) for w in weights]
+    best = math.inf
+    with torch.inference_mode():
+        for _ in range(ROUNDS + 1):
+            t = time.perf_counter()
+            for w, x in zip(weights, inputs, strict=True):
+                F.linear(x, w)
+            best = min(best, time.perf_counter() - t)
+    return best
 
 
 def bench_streams(model: CausalLM, prompts: list[list[int]]) -> None:
