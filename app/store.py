@@ -50,6 +50,11 @@ class ChatSettings:
     n_ctx: int = DEFAULT_N_CTX
     kv_type: str = "f16"  # "f16", "q8_0", "q4_0"
     flash_attn: str = "auto"  # "on", "off", "auto"
+    # The PyTorch engine's load settings (a model folder; the GGUF backend ignores them), as LoadRequest's.
+    speculative: str = "auto"  # "auto", "off", "lookup" or "draft"
+    draft_path: str | None = None  # the draft model's folder; kept while another mode is chosen
+    gpu_memory_fraction: float = 0.9  # share of free GPU memory the KV block pool may take
+    cpu_kv_bytes: int | None = None  # KV budget on the CPU; None: the engine's default
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

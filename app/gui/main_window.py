@@ -182,6 +182,9 @@ class MainWindow(QMainWindow):
         c.stream_finished.connect(self.chat.end_stream)
         c.busy_changed.connect(self._on_busy)
         c.model_changed.connect(self.model_label.setText)
+        # Every model switch (and a failed load that goes back to the last good one) says so here.
+        c.model_changed.connect(lambda _text: self.settings_panel.set_model_path(c.runner.model_path))
+        self.settings_panel.set_model_path(c.runner.model_path)
         c.stats_changed.connect(self.stats_label.setText)
         c.notice.connect(lambda text: self.statusBar().showMessage(text, NOTICE_MS))
         c.problem.connect(self.banner.show_problem)

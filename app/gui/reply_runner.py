@@ -53,7 +53,13 @@ def format_stats(stats: dict | None) -> str:
 def load_settings_of(settings: ChatSettings, pinned_prompts: tuple[str, ...] = ()) -> LoadSettings:
     """The part of a chat's settings that needs the model loaded again when it changes,
     with the pinned presets' prompts to prefill when it is."""
-    return LoadSettings(settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts)
+    # The draft folder counts only while "Draft model" is chosen: the engine refuses a draft with another mode.
+    draft = settings.draft_path if settings.speculative == "draft" else None
+    return LoadSettings(
+        settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts,
+        gpu_memory_fraction=settings.gpu_memory_fraction, cpu_kv_bytes=settings.cpu_kv_bytes,
+        speculative=settings.speculative, draft_path=draft,
+    )
 
 
 def _file_name(path: str) -> str:

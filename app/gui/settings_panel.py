@@ -16,7 +16,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.preset_dialog import PresetDialog
+from app.gui.torch_settings_group import TorchSettingsGroup
 from app.store import ChatSettings, Preset
+from models.folder_plan import is_model_folder
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 FLASH_ATTN = ("auto", "on", "off")
@@ -63,6 +65,9 @@ class SettingsPanel(QWidget):
         outer = QVBoxLayout(self)
         form = QFormLayout()
         outer.addLayout(form)
+        self.torch_group = TorchSettingsGroup()  # shown while the model is a folder (the PyTorch engine)
+        self.torch_group.hide()
+        outer.addWidget(self.torch_group)
         outer.addStretch(1)
         form.addRow("Preset", presets_row)
         form.addRow("System prompt", self.system_prompt)
@@ -80,6 +85,7 @@ class SettingsPanel(QWidget):
             box.valueChanged.connect(self._changed)
         for combo in (self.kv_type, self.flash_attn):
             combo.currentTextChanged.connect(self._changed)
+        self.torch_group.changed.connect(self._changed)
         self.preset.activated.connect(self._apply_preset)
         self.save_preset.clicked.connect(self.ask_save_preset)
         self.delete_preset.clicked.connect(self._delete_preset)
@@ -138,6 +144,7 @@ class SettingsPanel(QWidget):
             self.n_ctx.setValue(settings.n_ctx)
             self.kv_type.setCurrentText(settings.kv_type)
             self.flash_attn.setCurrentText(settings.flash_attn)
+            self.torch_group.set_values(settings)
         finally:
             self._loading = False
 
@@ -150,7 +157,12 @@ class SettingsPanel(QWidget):
             n_ctx=self.n_ctx.value(),
             kv_type=self.kv_type.currentText(),
             flash_attn=self.flash_attn.currentText(),
+            **self.torch_group.values(),
         )
+
+    def set_model_path(self, path: str) -> None:
+        """Show the PyTorch engine's settings only while the model is a model folder (not a GGUF file)."""
+        self.torch_group.setVisible(is_model_folder(path))
 
     @Slot()
     def commit(self) -> None:

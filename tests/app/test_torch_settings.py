@@ -1,0 +1,269 @@
+"""The window's PyTorch engine settings: speculative decoding, the draft model, the KV memory.
+
+Real widgets offscreen, the real SQLite store, and (for the end-to-end tests) the real engine
+process running tiny model folders written by tests/fixtures/tiny_hf.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.gui.reply_runner import load_settings_of
+from app.gui.settings_panel import SettingsPanel
+from app.gui.torch_settings_group import GIB, NO_DRAFT_HINT
+from app.load_planner import LoadSettings
+from app.store import ChatSettings, ChatStore
+from tests.app.conftest import QUICK
+
+TIMEOUT_MS = 120_000
+DIALOG = "app.gui.torch_settings_group.QFileDialog.getExistingDirectory"
+
+
+@pytest.fixture
+def panel(qtbot) -> SettingsPanel:
+    panel = SettingsPanel()
+    qtbot.addWidget(panel)
+    panel.set_settings(ChatSettings())  # as the window does when it opens a chat
+    return panel
+
+
+def _model_folder(path: Path) -> Path:
+    """A folder the window takes for a model folder (config.json); enough for the settings panel."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    return path
+
+
+def _emitted(qtbot, panel: SettingsPanel, change) -> ChatSettings:
+    with qtbot.waitSignal(panel.settings_changed, timeout=2000) as sent:
+        change()
+    return sent.args[0]
+
+
+# ---------------------------------------------------------------- the controls, without an engine
+
+
+def test_the_group_is_shown_only_for_a_model_folder(panel: SettingsPanel, tmp_path: Path, starter_model: Path):
+    panel.set_model_path(str(starter_model))
+    assert panel.torch_group.isHidden()
+    panel.set_model_path(str(_model_folder(tmp_path / "tiny")))
+    assert not panel.torch_group.isHidden()
+    panel.set_model_path(str(tmp_path / "not-there"))
+    assert panel.torch_group.isHidden()
+
+
+def test_each_control_changes_the_chat_and_load_settings(qtbot, panel: SettingsPanel, tmp_path: Path, monkeypatch):
+    group = panel.torch_group
+    assert panel.settings() == ChatSettings()  # the defaults: auto, no draft, 90 %, CPU budget Auto
+    assert group.cpu_kv.text() == "Auto" and group.gpu_share.value() == 90
+
+    settings = _emitted(qtbot, panel, lambda: group.speculative.setCurrentIndex(group.speculative.findData("lookup")))
+    assert settings.speculative == "lookup"
+    assert load_settings_of(settings).torch_fields()["speculative"] == "lookup"
+    # A changed setting is a changed LoadSettings: the runner reloads the model for it.
+    assert load_settings_of(settings) != load_settings_of(ChatSettings())
+
+    settings = _emitted(qtbot, panel, lambda: group.gpu_share.setValue(75))
+    assert settings.gpu_memory_fraction == 0.75
+    assert load_settings_of(settings).torch_fields()["gpu_memory_fraction"] == 0.75
+
+    settings = _emitted(qtbot, panel, lambda: group.cpu_kv.setValue(2.5))
+    assert settings.cpu_kv_bytes == int(2.5 * GIB)
+    assert load_settings_of(settings).torch_fields()["cpu_kv_bytes"] == int(2.5 * GIB)
+    settings = _emitted(qtbot, panel, lambda: group.cpu_kv.setValue(0))
+    assert settings.cpu_kv_bytes is None and group.cpu_kv.text() == "Auto"
+    group.cpu_kv.setValue(0.1)  # typed under the minimum: it becomes the minimum
+    group.cpu_kv.editingFinished.emit()
+    assert group.cpu_kv.value() == 0.25 and panel.settings().cpu_kv_bytes == GIB // 4
+
+    draft = _model_folder(tmp_path / "draft")
+    monkeypatch.setattr(DIALOG, lambda *a, **k: str(draft))
+    group.speculative.setCurrentIndex(group.speculative.findData("draft"))
+    settings = _emitted(qtbot, panel, group.browse.click)
+    assert settings.speculative == "draft" and settings.draft_path == str(draft)
+    assert load_settings_of(settings).torch_fields() == {
+        "gpu_memory_fraction": 0.75, "cpu_kv_bytes": GIB // 4, "speculative": "draft", "draft_path": str(draft),
+    }
+    # Another mode keeps the folder for later, but the load asks for no draft (the engine refuses one).
+    settings = _emitted(qtbot, panel, lambda: group.speculative.setCurrentIndex(group.speculative.findData("off")))
+    assert settings.draft_path == str(draft)
+    assert load_settings_of(settings).torch_fields()["draft_path"] is None
+    # Shown again exactly as stored.
+    panel.set_settings(ChatSettings())
+    panel.set_settings(settings)
+    assert panel.settings() == settings
+
+
+def test_the_draft_folder_is_enabled_only_for_a_draft_model(panel: SettingsPanel):
+    group = panel.torch_group
+    for value in ("auto", "off", "lookup"):
+        group.speculative.setCurrentIndex(group.speculative.findData(value))
+        assert not group.browse.isEnabled() and not group.draft_path.isEnabled()
+        assert group.message.isHidden()
+    group.speculative.setCurrentIndex(group.speculative.findData("draft"))
+    assert group.browse.isEnabled() and group.draft_path.isEnabled()
+    assert group.message.text() == NO_DRAFT_HINT and not group.message.isHidden()
+    group.speculative.setCurrentIndex(group.speculative.findData("off"))
+    assert group.message.isHidden()
+
+
+def test_a_folder_that_is_not_a_model_is_refused_and_nothing_changes(
+    qtbot, panel: SettingsPanel, tmp_path: Path, monkeypatch
+):
+    group = panel.torch_group
+    good = _model_folder(tmp_path / "draft")
+    monkeypatch.setattr(DIALOG, lambda *a, **k: str(good))
+    group.speculative.setCurrentIndex(group.speculative.findData("draft"))
+    _emitted(qtbot, panel, group.browse.click)
+    before = panel.settings()
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    monkeypatch.setattr(DIALOG, lambda *a, **k: str(photos))
+    with qtbot.assertNotEmitted(panel.settings_changed, wait=500):
+        group.browse.click()
+    assert group.message.text() == "photos is not a model folder (it has no config.json): the draft model is unchanged."
+    assert not group.message.isHidden()
+    assert panel.settings() == before and group.draft_path.text() == str(good)
+    monkeypatch.setattr(DIALOG, lambda *a, **k: "")  # cancelled: nothing at all
+    with qtbot.assertNotEmitted(panel.settings_changed, wait=500):
+        group.browse.click()
+    assert panel.settings() == before
+
+
+def test_the_settings_round_trip_through_the_store(tmp_path: Path):
+    settings = ChatSettings(speculative="draft", draft_path="/models/tiny-draft", gpu_memory_fraction=0.6,
+                            cpu_kv_bytes=3 * GIB)
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    conversation = store.create_conversation("Drafted", settings)
+    store.update_settings(store.create_conversation().id, ChatSettings(speculative="off"))
+    store.close()
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    try:
+        assert store.get_conversation(conversation.id).settings == settings
+        assert [c.settings.speculative for c in store.list_conversations()] in (["off", "draft"], ["draft", "off"])
+    finally:
+        store.close()
+    # Settings saved before these fields existed get the defaults.
+    old = ChatSettings.from_json(json.dumps({"n_ctx": 2048, "kv_type": "q8_0"}))
+    assert (old.speculative, old.draft_path, old.gpu_memory_fraction, old.cpu_kv_bytes) == ("auto", None, 0.9, None)
+    assert load_settings_of(old) == LoadSettings(2048, "q8_0")
+
+
+# ---------------------------------------------------------------- in the window, with the engine
+
+
+@pytest.fixture
+def tiny_folders(tmp_path: Path) -> dict[str, Path]:
+    """A tiny model, a draft that shares its tokenizer, and one whose tokenizer has a token more."""
+    pytest.importorskip("torch")
+    from tokenizers import Tokenizer
+
+    from tests.fixtures.tiny_hf import write_tiny_model
+
+    folders = {name: tmp_path / name for name in ("tiny-llama", "tiny-draft", "other-draft")}
+    write_tiny_model(folders["tiny-llama"], "llama")
+    write_tiny_model(folders["tiny-draft"], "llama", seed=1, num_hidden_layers=1)
+    write_tiny_model(folders["other-draft"], "llama", seed=2, num_hidden_layers=1)
+    tokenizer = Tokenizer.from_file(str(folders["other-draft"] / "tokenizer.json"))
+    tokenizer.add_tokens(["<|draft-only|>"])
+    tokenizer.save(str(folders["other-draft"] / "tokenizer.json"))
+    return folders
+
+
+def _record_loads(window, monkeypatch) -> list:
+    """The LoadRequests the window's (real) planner makes, in order."""
+    planner, requests = window.controller.bridge.planner, []
+    plan_load = planner.plan_load
+
+    def recording(path: str, settings: LoadSettings):
+        planned = plan_load(path, settings)
+        requests.append(planned.request)
+        return planned
+
+    monkeypatch.setattr(planner, "plan_load", recording)
+    return requests
+
+
+def _choose(window, qtbot, value: str) -> None:
+    """Pick a speculative mode in the panel and wait until the chat's settings have it."""
+    group, controller = window.settings_panel.torch_group, window.controller
+    group.speculative.setCurrentIndex(group.speculative.findData(value))
+    qtbot.waitUntil(lambda: controller.store.get_conversation(controller.current.id).settings.speculative == value,
+                    timeout=2000)
+
+
+def _send(window, qtbot, text: str):
+    with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS) as finished:
+        window.submit(text)
+    return finished.args[0]
+
+
+def test_prompt_lookup_reloads_the_folder_model_and_the_chat_answers(
+    qtbot, make_window, tiny_folders, monkeypatch, starter_model: Path
+):
+    window = make_window()  # the starter GGUF: the PyTorch engine's settings are not shown
+    panel = window.settings_panel
+    assert panel.torch_group.isHidden()
+    requests = _record_loads(window, monkeypatch)
+    folder = tiny_folders["tiny-llama"]
+    monkeypatch.setattr("app.gui.main_window.QFileDialog.getExistingDirectory", lambda *a, **k: str(folder))
+    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
+        window.open_folder_action.trigger()
+    assert panel.torch_group.isVisible()
+    assert requests[-1].path == str(folder) and requests[-1].speculative == "auto"
+    assert _send(window, qtbot, "Hello there").state == "complete", window.banner.text()
+
+    _choose(window, qtbot, "lookup")
+    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS) as loaded:
+        reply = _send(window, qtbot, "Say it again")
+    assert loaded.args[0].info.path == str(folder)
+    assert (requests[-1].path, requests[-1].speculative, requests[-1].draft_path) == (str(folder), "lookup", None)
+    assert reply.state == "complete" and reply.stats["gen_tokens"] > 0, window.banner.text()
+    assert len(window.controller.store.list_messages(window.controller.current.id)) == 4
+
+    # Back to a GGUF file: the group goes.
+    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
+        window.controller.load_model(str(starter_model))
+    assert panel.torch_group.isHidden()
+
+
+def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
+    qtbot, make_window, tiny_folders, monkeypatch
+):
+    window = make_window(model=tiny_folders["tiny-llama"], settings=QUICK)
+    controller, group = window.controller, window.settings_panel.torch_group
+    assert group.isVisible()
+    requests = _record_loads(window, monkeypatch)
+    first = _send(window, qtbot, "Hello there")
+    assert first.state == "complete", window.banner.text()
+
+    _choose(window, qtbot, "draft")
+    monkeypatch.setattr(DIALOG, lambda *a, **k: str(tiny_folders["other-draft"]))
+    group.browse.click()
+    qtbot.waitUntil(lambda: controller.current.settings.draft_path == str(tiny_folders["other-draft"]), timeout=2000)
+    with qtbot.waitSignal(controller.problem, timeout=TIMEOUT_MS) as problem:
+        window.submit("And now with a draft")
+        window.composer.setPlainText("typed while it loaded")
+    assert requests[-1].speculative == "draft" and requests[-1].draft_path == str(tiny_folders["other-draft"])
+    message = problem.args[0]
+    assert "other-draft has another tokenizer" in message and "share the model's tokenizer" in message
+    assert window.banner.isVisible() and window.banner.text() == message
+    assert not controller.busy and group.isVisible()  # still the folder model: the draft can be fixed here
+    texts = [(m.role, m.content) for m in controller.store.list_messages(controller.current.id)]
+    assert texts == [("user", "Hello there"), ("assistant", first.content), ("user", "And now with a draft")]
+    assert "Hello there" in window.chat.plain_text() and "And now with a draft" in window.chat.plain_text()
+    assert window.composer.toPlainText() == "typed while it loaded"
+
+    # A draft that shares the tokenizer: the same question is answered, with the drafts' acceptance.
+    monkeypatch.setattr(DIALOG, lambda *a, **k: str(tiny_folders["tiny-draft"]))
+    group.browse.click()
+    qtbot.waitUntil(lambda: controller.current.settings.draft_path == str(tiny_folders["tiny-draft"]), timeout=2000)
+    with qtbot.waitSignal(controller.stream_finished, timeout=TIMEOUT_MS) as finished:
+        assert controller.regenerate()
+    reply = finished.args[0]
+    assert reply.state == "complete", window.banner.text()
+    assert requests[-1].draft_path == str(tiny_folders["tiny-draft"])
+    assert 0.0 <= reply.stats["draft_acceptance"] <= 1.0
