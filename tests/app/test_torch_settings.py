@@ -241,11 +241,17 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
     assert first.state == "complete", window.banner.text()
 
     _choose(window, qtbot, "draft")
+    # "Draft model" with no folder chosen yet: the engine says what is missing.
+    with qtbot.waitSignal(controller.problem, timeout=TIMEOUT_MS) as problem:
+        window.submit("And now with a draft")
+    assert "needs the draft model's folder" in problem.args[0], problem.args[0]
+    assert not controller.busy
+
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(tiny_folders["other-draft"]))
     group.browse.click()
     qtbot.waitUntil(lambda: controller.current.settings.draft_path == str(tiny_folders["other-draft"]), timeout=2000)
     with qtbot.waitSignal(controller.problem, timeout=TIMEOUT_MS) as problem:
-        window.submit("And now with a draft")
+        assert controller.regenerate()  # answers the message again, loading with this draft
         window.composer.setPlainText("typed while it loaded")
     assert requests[-1].speculative == "draft" and requests[-1].draft_path == str(tiny_folders["other-draft"])
     message = problem.args[0]
