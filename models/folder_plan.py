@@ -26,7 +26,7 @@ from models.plan import (
 from models.plan_sources import checkpoint_candidate
 from models.repo_files import group_files
 
-# The PyTorch engine's KV budget on the CPU when the user sets none (engine/torch/backend.py).
+# The PyTorch engine's KV budget on the CPU when the user sets none (engine/torch/kv_pool.py uses it).
 DEFAULT_CPU_KV_BYTES = 1 << 30
 # Checkpoint formats the PyTorch engine runs: unquantized ("safetensors") and AWQ 4-bit.
 TORCH_FORMATS = ("safetensors", "awq")

@@ -28,16 +28,14 @@ from engine.gguf.prefix_reuse import PrefixReuse
 from engine.gguf.prefix_store import PrefixStore
 from engine.gguf.sampling import make_sampler
 from engine.protocol import (
-    ChatMessage,
     Done,
     FinishReason,
     GenerateRequest,
-    GenerationStats,
     LoadRequest,
     MemoryReport,
     ModelInfo,
 )
-from engine.stop_strings import StopStringFilter
+from engine.reply_stream import ReplyStream, check_fits, render_chat, render_pinned
 
 log = logging.getLogger(__name__)
 
@@ -152,12 +150,8 @@ class GgufBackend:
     def _pin(self, system_prompts: tuple[str, ...]) -> None:
         """Prefill each pinned system prompt once; one the template cannot render alone is skipped."""
         for text in system_prompts:
-            if not text or self._template is None:
-                continue
-            try:
-                prompt = self._template.render([ChatMessage("system", text)], add_generation_prompt=False)
-            except ChatTemplateError as exc:
-                log.warning("a pinned system prompt was not prefilled: %s", exc)
+            prompt = render_pinned(self._template, text)
+            if prompt is None:
                 continue
             tokens = self._tokenize(prompt)
             if 1 < len(tokens) < self._llm.n_ctx() // 2:
@@ -187,45 +181,30 @@ class GgufBackend:
         t_start = time.perf_counter()
         tokens = self._prompt_tokens(request)
         n_ctx = llm.n_ctx()
-        if len(tokens) >= n_ctx:
-            raise BackendError(
-                "context_overflow",
-                f"The conversation is {len(tokens)} tokens long; the context holds {n_ctx}. "
-                "Start a new chat or raise the context length.",
-            )
+        check_fits(len(tokens), n_ctx)
         s = request.sampling
         prefixes = self._prefixes
         cached = prefixes.prepare(tokens, room=len(tokens) + min(s.max_tokens, n_ctx - len(tokens)))
-        stops = StopStringFilter(s.stop)
+        reply = ReplyStream(request, len(tokens), emit, t_start)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pieces: list[str] = []
         finish: FinishReason = "length"
-        n_gen = 0
-        t_first = t_last = None
         sampler = make_sampler(s)
         try:
             prefixes.seqs.decode(tokens[cached:], prefixes.on_full)
             while True:
                 token = sampler.sample(llm._ctx, -1)
-                now = time.perf_counter()
-                if t_first is None:
-                    t_first = now
-                t_last = now
+                reply.token()
                 if cancelled():
                     finish = "cancelled"
                     break
                 if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
                     finish = "stop"
                     break
-                n_gen += 1
-                text = stops.feed(decoder.decode(llm.detokenize([token])))
-                if text:
-                    pieces.append(text)
-                    emit(text)
-                if stops.stopped:
+                reply.add(decoder.decode(llm.detokenize([token])))
+                if reply.stopped:
                     finish = "stop"
                     break
-                if n_gen >= s.max_tokens or llm.n_tokens + 1 >= n_ctx:
+                if reply.n_gen >= s.max_tokens or llm.n_tokens + 1 >= n_ctx:
                     break
                 prefixes.seqs.decode([token], prefixes.on_full)
         except KvCacheFull:
@@ -234,23 +213,7 @@ class GgufBackend:
             ) from None
         finally:
             sampler.close()
-        tail = stops.feed(decoder.decode(b"", final=True)) + stops.flush()
-        if tail and finish != "cancelled":
-            pieces.append(tail)
-            emit(tail)
-        t_end = time.perf_counter()
-        t_first = t_first or t_end
-        prefill_s = max(t_first - t_start, 1e-9)
-        decode_s = (t_last or t_end) - t_first
-        stats = GenerationStats(
-            ttft_s=prefill_s,
-            prompt_tokens=len(tokens),
-            cached_tokens=cached,
-            gen_tokens=n_gen,
-            prefill_tok_s=(len(tokens) - cached) / prefill_s,
-            decode_tok_s=(n_gen - 1) / decode_s if n_gen > 1 and decode_s > 0 else 0.0,
-        )
-        return Done(request.request_id, "".join(pieces), finish, stats)
+        return reply.done(finish, cached, decoder.decode(b"", final=True))
 
     def _require_model(self) -> llama_cpp.Llama:
         if self._llm is None:
@@ -263,13 +226,7 @@ class GgufBackend:
             if not raw:
                 raise BackendError("bad_request", "The prompt is empty.")
             return raw
-        if self._template is None:
-            raise BackendError("template", self._template_error or "The model has no usable chat template.")
-        try:
-            prompt = self._template.render(request.messages)
-        except ChatTemplateError as exc:
-            raise BackendError("template", str(exc)) from None
-        return self._tokenize(prompt)
+        return self._tokenize(render_chat(self._template, self._template_error, request.messages))
 
     def _tokenize(self, prompt: str) -> list[int]:
         """Tokens of a rendered prompt; BOS is added unless the template wrote it already."""

@@ -188,8 +188,8 @@ def test_memory_report_counts_blocks_shared_by_two_requests(model_dir: Path) -> 
     b = TorchBackend(device="cpu", speculative_tokens=0)
     b.load(LoadRequest(str(model_dir), n_ctx=256))
     assert (b.memory().kv_shared_tokens, b.memory().kv_shared_bytes) == (0, 0)
-    engine = b._engine  # two requests at once: the host runs one at a time, a batch needs the engine itself
-    assert engine is not None
+    assert b.session is not None
+    engine = b.session.engine  # two requests at once: the host runs one at a time, a batch needs the engine itself
     prefix = list(range(3, 51))
     first = engine.add_request(prefix + [60, 61], SamplingOptions(max_tokens=50, ignore_eos=True))
     engine.step()  # the first prompt is prefilled: its full blocks are in the prefix cache

@@ -1,0 +1,109 @@
+"""What every backend does the same around its own decode loop: render and check the prompt, hold
+back stop strings, stream text, time the reply and sum it up in a Done.
+
+The GGUF and PyTorch backends differ in how they get the next token; everything a user sees of a
+reply (the error for a prompt that does not fit, when a stop string ends it, TTFT and tok/s) comes
+from here, so both say it the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from engine.backend import BackendError
+from engine.chat_template import ChatTemplate, ChatTemplateError
+from engine.protocol import ChatMessage, Done, FinishReason, GenerateRequest, GenerationStats
+from engine.stop_strings import StopStringFilter
+
+log = logging.getLogger(__name__)
+
+
+def check_fits(prompt_tokens: int, n_ctx: int) -> None:
+    """Refuse a prompt that leaves no room in the context (BackendError "context_overflow")."""
+    if prompt_tokens >= n_ctx:
+        raise BackendError(
+            "context_overflow",
+            f"The conversation is {prompt_tokens} tokens long; the context holds {n_ctx}. "
+            "Start a new chat or raise the context length.",
+        )
+
+
+def render_chat(template: ChatTemplate | None, template_error: str | None, messages: Sequence[ChatMessage]) -> str:
+    """The prompt text of a chat; BackendError "template" when the model has no usable template."""
+    if template is None:
+        raise BackendError("template", template_error or "The model has no usable chat template.")
+    try:
+        return template.render(list(messages))
+    except ChatTemplateError as exc:
+        raise BackendError("template", str(exc)) from None
+
+
+def render_pinned(template: ChatTemplate | None, system_prompt: str) -> str | None:
+    """A pinned system prompt alone, as the start of a chat; None (logged) when it cannot be rendered."""
+    if not system_prompt or template is None:
+        return None
+    try:
+        return template.render([ChatMessage("system", system_prompt)], add_generation_prompt=False)
+    except ChatTemplateError as exc:
+        log.warning("a pinned system prompt was not prefilled: %s", exc)
+        return None
+
+
+class ReplyStream:
+    """One reply as its tokens come: call `token()` when each is sampled, `add()` with its text."""
+
+    def __init__(self, request: GenerateRequest, prompt_tokens: int, emit: Callable[[str], None], t_start: float):
+        """`t_start`: when the request arrived (before rendering), the start of its time to first token."""
+        self._request, self._prompt_tokens, self._emit = request, prompt_tokens, emit
+        self._stops = StopStringFilter(request.sampling.stop)
+        self._pieces: list[str] = []
+        self._t_start = t_start
+        self._t_first: float | None = None
+        self._t_last: float | None = None
+        self.n_gen = 0
+
+    @property
+    def stopped(self) -> bool:
+        """A stop string has appeared: the reply is over."""
+        return self._stops.stopped
+
+    def token(self) -> None:
+        """A token was sampled (an end-of-generation one too): the clock of TTFT and decode speed."""
+        now = time.perf_counter()
+        if self._t_first is None:
+            self._t_first = now
+        self._t_last = now
+
+    def add(self, text: str) -> None:
+        """A generated token's text: shown once no stop string can start in it."""
+        self.n_gen += 1
+        self._show(self._stops.feed(text))
+
+    def done(
+        self, finish: FinishReason, cached_tokens: int, tail: str = "", draft_acceptance: float | None = None
+    ) -> Done:
+        """The reply's Done; `tail` is text the decoder still held (dropped when cancelled)."""
+        if finish != "cancelled":
+            self._show(self._stops.feed(tail) + self._stops.flush())
+        t_end = time.perf_counter()
+        t_first = self._t_first or t_end
+        prefill_s = max(t_first - self._t_start, 1e-9)
+        decode_s = (self._t_last or t_end) - t_first
+        n = self.n_gen
+        stats = GenerationStats(
+            ttft_s=prefill_s,
+            prompt_tokens=self._prompt_tokens,
+            cached_tokens=cached_tokens,
+            gen_tokens=n,
+            prefill_tok_s=(self._prompt_tokens - cached_tokens) / prefill_s,
+            decode_tok_s=(n - 1) / decode_s if n > 1 and decode_s > 0 else 0.0,
+            draft_acceptance=draft_acceptance,
+        )
+        return Done(self._request.request_id, "".join(self._pieces), finish, stats)
+
+    def _show(self, text: str) -> None:
+        if text:
+            self._pieces.append(text)
+            self._emit(text)

@@ -1,0 +1,124 @@
+"""One loaded model folder: the model, its tokenizer, the KV pool and the engine that schedules over it.
+
+`open_session` turns a LoadRequest into a TorchSession, or a BackendError that names what is wrong
+(the checkpoint, a setting, the draft model, or no room for the weights or the KV cache).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from engine.backend import BackendError
+from engine.protocol import LoadRequest, ModelInfo
+from engine.reply_stream import render_pinned
+from engine.torch.arch import CausalLM, load_model
+from engine.torch.attention import KVCache
+from engine.torch.config import EngineConfig
+from engine.torch.hf_tokenizer import HfTokenizer
+from engine.torch.kv_pool import BLOCK_SIZE, MAX_BATCHED_TOKENS, kv_blocks
+from engine.torch.llm_engine import LLMEngine
+from engine.torch.load_settings import check, load_draft, speculation
+from engine.torch.model_config import CheckpointError, ModelConfig
+from engine.torch.model_runner import ModelRunner
+from engine.torch.sequence import SamplingOptions
+from engine.torch.speculative import Drafter, DraftModelDrafter, PromptLookupDrafter, SpeculativeRunner
+
+log = logging.getLogger(__name__)
+
+MAX_NUM_SEQS = 8
+
+
+@dataclass(slots=True)
+class TorchSession:
+    model: CausalLM
+    tokenizer: HfTokenizer
+    kv: KVCache
+    runner: ModelRunner
+    engine: LLMEngine
+    spec: SpeculativeRunner | None  # speculative decoding, when on
+    info: ModelInfo
+
+
+def open_session(request: LoadRequest, device: torch.device, auto_speculative_tokens: int) -> TorchSession:
+    """Load `request.path` on `device` and build its engine; pinned system prompts are prefilled.
+
+    `auto_speculative_tokens`: prompt-lookup drafts per step when the request says "auto" (0: off).
+    """
+    directory = Path(request.path).expanduser()
+    check(request)
+    spec = speculation(request, auto_speculative_tokens)
+    if request.n_threads and device.type == "cpu":
+        torch.set_num_threads(request.n_threads)  # this process serves one model: its threads are ours
+    try:
+        ModelConfig.from_dir(directory)  # the architecture is checked before anything heavy
+        tokenizer = HfTokenizer(directory)
+        loaded = load_model(directory, device)
+    except CheckpointError as exc:
+        raise BackendError("invalid_model", str(exc)) from None
+    except torch.OutOfMemoryError:
+        raise BackendError("invalid_model", f"{directory.name}: the weights do not fit on {device}") from None
+    model, config = loaded.model, loaded.config
+    if tokenizer.vocab_size > config.vocab_size:
+        raise BackendError(
+            "invalid_model",
+            f"{directory.name}: the tokenizer has {tokenizer.vocab_size} tokens, the model only {config.vocab_size}",
+        )
+    draft = load_draft(request.draft_path or "", tokenizer, device, model.dtype) if spec.mode == "draft" else None
+    max_len = max(2, min(request.n_ctx, config.max_position_embeddings,
+                         draft.config.max_position_embeddings if draft else config.max_position_embeddings))
+    try:
+        blocks = kv_blocks(request, device, max_len, [m for m in (model, draft) if m is not None])
+        kv = KVCache(config.num_layers, blocks, BLOCK_SIZE, config.num_kv_heads, config.head_dim, model.dtype, device)
+    except torch.OutOfMemoryError:
+        raise BackendError(
+            "invalid_model", f"{directory.name}: no room on {device} for a KV cache of {max_len} tokens"
+        ) from None
+    engine_config = EngineConfig(
+        num_kv_blocks=kv.num_blocks,
+        block_size=BLOCK_SIZE,
+        max_num_seqs=MAX_NUM_SEQS,
+        max_num_batched_tokens=MAX_BATCHED_TOKENS,
+        max_model_len=max_len,
+        eos_token_ids=tuple(sorted(set(config.eos_token_ids) | tokenizer.eos_ids)),
+        num_speculative_tokens=spec.tokens,
+    )
+    runner = ModelRunner(model, kv, engine_config)
+    speculative = None
+    if spec.tokens > 0:
+        drafter: Drafter = PromptLookupDrafter()
+        if draft is not None:
+            try:
+                drafter = DraftModelDrafter(draft, engine_config, kv.num_blocks, BLOCK_SIZE)
+            except torch.OutOfMemoryError:
+                raise BackendError("invalid_model", f"no room on {device} for the draft's KV cache") from None
+        speculative = SpeculativeRunner(runner, drafter)
+    engine = LLMEngine(engine_config, speculative or runner)
+    info = ModelInfo(
+        path=str(directory),
+        name=directory.name,
+        architecture=config.family + (" AWQ" if config.awq else ""),
+        n_ctx=max_len,
+        n_ctx_train=config.max_position_embeddings,
+        n_params=sum(b.numel() for b in model.buffers()) - model.rope.cos.numel() - model.rope.sin.numel(),
+        size_bytes=loaded.file_bytes,
+        has_chat_template=tokenizer.has_chat_template,
+    )
+    session = TorchSession(model, tokenizer, kv, runner, engine, speculative, info)
+    _pin(session, request.pinned_prompts)
+    return session
+
+
+def _pin(session: TorchSession, system_prompts: tuple[str, ...]) -> None:
+    """Prefill each pinned system prompt once: its blocks stay in the prefix cache for new chats."""
+    engine = session.engine
+    for text in system_prompts:
+        prompt = render_pinned(session.tokenizer.template, text)
+        if prompt is None:
+            continue
+        tokens = session.tokenizer.encode(prompt)
+        if 0 < len(tokens) < engine.config.max_model_len:
+            engine.generate([tokens], SamplingOptions(max_tokens=1))
