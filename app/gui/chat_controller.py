@@ -81,7 +81,7 @@ class ChatController(QObject):
 
     def _load_settings(self) -> LoadSettings:
         settings = self.current.settings if self.current else ChatSettings()
-        return load_settings_of(settings, self.store.pinned_prompts())
+        return load_settings_of(settings, self.store.pinned_prompts(), self.runner.model_path)
 
     def start(self) -> None:
         """Start the engine and load the model."""

@@ -17,6 +17,7 @@ from app.gui.engine_bridge import EngineBridge
 from app.load_planner import LoadSettings
 from app.store import ChatSettings, ChatStore, Message
 from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams
+from models.folder_plan import is_model_folder
 
 SAVE_INTERVAL_S = 0.4  # a streaming reply reaches the database at least this often
 BUSY_HINT = "A reply is still being written: wait for it, or press Esc to stop it."
@@ -50,9 +51,17 @@ def format_stats(stats: dict | None) -> str:
     )
 
 
-def load_settings_of(settings: ChatSettings, pinned_prompts: tuple[str, ...] = ()) -> LoadSettings:
+def load_settings_of(
+    settings: ChatSettings, pinned_prompts: tuple[str, ...] = (), model_path: str | None = None
+) -> LoadSettings:
     """The part of a chat's settings that needs the model loaded again when it changes,
-    with the pinned presets' prompts to prefill when it is."""
+    with the pinned presets' prompts to prefill when it is.
+
+    The PyTorch engine's settings count only for a model folder (`model_path`): two chats that
+    differ only in them do not reload a GGUF model when you switch between them.
+    """
+    if model_path is not None and not is_model_folder(model_path):
+        return LoadSettings(settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts)
     # The draft folder counts only while "Draft model" is chosen: the engine refuses a draft with another mode.
     draft = settings.draft_path if settings.speculative == "draft" else None
     return LoadSettings(
@@ -188,7 +197,7 @@ class ReplyRunner(QObject):
         conversation = self.store.get_conversation(conversation_id)
         if conversation is None:
             return
-        wanted = (self.model_path, load_settings_of(conversation.settings, self.store.pinned_prompts()))
+        wanted = (self.model_path, load_settings_of(conversation.settings, self.store.pinned_prompts(), self.model_path))
         self._pending = conversation_id
         self.busy_changed.emit(True)
         if self._loaded == wanted and self._loading is None:

@@ -97,6 +97,16 @@ def test_each_control_changes_the_chat_and_load_settings(qtbot, panel: SettingsP
     assert panel.settings() == settings
 
 
+def test_torch_settings_reload_a_model_folder_but_not_a_gguf_model(tmp_path: Path, starter_model: Path):
+    folder = _model_folder(tmp_path / "folder")
+    plain, lookup = ChatSettings(), ChatSettings(speculative="lookup", gpu_memory_fraction=0.5)
+    assert load_settings_of(plain, (), str(folder)) != load_settings_of(lookup, (), str(folder))
+    assert load_settings_of(lookup, (), str(folder)).torch_fields()["speculative"] == "lookup"
+    # Two chats that differ only in PyTorch settings share one load of a GGUF model.
+    assert load_settings_of(plain, (), str(starter_model)) == load_settings_of(lookup, (), str(starter_model))
+    assert load_settings_of(lookup, (), str(starter_model)).torch_fields()["speculative"] == "auto"
+
+
 def test_the_draft_folder_is_enabled_only_for_a_draft_model(panel: SettingsPanel):
     group = panel.torch_group
     for value in ("auto", "off", "lookup"):
