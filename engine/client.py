@@ -14,8 +14,8 @@ import threading
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from queue import Empty, Queue
 
+from engine.event_queue import EventQueue
 from engine.protocol import (
     CancelRequest,
     ChatMessage,
@@ -51,7 +51,7 @@ class EngineClient:
     """
 
     def __init__(self, on_event: Callable[[Event], None] | None = None, log_path: Path | None = None):
-        self._queue: Queue[Event] = Queue()
+        self._queue = EventQueue()
         self._on_event = on_event or self._queue.put
         self._log_path = log_path
         self._ids = itertools.count(1)
@@ -169,20 +169,11 @@ class EngineClient:
 
     def next_event(self, timeout: float | None = None) -> Event | None:
         """The next queued event, or None after `timeout` seconds."""
-        try:
-            return self._queue.get(timeout=timeout)
-        except Empty:
-            return None
+        return self._queue.next_event(timeout)
 
     def stream(self, request_id: int) -> Iterator[Event]:
         """Yield queued events of one reply (and engine-wide errors) until it ends."""
-        while True:
-            event = self._queue.get()
-            if getattr(event, "request_id", request_id) not in (request_id, None):
-                continue
-            yield event
-            if isinstance(event, Done | Error):
-                return
+        return self._queue.stream(request_id)
 
     # ------------------------------------------------------------ internals
 

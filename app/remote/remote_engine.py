@@ -12,14 +12,13 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from queue import Empty, Queue
 
 import httpx
 
 from app.remote.openai_client import RemoteChat, RemoteEndpoint, RemoteError
+from engine.event_queue import EventQueue
 from engine.protocol import (
     ChatMessage,
-    Done,
     Error,
     Event,
     Loaded,
@@ -52,7 +51,7 @@ class RemoteEngine:
     def __init__(self, endpoint: RemoteEndpoint, on_event: Callable[[Event], None] | None = None,
                  transport: httpx.BaseTransport | None = None):
         self.endpoint = endpoint
-        self._queue: Queue[Event] = Queue()
+        self._queue = EventQueue()
         self._on_event = on_event or self._queue.put
         self._transport = transport
         self._chat: RemoteChat | None = None
@@ -129,19 +128,12 @@ class RemoteEngine:
     # ------------------------------------------------------------ queued events (no callback)
 
     def next_event(self, timeout: float | None = None) -> Event | None:
-        try:
-            return self._queue.get(timeout=timeout)
-        except Empty:
-            return None
+        """The next queued event, or None after `timeout` seconds."""
+        return self._queue.next_event(timeout)
 
     def stream(self, request_id: int) -> Iterator[Event]:
-        while True:
-            event = self._queue.get()
-            if getattr(event, "request_id", request_id) not in (request_id, None):
-                continue
-            yield event
-            if isinstance(event, Done | Error):
-                return
+        """Yield queued events of one reply (and engine-wide errors) until it ends."""
+        return self._queue.stream(request_id)
 
     # ------------------------------------------------------------ workers
 
