@@ -63,6 +63,7 @@ def memory_json(report: MemoryReport, forecast: dict | None) -> dict:
         "prefix_cache_disk_bytes": report.prefix_cache_disk_bytes,
         "kv_shared_tokens": report.kv_shared_tokens,
         "kv_shared_bytes": report.kv_shared_bytes,
+        "kv_cached_tokens": report.kv_cached_tokens,
         "forecast": forecast,
     }
 
@@ -129,6 +130,8 @@ def format_status(status: dict) -> str:
         lines.append(
             f"Shared prefixes: {report.kv_shared_tokens:,} tokens ({human_size(report.kv_shared_bytes)}) stored once"
         )
+    if report.kv_cached_tokens:
+        lines.append(f"Kept for reuse: {report.kv_cached_tokens:,} tokens of finished replies' prefixes, in free KV blocks")
     if report.prefix_cache_disk_bytes:
         lines.append(f"Prefix cache on disk: {human_size(report.prefix_cache_disk_bytes)}")
     return "\n".join(lines)

@@ -221,7 +221,10 @@ class MemoryReport:
     `kv_tokens_used` counts the KV cells holding tokens over all sequences, a prefix shared
     by several sequences once; `kv_tokens_total` is the cells the cache has. `kv_shared_tokens`
     and `kv_shared_bytes` are the part of the used cells that more than one sequence reads (the
-    PyTorch engine's KV blocks with a reference count above 1; 0 elsewhere).
+    PyTorch engine's KV blocks with a reference count above 1; 0 elsewhere). `kv_cached_tokens`
+    are free cells that still hold a finished reply's prefix, which the next request that starts
+    the same way reuses (the PyTorch engine's cached blocks; 0 for GGUF, whose live chat counts
+    as in use).
     """
 
     devices: tuple[DeviceMemory, ...]
@@ -230,6 +233,7 @@ class MemoryReport:
     prefix_cache_disk_bytes: int = 0  # the prefix cache's disk tier (not memory, shown beside it)
     kv_shared_tokens: int = 0
     kv_shared_bytes: int = 0
+    kv_cached_tokens: int = 0
 
     def device(self, name: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.device == name), None)
@@ -242,6 +246,7 @@ class MemoryReport:
             "prefix_cache_disk_bytes": self.prefix_cache_disk_bytes,
             "kv_shared_tokens": self.kv_shared_tokens,
             "kv_shared_bytes": self.kv_shared_bytes,
+            "kv_cached_tokens": self.kv_cached_tokens,
         }
 
     @classmethod
@@ -255,6 +260,7 @@ class MemoryReport:
             prefix_cache_disk_bytes=int(data.get("prefix_cache_disk_bytes", 0)),
             kv_shared_tokens=int(data.get("kv_shared_tokens", 0)),
             kv_shared_bytes=int(data.get("kv_shared_bytes", 0)),
+            kv_cached_tokens=int(data.get("kv_cached_tokens", 0)),
         )
 
 

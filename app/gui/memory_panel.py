@@ -26,7 +26,10 @@ def device_order(name: str) -> tuple[int, str]:
 
 
 def kv_text(report: MemoryReport) -> str:
-    return f"KV cache: {report.kv_tokens_used:,} / {report.kv_tokens_total:,} tokens in use"
+    text = f"KV cache: {report.kv_tokens_used:,} / {report.kv_tokens_total:,} tokens in use"
+    if report.kv_cached_tokens:
+        text += f", {report.kv_cached_tokens:,} more kept for reuse"
+    return text
 
 
 def room_text(report: MemoryReport) -> str:

@@ -67,5 +67,7 @@ def report(d: TorchMemory, device: torch.device, block_size: int, meter: DeviceM
         parts = {"cpu": ours}
     built = build_report(parts, meter, d.kv_blocks_used * block_size, d.kv_blocks_total * block_size)
     # Blocks more than one sequence holds: a shared system prompt or conversation prefix, stored once.
+    # Free blocks still holding a finished request's prefix: the warm start of the next one.
     return replace(built, kv_shared_tokens=d.kv_blocks_shared * block_size,
-                   kv_shared_bytes=d.kv_blocks_shared * d.kv_bytes_per_block)
+                   kv_shared_bytes=d.kv_blocks_shared * d.kv_bytes_per_block,
+                   kv_cached_tokens=d.kv_blocks_cached * block_size)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -113,4 +114,13 @@ def test_mem_reports_kv_blocks_shared_by_several_sequences():
 def test_mem_leaves_out_the_shared_line_when_nothing_is_shared():
     report = _report(0, 0)
     assert memory_json(report, None)["kv_shared_tokens"] == 0
-    assert "Shared prefixes" not in format_status({"pid": 7, "memory": report.to_dict()})
+    text = format_status({"pid": 7, "memory": report.to_dict()})
+    assert "Shared prefixes" not in text and "Kept for reuse" not in text
+
+
+def test_mem_reports_prefixes_kept_for_reuse():
+    # The PyTorch engine after a reply: its prompt's blocks are free but still hold the prefix.
+    report = replace(_report(0, 0), kv_tokens_used=0, kv_cached_tokens=320)
+    assert memory_json(report, None)["kv_cached_tokens"] == 320
+    text = format_status({"pid": 7, "memory": report.to_dict()})
+    assert "Kept for reuse: 320 tokens of finished replies' prefixes, in free KV blocks" in text.splitlines()

@@ -109,6 +109,12 @@ def test_view_updates_on_new_reports_without_rebuilding(panel: MemoryPanel, reco
     assert not panel.grab().isNull()  # paints from the new numbers
 
 
+def test_kv_line_counts_prefixes_kept_for_reuse(panel: MemoryPanel, recorded: Recorded):
+    # The PyTorch engine frees a finished reply's blocks but keeps their prefix: shown beside "in use".
+    panel.show_report(replace(recorded.loaded, kv_cached_tokens=48))
+    assert panel.kv_label.text() == "KV cache: 0 / 2,048 tokens in use, 48 more kept for reuse"
+
+
 def test_with_no_gpu_the_host_view_appears(panel: MemoryPanel, recorded: Recorded, qtbot):
     panel.show_report(recorded.final)
     assert list(panel.bars) == ["cpu"]

@@ -101,6 +101,20 @@ def test_memory_reports_weights_and_kv_blocks(backend: TorchBackend) -> None:
     assert 0 <= d.kv_blocks_shared <= d.kv_blocks_used <= d.kv_blocks_total
 
 
+def test_a_finished_reply_leaves_its_prefix_kept_for_reuse(model_dir: Path) -> None:
+    """After a reply nothing is in use, and the full blocks of its prompt are reported as kept: the
+    next turn starts from them."""
+    b = TorchBackend(device="cpu", speculative_tokens=0)
+    b.load(LoadRequest(str(model_dir), n_ctx=256))
+    assert b.memory().kv_cached_tokens == 0
+    first, _ = run(b)
+    report = b.memory()
+    assert report.kv_tokens_used == 0
+    assert report.kv_cached_tokens == b.details().kv_blocks_cached * 16 >= 16
+    assert report.kv_cached_tokens <= first.stats.prompt_tokens + first.stats.gen_tokens
+    assert MemoryReport.from_dict(report.to_dict()).kv_cached_tokens == report.kv_cached_tokens
+
+
 def test_prompt_longer_than_the_context_is_a_clear_error(backend: TorchBackend) -> None:
     with pytest.raises(BackendError, match="context holds 256") as info:
         run(backend, (ChatMessage("user", "fox " * 400),))
