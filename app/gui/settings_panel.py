@@ -63,7 +63,7 @@ class SettingsPanel(QWidget):
         presets_row.addWidget(self.save_preset)
         presets_row.addWidget(self.delete_preset)
         outer = QVBoxLayout(self)
-        form = QFormLayout()
+        form = self._form = QFormLayout()
         outer.addLayout(form)
         self.torch_group = TorchSettingsGroup()  # shown while the model is a folder (the PyTorch engine)
         self.torch_group.hide()
@@ -161,8 +161,12 @@ class SettingsPanel(QWidget):
         )
 
     def set_model_path(self, path: str) -> None:
-        """Show the PyTorch engine's settings only while the model is a model folder (not a GGUF file)."""
-        self.torch_group.setVisible(is_model_folder(path))
+        """Show the PyTorch engine's settings only while the model is a model folder, and llama.cpp's
+        (KV cache type, flash attention) only while it is a GGUF file: each engine ignores the other's."""
+        folder = is_model_folder(path)
+        self.torch_group.setVisible(folder)
+        for widget in (self.kv_type, self.flash_attn):
+            self._form.setRowVisible(widget, not folder)
 
     @Slot()
     def commit(self) -> None:

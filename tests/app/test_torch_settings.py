@@ -47,12 +47,17 @@ def _emitted(qtbot, panel: SettingsPanel, change) -> ChatSettings:
 
 
 def test_the_group_is_shown_only_for_a_model_folder(panel: SettingsPanel, tmp_path: Path, starter_model: Path):
+    def llama_cpp_rows_shown() -> bool:
+        return all(panel._form.isRowVisible(w) for w in (panel.kv_type, panel.flash_attn))
+
     panel.set_model_path(str(starter_model))
-    assert panel.torch_group.isHidden()
+    assert panel.torch_group.isHidden() and llama_cpp_rows_shown()
+    # A model folder: the PyTorch engine's settings, and not llama.cpp's KV type and flash attention.
     panel.set_model_path(str(_model_folder(tmp_path / "tiny")))
     assert not panel.torch_group.isHidden()
+    assert not any(panel._form.isRowVisible(w) for w in (panel.kv_type, panel.flash_attn))
     panel.set_model_path(str(tmp_path / "not-there"))
-    assert panel.torch_group.isHidden()
+    assert panel.torch_group.isHidden() and llama_cpp_rows_shown()
 
 
 def test_each_control_changes_the_chat_and_load_settings(qtbot, panel: SettingsPanel, tmp_path: Path, monkeypatch):
