@@ -7,7 +7,7 @@ and why, in the same Plan the decision tree gives for GGUF files.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from models.forecast import DeviceForecast, Forecast, ForecastSettings, ModelShape, forecast, scaled_to
@@ -62,6 +62,47 @@ def parameter_count(shape: ModelShape) -> int:
     return shape.n_layers * per_layer + embeddings
 
 
+def embedding_parameters(shape: ModelShape) -> int:
+    """Parameters of the embedding table and, unless tied, the output layer: dense in an AWQ checkpoint."""
+    return shape.n_vocab * shape.n_embd * (1 if shape.output_tied else 2)
+
+
+def cpu_ram_budget(ram_available_bytes: int) -> int:
+    """RAM the PyTorch engine plans with on the CPU: what is available, less a reserve and a margin."""
+    return int(max(0, ram_available_bytes - RAM_RESERVE_BYTES) * (1 - SAFETY_MARGIN))
+
+
+@dataclass(frozen=True, slots=True)
+class CpuWeights:
+    """How the PyTorch engine holds a folder's weights on the CPU, and their bytes there."""
+
+    kind: str  # "fp32": dense, or AWQ dequantized at load; "int4": AWQ kept 4-bit; "none": neither fits
+    bytes: int
+    fp32_bytes: int
+
+
+def cpu_weights(shape: ModelShape, awq_file_bytes: int | None, kv_pool_bytes: int, ram_available_bytes: int) -> CpuWeights:
+    """fp32 when the weights fit in RAM beside the KV pool: exact, and the quickest prefill. An AWQ
+    checkpoint (`awq_file_bytes`) that does not fit so keeps its 4-bit weights in PyTorch's int4 CPU
+    kernel, about 8x smaller (its embeddings, dense in the file, go to fp32). The engine (engine/torch/
+    session.py) and the plan decide with this one rule."""
+    fp32 = 4 * parameter_count(shape)
+    budget = cpu_ram_budget(ram_available_bytes)
+    if fp32 + kv_pool_bytes <= budget:
+        return CpuWeights("fp32", fp32, fp32)
+    if awq_file_bytes is not None:
+        # The file holds the embeddings in 16 bits; in memory they are fp32.
+        int4 = awq_file_bytes + 2 * embedding_parameters(shape)
+        if int4 + kv_pool_bytes <= budget:
+            return CpuWeights("int4", int4, fp32)
+    return CpuWeights("none", fp32, fp32)
+
+
+def default_cpu_kv_bytes(ram_available_bytes: int) -> int:
+    """The CPU KV pool when the user sets none: DEFAULT_CPU_KV_BYTES, at most a quarter of free RAM."""
+    return min(DEFAULT_CPU_KV_BYTES, ram_available_bytes // 4)
+
+
 def plan_folder(
     machine: Machine,
     candidate: Candidate,
@@ -89,11 +130,19 @@ def plan_folder(
         reasons.append(f"GPU: {machine.gpu_name}, {gb(machine.gpu_free_bytes)} free of {gb(machine.gpu_total_bytes)}; "
                        f"the whole model goes there ({gb(budget)} to plan with).")
     else:
-        weights = 4 * parameter_count(shape)  # fp32 on the CPU; AWQ weights are dequantized at load
-        budget = int(max(0, machine.ram_available_bytes - RAM_RESERVE_BYTES) * (1 - SAFETY_MARGIN))
-        why = f", dequantized from {gb(candidate.size_bytes)} of 4-bit weights" if candidate.format == "awq" else ""
-        reasons.append(f"No NVIDIA GPU: the PyTorch engine runs on the CPU in fp32 ({gb(weights)} of weights{why}), "
-                       f"{gb(budget)} of RAM to plan with.")
+        budget = cpu_ram_budget(machine.ram_available_bytes)
+        user_pool = cpu_kv_bytes if cpu_kv_bytes is not None else default_cpu_kv_bytes(machine.ram_available_bytes)
+        held = cpu_weights(shape, candidate.size_bytes if candidate.format == "awq" else None, user_pool,
+                           machine.ram_available_bytes)
+        weights = held.bytes
+        if held.kind == "int4":
+            how = (f"AWQ weights kept 4-bit in PyTorch's int4 CPU kernel ({gb(weights)}; dequantized to fp32 "
+                   f"they would take {gb(held.fp32_bytes)}, more than fits; prefill is slower than in fp32)")
+        elif candidate.format == "awq":
+            how = f"fp32 ({gb(weights)} of weights, dequantized from {gb(candidate.size_bytes)} of 4-bit weights)"
+        else:
+            how = f"fp32 ({gb(weights)} of weights)"
+        reasons.append(f"No NVIDIA GPU: the PyTorch engine runs on the CPU in {how}, {gb(budget)} of RAM to plan with.")
     settings = ForecastSettings(n_ctx=context, kv_type="f16", n_gpu_layers=shape.n_layers + 1 if on_gpu else 0,
                                 paged_block_size=PAGED_BLOCK_SIZE)
     base = forecast(scaled_to(shape, weights), settings)
@@ -105,8 +154,7 @@ def plan_folder(
         pool = max(needed_kv, int((machine.gpu_free_bytes - weights) * gpu_memory_fraction) - compute)
         where = f"{gpu_memory_fraction:.0%} of the GPU memory left after the weights"
     else:
-        pool = max(needed_kv, cpu_kv_bytes if cpu_kv_bytes is not None
-                   else min(DEFAULT_CPU_KV_BYTES, machine.ram_available_bytes // 4))
+        pool = max(needed_kv, user_pool)
         where = "the CPU budget" + (" you set" if cpu_kv_bytes is not None else "")
     per_token = needed_kv / max(1, -(-context // PAGED_BLOCK_SIZE) * PAGED_BLOCK_SIZE)
     if usable:
@@ -114,8 +162,12 @@ def plan_folder(
             reasons.append(f"The weights ({gb(weights)}), a KV cache of {context:,} tokens ({gb(needed_kv)}) and "
                            f"activations ({gb(compute)}) fit: {gb(needed)} of {gb(budget)}.")
         else:
-            hint = ("a shorter context, an AWQ 4-bit checkpoint or a GGUF file would need less"
-                    if candidate.format != "awq" or not on_gpu else "a shorter context or a smaller model would fit")
+            if candidate.format != "awq":
+                hint = "a shorter context, an AWQ 4-bit checkpoint or a GGUF file would need less"
+            elif on_gpu:
+                hint = "a shorter context or a smaller model would fit"
+            else:
+                hint = "a shorter context, a smaller model or a GGUF file would need less"
             reasons.append(f"Does not fit: the weights ({gb(weights)}), a KV cache of {context:,} tokens "
                            f"({gb(needed_kv)}) and activations need {gb(needed)}, {gb(budget)} are free; {hint}.")
         tokens = int(pool / per_token) if per_token else 0

@@ -124,9 +124,12 @@ def default_dtype(config: ModelConfig, device: torch.device) -> torch.dtype:
 
 
 def load_model(
-    directory: Path, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
+    directory: Path, device: torch.device | str = "cpu", dtype: torch.dtype | None = None, awq_int4: bool | None = None
 ) -> LoadedModel:
     """Read config.json and the safetensors weights of `directory` into a CausalLM.
+
+    `awq_int4`: AWQ weights stay 4-bit in the int4 kernel (default: on CUDA; on the CPU they are
+    dequantized, unless they would not fit: models/folder_plan.py cpu_weights decides).
 
     Raises:
         CheckpointError: unsupported architecture, missing/mismatched shards, pickle-only repo,
@@ -138,7 +141,7 @@ def load_model(
     dtype = dtype or default_dtype(config, device)
     source = TensorSource(directory)
     try:
-        builder = _Builder(config, source, device, dtype)
+        builder = _Builder(config, source, device, dtype, awq_int4)
         layers = [builder.layer(i) for i in range(config.num_layers)]
         embed = builder.dense("model.embed_tokens.weight", (config.vocab_size, config.hidden_size))
         norm = RMSNorm(builder.dense("model.norm.weight", (config.hidden_size,)), config.rms_norm_eps)
@@ -156,8 +159,10 @@ def load_model(
 class _Builder:
     """Turns checkpoint tensors into modules, checking every shape against the config."""
 
-    def __init__(self, config: ModelConfig, source: TensorSource, device: torch.device, dtype: torch.dtype):
-        self.config, self.source, self.device, self.dtype = config, source, device, dtype
+    def __init__(
+        self, config: ModelConfig, source: TensorSource, device: torch.device, dtype: torch.dtype, int4: bool | None
+    ):
+        self.config, self.source, self.device, self.dtype, self.int4 = config, source, device, dtype, int4
 
     def dense(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
         tensor = self.source.get(name)
@@ -188,7 +193,7 @@ class _Builder:
 
     def linear(self, prefix: str, out_features: int, in_features: int, bias: bool) -> torch.nn.Module:
         b = self.dense(f"{prefix}.bias", (out_features,)) if bias else None
-        return make_linear(self.weight(prefix, out_features, in_features), b, self.device, self.dtype)
+        return make_linear(self.weight(prefix, out_features, in_features), b, self.device, self.dtype, self.int4)
 
     def fused(self, prefixes: list[str], outs: list[int], in_features: int, bias: bool) -> torch.nn.Module:
         weights = [self.weight(p, o, in_features) for p, o in zip(prefixes, outs, strict=True)]
@@ -199,7 +204,7 @@ class _Builder:
                 [w.dequantize(self.dtype).to(self.device) if isinstance(w, AwqWeight) else w for w in weights]
             )
         b = torch.cat([self.dense(f"{p}.bias", (o,)) for p, o in zip(prefixes, outs, strict=True)]) if bias else None
-        return make_linear(weight, b, self.device, self.dtype)
+        return make_linear(weight, b, self.device, self.dtype, self.int4)
 
     def layer(self, i: int) -> DecoderLayer:
         c = self.config

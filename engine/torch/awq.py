@@ -1,4 +1,4 @@
-"""AWQ 4-bit GEMM weights: unpack, dequantize, and a fast int4 matmul on CUDA.
+"""AWQ 4-bit GEMM weights: unpack, dequantize, and PyTorch's int4 matmul (CUDA, and the CPU when fp32 will not fit).
 
 AWQ's GEMM layout stores W^T ([in, out]) with 8 four-bit values per int32 along `out`, in the
 interleaved order 0, 2, 4, 6, 1, 3, 5, 7 (nibble i holds column AWQ_ORDER[i]); zero points
@@ -92,7 +92,8 @@ def tinygemm_scales_and_zeros(weight: AwqWeight) -> torch.Tensor:
 
 
 class Int4Linear(torch.nn.Module):
-    """x @ W^T with W held as int4 in the tinygemm layout of `aten._weight_int4pack_mm` (CUDA, bf16).
+    """x @ W^T with W held as int4 in the tinygemm layout of PyTorch's int4 matmul: `_weight_int4pack_mm`
+    on CUDA, `_weight_int4pack_mm_for_cpu` on the CPU; activations go through it in bf16.
 
     tinygemm dequantizes (q - 8) * scale + zero, so AWQ's (q - z) * s becomes zero = (8 - z) * s.
     """
@@ -102,9 +103,13 @@ class Int4Linear(torch.nn.Module):
         tiles = int4_inner_k_tiles(weight.q.shape[1])
         if tiles is None or weight.out_features % 8:
             raise ValueError("shape not supported by the int4 kernel")
-        q = weight.q.to(device)
-        packed = (q[:, ::2] << 4 | q[:, 1::2]).contiguous()
-        self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack(packed, tiles))
+        self.on_cuda = device.type == "cuda"
+        if self.on_cuda:  # two values a byte, even columns in the high nibble
+            q = weight.q.to(device)
+            packed = torch.ops.aten._convert_weight_to_int4pack((q[:, ::2] << 4 | q[:, 1::2]).contiguous(), tiles)
+        else:  # the CPU kernel packs from one int32 a value
+            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(weight.q.to(torch.int32), tiles)
+        self.register_buffer("packed", packed)
         self.register_buffer(
             "scales_and_zeros", tinygemm_scales_and_zeros(weight).to(device, torch.bfloat16).contiguous()
         )
@@ -114,9 +119,8 @@ class Int4Linear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
-        y = torch.ops.aten._weight_int4pack_mm(
-            x.reshape(-1, shape[-1]).to(torch.bfloat16), self.packed, self.group_size, self.scales_and_zeros
-        )
+        mm = torch.ops.aten._weight_int4pack_mm if self.on_cuda else torch.ops.aten._weight_int4pack_mm_for_cpu
+        y = mm(x.reshape(-1, shape[-1]).to(torch.bfloat16), self.packed, self.group_size, self.scales_and_zeros)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*shape[:-1], self.out_features).to(x.dtype)
@@ -135,11 +139,16 @@ class DenseLinear(torch.nn.Module):
 
 
 def make_linear(
-    weight: torch.Tensor | AwqWeight, bias: torch.Tensor | None, device: torch.device, dtype: torch.dtype
+    weight: torch.Tensor | AwqWeight,
+    bias: torch.Tensor | None,
+    device: torch.device,
+    dtype: torch.dtype,
+    int4: bool | None = None,
 ) -> torch.nn.Module:
-    """The fastest correct layer for this weight on this device."""
+    """The layer for this weight on this device. An AWQ weight runs in the int4 kernel when `int4`
+    (default: on CUDA), else dequantized once to `dtype`; a shape the kernel refuses is dequantized."""
     if isinstance(weight, AwqWeight):
-        if device.type == "cuda":
+        if int4 if int4 is not None else device.type == "cuda":
             try:
                 return Int4Linear(weight, bias, device)
             except (ValueError, RuntimeError):

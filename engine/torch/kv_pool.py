@@ -1,7 +1,7 @@
 """How many KV blocks the PyTorch engine's pool gets: the same rule the plan forecasts with.
 
 On a GPU the user's share of the memory free after the weights, less room for a full batch's
-activations; on the CPU the user's budget, or DEFAULT_CPU_KV_BYTES (at most a quarter of free RAM).
+activations; on the CPU the user's budget, or models/folder_plan.py's default (1 GiB, at most a quarter of free RAM).
 """
 
 from __future__ import annotations
@@ -11,12 +11,17 @@ import torch
 
 from engine.protocol import LoadRequest
 from engine.torch.arch import CausalLM
-from models.folder_plan import DEFAULT_CPU_KV_BYTES
+from models.folder_plan import default_cpu_kv_bytes
 from models.plan import PAGED_BLOCK_SIZE
 
 BLOCK_SIZE = PAGED_BLOCK_SIZE
 # Tokens one engine step may evaluate: bounds a prefill chunk and the activations it needs.
 MAX_BATCHED_TOKENS = 512
+
+
+def cpu_kv_budget(request: LoadRequest, ram_available_bytes: int) -> int:
+    """Bytes of the KV pool on the CPU: the user's budget (even above the default share of RAM), or the default."""
+    return request.cpu_kv_bytes if request.cpu_kv_bytes is not None else default_cpu_kv_bytes(ram_available_bytes)
 
 
 def kv_blocks(request: LoadRequest, device: torch.device, max_len: int, models: list[CausalLM]) -> int:
@@ -31,9 +36,7 @@ def kv_blocks(request: LoadRequest, device: torch.device, max_len: int, models: 
         free, _total = torch.cuda.mem_get_info(device)
         reserve = MAX_BATCHED_TOKENS * (c.hidden_size * 8 + c.intermediate_size * 3 + c.vocab_size) * 4
         budget = int(free * request.gpu_memory_fraction) - reserve
-    elif request.cpu_kv_bytes is not None:
-        budget = request.cpu_kv_bytes  # the user's budget, even above the default share of RAM
     else:
-        budget = min(DEFAULT_CPU_KV_BYTES, psutil.virtual_memory().available // 4)
+        budget = cpu_kv_budget(request, psutil.virtual_memory().available)
     # At least one full-length sequence, whatever the budget says.
     return max(budget // per_block, -(-max_len // BLOCK_SIZE) + 1)

@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import torch
 
 from engine.backend import BackendError
@@ -19,13 +20,16 @@ from engine.torch.arch import CausalLM, load_model
 from engine.torch.attention import KVCache
 from engine.torch.config import EngineConfig
 from engine.torch.hf_tokenizer import HfTokenizer
-from engine.torch.kv_pool import BLOCK_SIZE, MAX_BATCHED_TOKENS, kv_blocks
+from engine.torch.kv_pool import BLOCK_SIZE, MAX_BATCHED_TOKENS, cpu_kv_budget, kv_blocks
 from engine.torch.llm_engine import LLMEngine
 from engine.torch.load_settings import check, load_draft, speculation
 from engine.torch.model_config import CheckpointError, ModelConfig
 from engine.torch.model_runner import ModelRunner
 from engine.torch.sequence import SamplingOptions
 from engine.torch.speculative import Drafter, DraftModelDrafter, PromptLookupDrafter, SpeculativeRunner
+from models.errors import InvalidModelFile
+from models.folder_plan import cpu_ram_budget, cpu_weights, embedding_parameters, folder_candidate
+from models.plan import gb
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +58,10 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
     if request.n_threads and device.type == "cpu":
         torch.set_num_threads(request.n_threads)  # this process serves one model: its threads are ours
     try:
-        ModelConfig.from_dir(directory)  # the architecture is checked before anything heavy
+        ModelConfig.from_dir(directory)  # the architecture and the size are checked before anything heavy
+        int4 = _cpu_int4(directory, request) if device.type == "cpu" else None
         tokenizer = HfTokenizer(directory)
-        loaded = load_model(directory, device)
+        loaded = load_model(directory, device, awq_int4=int4)
     except CheckpointError as exc:
         raise BackendError("invalid_model", str(exc)) from None
     except torch.OutOfMemoryError:
@@ -110,6 +115,28 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
     session = TorchSession(model, tokenizer, kv, runner, engine, speculative, info)
     _pin(session, request.pinned_prompts)
     return session
+
+
+def _cpu_int4(directory: Path, request: LoadRequest) -> bool:
+    """Whether AWQ weights stay 4-bit on the CPU (fp32 would not fit in RAM); a model that fits
+    neither way is refused here, before a byte of it is read."""
+    try:
+        candidate = folder_candidate(directory)
+    except (InvalidModelFile, ValueError, OSError):
+        return False  # load_model says what is wrong with the folder
+    available = psutil.virtual_memory().available
+    pool = cpu_kv_budget(request, available)
+    awq_bytes = candidate.size_bytes if candidate.format == "awq" else None
+    held = cpu_weights(candidate.shape, awq_bytes, pool, available)
+    if held.kind == "none":
+        as_int4 = f" ({gb(awq_bytes + 2 * embedding_parameters(candidate.shape))} kept 4-bit)" if awq_bytes else ""
+        raise BackendError(
+            "invalid_model",
+            f"{directory.name} is too big for this machine's memory: its weights need {gb(held.fp32_bytes)} in fp32"
+            f"{as_int4} beside a KV cache of {gb(pool)}, and {gb(cpu_ram_budget(available))} of RAM are "
+            "free to use. Use a smaller model or a GGUF file of it.",
+        )
+    return held.kind == "int4"
 
 
 def _pin(session: TorchSession, system_prompts: tuple[str, ...]) -> None:

@@ -14,10 +14,16 @@ from pathlib import Path
 import pytest
 
 from app.load_planner import LoadPlanner, LoadSettings
-from models.folder_plan import folder_candidate, parameter_count, plan_folder
+from models.folder_plan import (
+    cpu_weights,
+    embedding_parameters,
+    folder_candidate,
+    parameter_count,
+    plan_folder,
+)
 from models.hardware import profile_for
 from models.plan import Machine
-from tests.fixtures.tiny_hf import write_awq_copy, write_tiny_model
+from tests.fixtures.tiny_hf import big_folder, write_awq_copy, write_tiny_model
 
 TAILOR = str(Path(sys.executable).with_name("tailor"))
 CPU = Machine.from_profile(profile_for(ram_gib=64))
@@ -33,20 +39,6 @@ def awq_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return awq
 
 
-def big_folder(directory: Path, quantization: dict | None = None) -> Path:
-    """The config.json of a 70B-class Llama and a stub weights file (the plan reads sizes, not tensors)."""
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
-              "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64,
-              "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
-              "torch_dtype": "bfloat16"}
-    if quantization:
-        config["quantization_config"] = quantization
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "config.json").write_text(json.dumps(config))
-    (directory / "model.safetensors").write_bytes(b"\0" * 4096)
-    return directory
-
-
 def test_awq_folder_on_the_cpu_runs_dequantized_in_fp32(awq_dir: Path) -> None:
     candidate = folder_candidate(awq_dir)
     assert candidate.format == "awq" and candidate.quant == "AWQ 4-bit" and candidate.files == (str(awq_dir),)
@@ -55,6 +47,33 @@ def test_awq_folder_on_the_cpu_runs_dequantized_in_fp32(awq_dir: Path) -> None:
     assert plan.forecast.total("weights_bytes") == 4 * parameter_count(candidate.shape)
     assert "PyTorch engine" in plan.reasons[0] and "dequantized" in plan.reasons[1]
     assert any("KV block pool" in r for r in plan.reasons)
+
+
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}
+
+
+def test_cpu_weights_are_fp32_when_they_fit_else_awq_stays_4_bit_else_none(tmp_path: Path) -> None:
+    shape = folder_candidate(big_folder(tmp_path / "big")).shape
+    fp32 = 4 * parameter_count(shape)  # about 280 GB for a 70B model
+    gib = 1 << 30
+    pool = gib
+    enough = int((fp32 + pool) / 0.94) + 2 * gib  # beyond the 2 GiB reserve and the 5% margin
+    assert (cpu_weights(shape, None, pool, enough).kind, cpu_weights(shape, None, pool, enough).bytes) == ("fp32", fp32)
+    assert cpu_weights(shape, None, pool, enough - 4 * gib).kind == "none"
+    assert cpu_weights(shape, None, pool, 64 * gib).kind == "none"
+    awq_file = 40 * 10**9
+    kept = cpu_weights(shape, awq_file, pool, 64 * gib)
+    assert kept.kind == "int4" and kept.bytes == awq_file + 2 * embedding_parameters(shape) and kept.fp32_bytes == fp32
+    assert cpu_weights(shape, awq_file, pool, 32 * gib).kind == "none"
+
+
+def test_a_70b_awq_folder_on_a_64_gb_cpu_keeps_its_weights_4_bit(tmp_path: Path) -> None:
+    candidate = folder_candidate(big_folder(tmp_path / "awq70", AWQ))
+    assert candidate.format == "awq"
+    plan = plan_folder(CPU, candidate, context=4096)
+    weights = plan.forecast.devices["cpu"].weights_bytes
+    assert weights == candidate.size_bytes + 2 * embedding_parameters(candidate.shape)
+    assert any("kept 4-bit in PyTorch's int4 CPU kernel" in r and "dequantized to fp32" in r for r in plan.reasons)
 
 
 def test_awq_folder_on_a_gpu_keeps_4_bit_weights_and_the_pool_follows_the_fraction(awq_dir: Path) -> None:

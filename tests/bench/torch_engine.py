@@ -173,6 +173,27 @@ def bench_speculative(model: CausalLM, tok: HfTokenizer) -> None:
           f"tok/s: {base_s / spec_s:.2f}x, acceptance {spec.acceptance_rate:.0%}, output {same}")
 
 
+def bench_awq_on_the_cpu(directory: Path, tmp: Path) -> None:
+    """The starter model quantized to AWQ (groups of 64): kept 4-bit in the int4 CPU kernel (what the engine
+    does when fp32 would not fit in RAM) vs dequantized to fp32 at load (what it does otherwise)."""
+    awq_dir = tmp / "awq"
+    write_awq_copy(directory, awq_dir, 64)
+    prompt = list(range(3, 35))
+    long_prompt = list(range(3, 515))
+    figures = {}
+    for label, int4 in (("fp32", False), ("int4", True)):
+        model = load_model(awq_dir, "cpu", awq_int4=int4).model
+        engine, _ = make_engine(model, seqs=1)
+        timed_generate(engine, [long_prompt], 1)
+        # Another first token each time: nothing comes from the prefix cache.
+        prefill = min(timed_generate(engine, [[600 + r] + long_prompt[1:]], 1)[1] for r in range(ROUNDS))
+        figures[label] = (decode_tok_s(model, prompt, DECODE_TOKENS), prefill, model.weights_bytes())
+    (d32, p32, b32), (d4, p4, b4) = figures["fp32"], figures["int4"]
+    print(f"AWQ on the CPU, kept 4-bit vs dequantized to fp32: decode {d4:.1f} vs {d32:.1f} tok/s ({d4 / d32:.2f}x), "
+          f"prefill of 512 tokens {p4 * 1000:.0f} vs {p32 * 1000:.0f} ms ({p4 / p32:.2f}x the time), "
+          f"weights {b4 / 1e6:.0f} vs {b32 / 1e6:.0f} MB ({b4 / b32:.2f}x)")
+
+
 GPU_DECODE_TOKENS = 128
 # TinyLlama-1.1B's shape: 22 layers, GQA with 4 KV heads, untied 32k-token embeddings.
 GPU_SHAPE = dict(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
@@ -266,6 +287,7 @@ def main() -> None:
         bench_streams(model, prompts)
         bench_prefix(model, tok)
         bench_speculative(model, tok)
+        bench_awq_on_the_cpu(directory, Path(tempfile.mkdtemp(dir=tmp)))
     if torch.cuda.is_available():
         bench_gpu(torch.device("cuda"))
     else:

@@ -88,6 +88,39 @@ def test_tinygemm_zero_points_reproduce_awq_on_the_cpu_kernel(group_size: int) -
     assert torch.allclose(y, x @ reference.t(), atol=1e-5)
 
 
+@pytest.mark.parametrize("group_size", [32, 64, 128])
+def test_int4_layer_on_the_cpu_matches_the_dequantized_weight(group_size: int) -> None:
+    """The layer AWQ weights run in on the CPU when fp32 would not fit: bf16 activations, 4-bit weights."""
+    torch.manual_seed(0)
+    packed, reference = awq_quantize(torch.randn(256, 512) * 0.05, group_size)
+    weight = AwqWeight.from_packed(packed["qweight"], packed["qzeros"], packed["scales"], group_size)
+    layer = Int4Linear(weight, None, torch.device("cpu"))
+    x = torch.randn(5, 512)
+    expected = x.to(torch.bfloat16).float() @ reference.t()
+    got = layer(x)
+    assert got.dtype == torch.float32 and got.shape == (5, 256)
+    assert float((got - expected).abs().max()) <= 2e-2 * float(expected.abs().max())
+    # Half a byte a weight, against four dequantized.
+    assert layer.packed.numel() * layer.packed.element_size() == 256 * 512 // 2
+
+
+def test_awq_model_kept_4_bit_on_the_cpu_tracks_the_dequantized_one(dense, tmp_path: Path) -> None:
+    dense_dir, _ = dense
+    write_awq_copy(dense_dir, tmp_path, 32)
+    exact = load_model(tmp_path).model
+    int4 = load_model(tmp_path, "cpu", awq_int4=True).model
+    assert isinstance(int4.layers[0].qkv, Int4Linear) and isinstance(int4.layers[0].mlp.down, Int4Linear)
+    linear_bytes = sum(b.numel() * b.element_size() for m in int4.modules() if isinstance(m, Int4Linear)
+                       for b in m.buffers())
+    dense_bytes = sum(m.weight.numel() * 4 for layer in exact.layers for m in (layer.qkv, layer.o, layer.mlp.gate_up,
+                                                                                layer.mlp.down))
+    assert linear_bytes < dense_bytes / 6  # 4-bit values with bf16 scales and zeros per group of 32
+    prompt = list(range(3, 67))
+    ours, reference = greedy_with_logits(int4, prompt, 1)[0], greedy_with_logits(exact, prompt, 1)[0]
+    # Only the bf16 rounding of the activations differs: far below the 4-bit quantization error itself.
+    assert float((ours - reference).norm() / reference.norm()) < 0.02
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("group_size", [32, 64, 128])

@@ -23,7 +23,7 @@ from engine.protocol import (
 from engine.torch.backend import TorchBackend
 from engine.torch.sequence import SamplingOptions
 from tests.engine.helpers import collect, load
-from tests.fixtures.tiny_hf import write_tiny_model
+from tests.fixtures.tiny_hf import big_folder, write_tiny_model
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
 HELLO = (ChatMessage("user", "Hello, how are you today?"),)
@@ -176,6 +176,22 @@ def test_pinned_system_prompt_is_prefilled_at_load(model_dir: Path) -> None:
     b.load(LoadRequest(str(model_dir), n_ctx=256, pinned_prompts=(system,)))
     done, _ = run(b, (ChatMessage("system", system), *HELLO))
     assert done.stats.cached_tokens >= 32
+
+
+def test_a_model_too_big_for_memory_is_refused_before_a_byte_is_read(model_dir: Path, tmp_path: Path) -> None:
+    """A 70B-class dense folder on this machine: the engine says how much it needs and what is free,
+    instead of filling RAM until the OS kills it. The weights file is a stub: reading it would fail
+    with another message, so this one shows the check came first. The engine can load again after."""
+    b = TorchBackend(device="cpu", speculative_tokens=0)
+    with pytest.raises(BackendError) as err:
+        b.load(LoadRequest(str(big_folder(tmp_path / "big70")), n_ctx=256))
+    message = str(err.value)
+    assert err.value.kind == "invalid_model"
+    assert "big70 is too big for this machine's memory" in message and "GiB in fp32" in message
+    assert "of RAM are free to use" in message and "GGUF" in message
+    assert b.session is None
+    b.load(LoadRequest(str(model_dir), n_ctx=256))
+    assert run(b)[0].finish_reason in ("stop", "length")
 
 
 def test_folder_without_tokenizer_is_invalid(model_dir: Path, tmp_path: Path) -> None:
