@@ -186,6 +186,7 @@ class MainWindow(QMainWindow):
         c.model_changed.connect(lambda _text: self.settings_panel.set_model_path(c.runner.model_path))
         self.settings_panel.set_model_path(c.runner.model_path)
         c.stats_changed.connect(self.stats_label.setText)
+        c.stats_changed.connect(self.stats_label.setToolTip)  # the whole line, when the bar cuts it
         c.notice.connect(lambda text: self.statusBar().showMessage(text, NOTICE_MS))
         c.problem.connect(self.banner.show_problem)
         c.problem_cleared.connect(self.banner.hide)

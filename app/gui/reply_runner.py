@@ -45,9 +45,10 @@ def format_stats(stats: dict | None) -> str:
     prefill = stats.get("prefill_tok_s", 0)
     # The cached tokens would have been prefilled at this message's own prefill rate.
     saved = f" (~{cached / prefill:.1f} s saved)" if cached and prefill else ""
+    # Speeds first: a narrow status bar cuts the end of the line, and the cache detail is also in the memory panel.
     return (
-        f"TTFT {stats.get('ttft_s', 0):.2f} s · {cached:,} of {prompt:,} prompt tokens from cache{saved}"
-        f" · prefill {prefill:.0f} tok/s · decode {stats.get('decode_tok_s', 0):.1f} tok/s"
+        f"decode {stats.get('decode_tok_s', 0):.1f} tok/s · TTFT {stats.get('ttft_s', 0):.2f} s"
+        f" · prefill {prefill:.0f} tok/s · {cached:,} of {prompt:,} prompt tokens from cache{saved}"
     )
 
 

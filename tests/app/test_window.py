@@ -49,6 +49,7 @@ def test_send_streams_a_reply_and_saves_it(qtbot, window):
     assert assistant.id == reply.id and assistant.content == reply.content
     assert "Paris" in window.chat.plain_text()
     assert "TTFT" in window.stats_label.text() and "decode" in window.stats_label.text()
+    assert window.stats_label.toolTip() == window.stats_label.text()  # the whole line, when the bar cuts it
     assert "SmolLM2" in window.model_label.text() or "smollm2" in window.model_label.text().lower()
     assert window.controller.current.title.startswith("Hello.")  # titled by its first message
 
