@@ -88,20 +88,26 @@ def test_tinygemm_zero_points_reproduce_awq_on_the_cpu_kernel(group_size: int) -
     assert torch.allclose(y, x @ reference.t(), atol=1e-5)
 
 
+CUDA = pytest.param(
+    "cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+)
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
 @pytest.mark.parametrize("group_size", [32, 64, 128])
-def test_int4_layer_on_the_cpu_matches_the_dequantized_weight(group_size: int) -> None:
-    """The layer AWQ weights run in on the CPU when fp32 would not fit: bf16 activations, 4-bit weights."""
+def test_int4_layer_matches_the_dequantized_weight(device: str, group_size: int) -> None:
+    """The layer AWQ weights run in on CUDA, and on the CPU when fp32 would not fit: bf16 activations."""
     torch.manual_seed(0)
     packed, reference = awq_quantize(torch.randn(256, 512) * 0.05, group_size)
     weight = AwqWeight.from_packed(packed["qweight"], packed["qzeros"], packed["scales"], group_size)
-    layer = Int4Linear(weight, None, torch.device("cpu"))
-    x = torch.randn(5, 512)
-    expected = x.to(torch.bfloat16).float() @ reference.t()
+    layer = Int4Linear(weight, None, torch.device(device))
+    x = torch.randn(5, 512, device=device)
+    expected = x.to(torch.bfloat16).float() @ reference.to(device).t()
     got = layer(x)
     assert got.dtype == torch.float32 and got.shape == (5, 256)
     assert float((got - expected).abs().max()) <= 2e-2 * float(expected.abs().max())
-    # Half a byte a weight, against four dequantized.
-    assert layer.packed.numel() * layer.packed.element_size() == 256 * 512 // 2
+    if device == "cpu":  # half a byte a weight, against four dequantized
+        assert layer.packed.numel() * layer.packed.element_size() == 256 * 512 // 2
 
 
 def test_awq_model_kept_4_bit_on_the_cpu_tracks_the_dequantized_one(dense, tmp_path: Path) -> None:
@@ -119,17 +125,3 @@ def test_awq_model_kept_4_bit_on_the_cpu_tracks_the_dequantized_one(dense, tmp_p
     ours, reference = greedy_with_logits(int4, prompt, 1)[0], greedy_with_logits(exact, prompt, 1)[0]
     # Only the bf16 rounding of the activations differs: far below the 4-bit quantization error itself.
     assert float((ours - reference).norm() / reference.norm()) < 0.02
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("group_size", [32, 64, 128])
-def test_int4_kernel_matches_the_dequantized_weight(group_size: int) -> None:
-    torch.manual_seed(0)
-    packed, reference = awq_quantize(torch.randn(256, 512) * 0.05, group_size)
-    weight = AwqWeight.from_packed(packed["qweight"], packed["qzeros"], packed["scales"], group_size)
-    layer = Int4Linear(weight, None, torch.device("cuda"))
-    x = torch.randn(5, 512, device="cuda", dtype=torch.bfloat16)
-    expected = x.float() @ reference.cuda().t()
-    got = layer(x).float()
-    assert float((got - expected).abs().max()) <= 2e-2 * float(expected.abs().max())

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 from engine.backend import BackendError
 from engine.protocol import ChatMessage, GenerateRequest, LoadRequest, SamplingParams
 from engine.torch.backend import TorchBackend
-from tests.fixtures.tiny_hf import write_tiny_model
+from tests.fixtures.tiny_hf import write_first_layer_copy, write_tiny_model
 
 REWRITE = (ChatMessage("user", "Say it again: the quick brown fox jumps over the lazy dog. " * 3),)
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
@@ -26,23 +25,10 @@ def target_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-def copy_tokenizer(source: Path, directory: Path) -> None:
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        (directory / name).write_bytes((source / name).read_bytes())
-
-
 @pytest.fixture(scope="module")
 def draft_dir(target_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A same-family draft with the target's tokenizer: its embeddings and first layer."""
-    directory = tmp_path_factory.mktemp("draft")
-    tensors = {k: v for k, v in load_file(str(target_dir / "model.safetensors")).items()
-               if not k.startswith("model.layers.") or k.startswith("model.layers.0.")}
-    save_file(tensors, str(directory / "model.safetensors"))
-    config = json.loads((target_dir / "config.json").read_text())
-    config["num_hidden_layers"] = 1
-    (directory / "config.json").write_text(json.dumps(config))
-    copy_tokenizer(target_dir, directory)
-    return directory
+    return write_first_layer_copy(target_dir, tmp_path_factory.mktemp("draft"))
 
 
 def reply(backend: TorchBackend) -> tuple[str, float | None]:

@@ -3,12 +3,10 @@ keeps the target's distribution."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 from engine.torch.arch import load_model
 from engine.torch.config import EngineConfig
@@ -19,7 +17,7 @@ from engine.torch.scheduler import ScheduledChunk
 from engine.torch.sequence import SamplingOptions, Sequence
 from engine.torch.speculative import DraftModelDrafter, PromptLookupDrafter, SpeculativeRunner, lookup
 from tests.engine.torch.reference import kv_for
-from tests.fixtures.tiny_hf import write_tiny_model
+from tests.fixtures.tiny_hf import write_first_layer_copy, write_tiny_model
 
 K = 4
 
@@ -41,14 +39,7 @@ def target_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def draft_dir(target_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A same-family draft: the target's embeddings, first layer and head."""
-    directory = tmp_path_factory.mktemp("draft")
-    tensors = {k: v for k, v in load_file(str(target_dir / "model.safetensors")).items()
-               if not k.startswith("model.layers.") or k.startswith("model.layers.0.")}
-    save_file(tensors, str(directory / "model.safetensors"))
-    config = json.loads((target_dir / "config.json").read_text())
-    config["num_hidden_layers"] = 1
-    (directory / "config.json").write_text(json.dumps(config))
-    return directory
+    return write_first_layer_copy(target_dir, tmp_path_factory.mktemp("draft"))
 
 
 def prompts() -> list[list[int]]:
