@@ -168,10 +168,6 @@ class GgufBackend:
             self._store = None
         self._llm = self._template = self._info = self._cache_key = self._prefixes = None
 
-    def sequence_tokens(self) -> dict[int, tuple[int, ...]]:
-        """Tokens of every sequence in the KV cache by sequence id (for the memory report)."""
-        return self._prefixes.sequence_tokens() if self._prefixes is not None else {}
-
     # ------------------------------------------------------------ generation
 
     def generate(

@@ -99,33 +99,12 @@ def gguf_memory_report(backend: Any) -> MemoryReport:
     store = getattr(backend, "_store", None)
     prefix_ram = cache.total_bytes if cache is not None else 0
     prefix_disk = store.total_bytes if store is not None else 0
-    if llm is None:
+    prefixes = getattr(backend, "_prefixes", None)
+    if llm is None or prefixes is None:
         return build_report({"cpu": {}}, meter, 0, 0, prefix_ram, prefix_disk)
-    ctx = llm._ctx.ctx
-    seqs = getattr(getattr(backend, "_prefixes", None), "seqs", None)
-    if seqs is not None:
-        # Exact: the backend's ledger knows which cells sequences share (a state restored from
-        # RAM beside a pinned prompt holds the same first tokens in cells of its own).
-        used = seqs.used_cells()
-    else:
-        shared = llama_cpp.llama_n_seq_max(ctx) == 1 or bool(llm.context_params.kv_unified)
-        used = kv_cells_in_use(ctx, known_sequences(backend, llm), shared)
+    # Exact: the backend's ledger knows which cells sequences share (a state restored from RAM
+    # beside a pinned prompt holds the same first tokens in cells of its own).
+    used = prefixes.seqs.used_cells()
     return build_report(
-        parts_by_device(backend._logs.buffers), meter, used, llama_cpp.llama_n_ctx(ctx), prefix_ram, prefix_disk
+        parts_by_device(backend._logs.buffers), meter, used, llama_cpp.llama_n_ctx(llm._ctx.ctx), prefix_ram, prefix_disk
     )
-
-
-def known_sequences(backend: Any, llm: llama_cpp.Llama) -> dict[int, Sequence[int]]:
-    """The tokens of every sequence the backend tracks: the live one (0) and any it parks.
-
-    Parked sequences are read from the backend's prefix reuse (`_prefixes.seqs.parked`: each
-    with `seq_id` and `tokens`), or from a `sequence_tokens()` method where a backend has one.
-    """
-    known: dict[int, Sequence[int]] = {0: llm.input_ids[: llm.n_tokens].tolist()}
-    seqs = getattr(getattr(backend, "_prefixes", None), "seqs", None)
-    for parked in getattr(seqs, "parked", ()):
-        known[parked.seq_id] = parked.tokens
-    more = getattr(backend, "sequence_tokens", None)
-    if callable(more):
-        known.update(more())
-    return known

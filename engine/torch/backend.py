@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
@@ -40,12 +39,6 @@ log = logging.getLogger(__name__)
 # Prompt-lookup drafts per decode step on the CPU, where verifying 5 tokens costs about what 1 does
 # (the weights are read once either way); on CUDA, decode runs in CUDA graphs instead.
 CPU_SPECULATIVE_TOKENS = DEFAULT_SPECULATIVE_TOKENS
-
-
-def is_torch_model_dir(path: str | Path) -> bool:
-    """Whether `path` is a Hugging Face model folder (served by this backend, not llama.cpp)."""
-    p = Path(path).expanduser()
-    return p.is_dir() and (p / "config.json").is_file()
 
 
 class TorchBackend:

@@ -70,7 +70,7 @@ def test_a_chat_with_a_pinned_system_prompt_shares_its_cells(backend, starter_mo
     assert seq_span(backend, pinned.seq_id) == (0, system_tokens - 1) and seq_span(backend, 0)[0] == 0
     assert live[:system_tokens] == pinned.tokens
     assert seqs.used_cells() == len(live)
-    assert backend.sequence_tokens() == {0: live, pinned.seq_id: pinned.tokens}
+    assert backend._prefixes.sequence_tokens() == {0: live, pinned.seq_id: pinned.tokens}
 
 
 def test_a_full_cache_keeps_conversations_in_ram_and_keeps_answering(backend, starter_model: Path):
