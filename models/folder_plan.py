@@ -79,6 +79,7 @@ class CpuWeights:
     kind: str  # "fp32": dense, or AWQ dequantized at load; "int4": AWQ kept 4-bit; "none": neither fits
     bytes: int
     fp32_bytes: int
+    int4_bytes: int | None  # an AWQ checkpoint's weights kept 4-bit; None for a dense one
 
 
 def cpu_weights(shape: ModelShape, awq_file_bytes: int | None, kv_pool_bytes: int, ram_available_bytes: int) -> CpuWeights:
@@ -87,15 +88,14 @@ def cpu_weights(shape: ModelShape, awq_file_bytes: int | None, kv_pool_bytes: in
     kernel, about 8x smaller (its embeddings, dense in the file, go to fp32). The engine (engine/torch/
     session.py) and the plan decide with this one rule."""
     fp32 = 4 * parameter_count(shape)
+    # The file holds the embeddings in 16 bits; in memory they are fp32.
+    int4 = awq_file_bytes + 2 * embedding_parameters(shape) if awq_file_bytes is not None else None
     budget = cpu_ram_budget(ram_available_bytes)
     if fp32 + kv_pool_bytes <= budget:
-        return CpuWeights("fp32", fp32, fp32)
-    if awq_file_bytes is not None:
-        # The file holds the embeddings in 16 bits; in memory they are fp32.
-        int4 = awq_file_bytes + 2 * embedding_parameters(shape)
-        if int4 + kv_pool_bytes <= budget:
-            return CpuWeights("int4", int4, fp32)
-    return CpuWeights("none", fp32, fp32)
+        return CpuWeights("fp32", fp32, fp32, int4)
+    if int4 is not None and int4 + kv_pool_bytes <= budget:
+        return CpuWeights("int4", int4, fp32, int4)
+    return CpuWeights("none", fp32, fp32, int4)
 
 
 def default_cpu_kv_bytes(ram_available_bytes: int) -> int:

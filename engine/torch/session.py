@@ -28,7 +28,7 @@ from engine.torch.model_runner import ModelRunner
 from engine.torch.sequence import SamplingOptions
 from engine.torch.speculative import Drafter, DraftModelDrafter, PromptLookupDrafter, SpeculativeRunner
 from models.errors import InvalidModelFile
-from models.folder_plan import cpu_ram_budget, cpu_weights, embedding_parameters, folder_candidate
+from models.folder_plan import cpu_ram_budget, cpu_weights, folder_candidate
 from models.plan import gb
 
 log = logging.getLogger(__name__)
@@ -126,10 +126,9 @@ def _cpu_int4(directory: Path, request: LoadRequest) -> bool:
         return False  # load_model says what is wrong with the folder
     available = psutil.virtual_memory().available
     pool = cpu_kv_budget(request, available)
-    awq_bytes = candidate.size_bytes if candidate.format == "awq" else None
-    held = cpu_weights(candidate.shape, awq_bytes, pool, available)
+    held = cpu_weights(candidate.shape, candidate.size_bytes if candidate.format == "awq" else None, pool, available)
     if held.kind == "none":
-        as_int4 = f" ({gb(awq_bytes + 2 * embedding_parameters(candidate.shape))} kept 4-bit)" if awq_bytes else ""
+        as_int4 = f" ({gb(held.int4_bytes)} kept 4-bit)" if held.int4_bytes is not None else ""
         raise BackendError(
             "invalid_model",
             f"{directory.name} is too big for this machine's memory: its weights need {gb(held.fp32_bytes)} in fp32"
