@@ -84,19 +84,13 @@ class LoadPlanner:
         except (InvalidModelFile, ValueError, OSError) as exc:
             # The engine checks the file again and sends the user-facing error.
             log.info("no plan for %s: %s", path, exc)
-            request = LoadRequest(path, n_ctx=n_ctx, kv_type=kv_type, flash_attn=flash_attn,
-                                  prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
-                                  pinned_prompts=settings.pinned_prompts, **settings.torch_fields())
-            return PlannedLoad(request, None)
+            return PlannedLoad(self._request(path, settings, None, kv_type=kv_type, flash_attn=flash_attn), None)
         plan = make_plan(Machine.from_profile(self.profile), [candidate], context=n_ctx, kv_type=kv_type,
                          flash_attn=flash_attn)
         if overruled:
             plan = replace(plan, reasons=(*plan.reasons, overruled))
-        request = LoadRequest(
-            path, n_ctx=n_ctx, n_gpu_layers=plan.n_gpu_layers, kv_type=plan.kv_type, flash_attn=plan.flash_attn,
-            prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
-            forecast=plan.forecast.to_dict() if plan.forecast else None,
-            pinned_prompts=settings.pinned_prompts, **settings.torch_fields(),
+        request = self._request(
+            path, settings, plan, kv_type=plan.kv_type, flash_attn=plan.flash_attn, n_gpu_layers=plan.n_gpu_layers
         )
         return PlannedLoad(request, plan)
 
@@ -113,10 +107,16 @@ class LoadPlanner:
                 torch_ok=importlib.util.find_spec("torch") is not None,
                 gpu_memory_fraction=settings.gpu_memory_fraction, cpu_kv_bytes=settings.cpu_kv_bytes,
             )
-        request = LoadRequest(
-            path, n_ctx=settings.n_ctx, kv_type=settings.kv_type, flash_attn=flash_attn,
+        return PlannedLoad(self._request(path, settings, plan, kv_type=settings.kv_type, flash_attn=flash_attn), plan)
+
+    def _request(
+        self, path: str, settings: LoadSettings, plan: Plan | None, *, kv_type: str, flash_attn: bool,
+        n_gpu_layers: int = 0,
+    ) -> LoadRequest:
+        """The LoadRequest of a load: how the plan (if any) says to load it, and the user's settings."""
+        return LoadRequest(
+            path, n_ctx=settings.n_ctx, n_gpu_layers=n_gpu_layers, kv_type=kv_type, flash_attn=flash_attn,
             prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
             forecast=plan.forecast.to_dict() if plan and plan.forecast else None,
             pinned_prompts=settings.pinned_prompts, **settings.torch_fields(),
         )
-        return PlannedLoad(request, plan)
