@@ -218,6 +218,8 @@ class EngineHost:
     def _new_backend(self, path: str) -> Backend:
         """A backend for the model at `path`: a Hugging Face folder (config.json) runs on PyTorch, else GGUF."""
         folder = Path(path).expanduser()
+        # models.folder_plan.is_model_folder's test, inline: importing that module (the hub client)
+        # would add 0.4 s to every engine start.
         if folder.is_dir() and (folder / "config.json").is_file():
             # Before torch loads OpenMP: waiting threads sleep instead of spinning, or on a busy machine
             # every small op of a decode step waits for a descheduled spinner (20x slower measured).
@@ -251,7 +253,9 @@ def _changed(old: MemoryReport | None, new: MemoryReport) -> bool:
     """Whether a report says something new: any part or token count, or a move beyond the noise."""
     if old is None or len(old.devices) != len(new.devices) or old.kv_tokens_used != new.kv_tokens_used:
         return True
-    if old.prefix_cache_disk_bytes != new.prefix_cache_disk_bytes or old.kv_shared_tokens != new.kv_shared_tokens:
+    if (old.prefix_cache_disk_bytes, old.kv_shared_tokens, old.kv_cached_tokens) != (
+        new.prefix_cache_disk_bytes, new.kv_shared_tokens, new.kv_cached_tokens
+    ):
         return True
     for a, b in zip(old.devices, new.devices, strict=True):
         exact = ("device", "weights_bytes", "kv_allocated_bytes", "compute_bytes", "prefix_cache_bytes", "total_bytes")

@@ -328,3 +328,6 @@ def test_idle_reports_only_what_changed():
     assert _changed(report, replace(report, devices=(replace(cpu, prefix_cache_bytes=1),)))
     assert _changed(report, replace(report, prefix_cache_disk_bytes=4096))
     assert _changed(report, replace(report, kv_tokens_used=21))
+    # The PyTorch engine's shared and kept-for-reuse blocks: the panel shows both.
+    assert _changed(report, replace(report, kv_shared_tokens=16))
+    assert _changed(report, replace(report, kv_cached_tokens=16))
