@@ -3,21 +3,33 @@
 A chat template comes from the model file, so it is untrusted code: it is rendered in
 an `ImmutableSandboxedEnvironment` (no dunder attributes, no mutation of our objects),
 with a deadline, a cap on the size of what it builds, and bounded string operators.
+
+The environment is the one the models' authors test their templates with, transformers'
+`apply_chat_template` (llama-cpp-python's follows it): `{% break %}`/`{% continue %}`,
+a `{% generation %}` block that renders its body, `tojson` as `json.dumps` without HTML
+escaping or key sorting, `raise_exception`, `strftime_now`, and `tools`/`documents` always
+defined (None when absent). tests/engine/test_real_chat_templates.py renders real templates
+of many model families in both and compares the text.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
 from typing import Any
 
 import jinja2
+from jinja2 import nodes
 from jinja2.exceptions import SecurityError, TemplateError
+from jinja2.ext import Extension, loopcontrols
+from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace
 
 from engine.protocol import ChatMessage
 
@@ -40,8 +52,62 @@ class TemplateLimits:
     max_operand_len: int = 1_000_000
 
 
+# `tojson`'s indent and separators are repeated for every item: real templates use 2 or 4
+# spaces and (", ", ": "); longer ones could only serve to blow the output up in C code,
+# where the deadline cannot see.
+_MAX_JSON_INDENT = 64
+_MAX_JSON_SEPARATOR = 16
+
+
 class _Deadline(BaseException):
     """Raised from the trace hook; a BaseException so templates' own error handling can't swallow it."""
+
+
+class _GenerationTag(Extension):
+    """`{% generation %}...{% endgeneration %}`: marks the assistant's text for training tools.
+
+    Rendered as its body, in a scope of its own as transformers does (a `set` inside does not leak).
+    """
+
+    tags = {"generation"}
+
+    def parse(self, parser: Parser) -> nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller: Any) -> str:
+        return caller()
+
+
+class _Namespace(Namespace):
+    """`namespace()` that refuses underscore names, so nothing in it can pose as an internal."""
+
+    def __init__(*args: Any, **kwargs: Any) -> None:  # noqa: B902 - `self` may be a keyword, as in Jinja's
+        self, rest = args[0], args[1:]
+        attrs = dict(*rest, **kwargs)
+        for name in attrs:
+            _check_namespace_name(name)
+        Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _check_namespace_name(name)
+        Namespace.__setitem__(self, name, value)
+
+
+def _check_namespace_name(name: object) -> None:
+    if isinstance(name, str) and name.startswith("_"):
+        raise SecurityError(f"a namespace attribute may not start with '_' ({name!r})")
+
+
+class _DictGlobal:
+    """`dict(...)` and `dict.fromkeys(...)` for templates, without handing them the type itself."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, keys: Any, value: Any = None) -> dict:
+        return dict.fromkeys(keys, value)
 
 
 class _BoundedSandbox(ImmutableSandboxedEnvironment):
@@ -50,10 +116,16 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset(["*", "**", "+"])
 
     def __init__(self, limits: TemplateLimits):
-        super().__init__(trim_blocks=True, lstrip_blocks=True, autoescape=False)
+        super().__init__(
+            trim_blocks=True, lstrip_blocks=True, autoescape=False, extensions=[loopcontrols, _GenerationTag]
+        )
         self._limits = limits
         self.filters["center"] = self._bounded_center
         self.filters["indent"] = self._bounded_indent
+        self.filters["tojson"] = _tojson
+        self.globals.update(
+            raise_exception=_raise_exception, strftime_now=_strftime_now, namespace=_Namespace, dict=_DictGlobal()
+        )
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         cap = self._limits.max_operand_len
@@ -82,6 +154,20 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
         if isinstance(width, int) and width > 1024:
             raise SecurityError("chat template indent too large")
         return jinja2.filters.do_indent(str(value), width, first, blank)  # type: ignore[arg-type]
+
+
+def _tojson(
+    value: Any, ensure_ascii: bool = False, indent: int | str | None = None,
+    separators: tuple[str, str] | None = None, sort_keys: bool = False,
+) -> str:
+    """`json.dumps` as transformers' templates get it: no HTML escaping, keys in their order."""
+    if indent is not None and (
+        not isinstance(indent, int | str) or (indent if isinstance(indent, int) else len(indent)) > _MAX_JSON_INDENT
+    ):
+        raise SecurityError("tojson indent too large in chat template")
+    if separators is not None and any(len(str(sep)) > _MAX_JSON_SEPARATOR for sep in separators):
+        raise SecurityError("tojson separators too long in chat template")
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
 def _raise_exception(message: str) -> None:
@@ -114,15 +200,22 @@ class ChatTemplate:
     def __init__(self, source: str, bos_token: str = "", eos_token: str = "", limits: TemplateLimits | None = None):
         self._limits = limits or TemplateLimits()
         self._env = _BoundedSandbox(self._limits)
-        self._env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
         self._bos, self._eos = bos_token, eos_token
         try:
             self._template = self._env.from_string(source)
         except TemplateError as exc:
             raise ChatTemplateError(f"the chat template does not compile: {exc}") from exc
 
-    def render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True) -> str:
+    def render(
+        self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> str:
         """The prompt text for `messages`, ready to tokenize.
+
+        Args:
+            messages: the conversation.
+            add_generation_prompt: end with the header of the assistant's next turn.
+            tools: function definitions in OpenAI's JSON-schema shape, for templates that list them.
 
         Raises:
             ChatTemplateError: unsafe access, a template error, or a limit exceeded.
@@ -132,6 +225,9 @@ class ChatTemplate:
             "add_generation_prompt": add_generation_prompt,
             "bos_token": self._bos,
             "eos_token": self._eos,
+            # Always defined, as transformers and llama-cpp-python pass them: templates test `is not none`.
+            "tools": None if tools is None else [dict(t) for t in tools],
+            "documents": None,
         }
         limits = self._limits
         deadline = time.monotonic() + limits.time_s

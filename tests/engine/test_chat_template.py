@@ -92,9 +92,83 @@ def test_template_that_does_not_compile_is_a_template_error():
         ChatTemplate("{% for m in messages %}")
 
 
-def test_trace_hook_of_the_caller_is_restored():
+def _callers_tracer(frame, event, arg):  # a debugger's or coverage's hook, as far as render can tell
+    return None
+
+
+@pytest.mark.parametrize("source", [CHATML, "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"])
+def test_trace_hook_of_the_caller_is_restored(source: str):
+    """The deadline's hook replaces the caller's while rendering, and gives it back after, on error too."""
     import sys
 
-    before = sys.gettrace()
-    ChatTemplate(CHATML).render(MESSAGES)
-    assert sys.gettrace() is before
+    previous = sys.gettrace()
+    sys.settrace(_callers_tracer)
+    try:
+        try:
+            ChatTemplate(source, limits=TemplateLimits(time_s=0.2)).render(MESSAGES)
+        except ChatTemplateError:
+            pass
+        after = sys.gettrace()
+    finally:
+        sys.settrace(previous)
+    assert after is _callers_tracer
+
+
+def test_loop_controls_work_as_in_transformers():
+    template = ChatTemplate(
+        "{% for m in messages %}{% if m.role == 'system' %}{% continue %}{% endif %}{{ m.content }}"
+        "{% if loop.index > 2 %}{% break %}{% endif %}|{% endfor %}"
+    )
+    messages = [ChatMessage("system", "S"), ChatMessage("user", "a"), ChatMessage("assistant", "b"),
+                ChatMessage("user", "c")]
+    assert template.render(messages) == "a|b"
+
+
+def test_generation_block_renders_its_body_in_its_own_scope():
+    template = ChatTemplate(
+        "{% set x = 'outer' %}{% for m in messages %}{% if m.role == 'assistant' %}"
+        "{% generation %}[{{ m.content }}]{% set x = 'inner' %}{% endgeneration %}{% else %}{{ m.content }}"
+        "{% endif %}{% endfor %}{{ x }}"
+    )
+    assert template.render([ChatMessage("user", "q"), ChatMessage("assistant", "a")]) == "q[a]outer"
+
+
+def test_tojson_is_plain_json_dumps():
+    """No HTML escaping, no \\u escapes, keys in their order; indent and separators as json.dumps takes them."""
+    template = ChatTemplate(
+        "{{ {'z': '<b>&é😀', 'a': 1} | tojson }}\n{{ {'z': [1]} | tojson(indent=2) }}\n"
+        "{{ {'k': 1, 'j': 2} | tojson(separators=(',', ':'), sort_keys=true) }}\n{{ 'é' | tojson(ensure_ascii=true) }}"
+    )
+    assert template.render(MESSAGES) == (
+        '{"z": "<b>&é😀", "a": 1}\n{\n  "z": [\n    1\n  ]\n}\n{"j":2,"k":1}\n"\\u00e9"'
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["{{ messages | tojson(indent=100000) }}", "{{ messages | tojson(indent=' ' * 1000) }}",
+     "{{ messages | tojson(separators=(',' * 1000, ':')) }}"],
+)
+def test_tojson_cannot_multiply_the_output(source: str):
+    with pytest.raises(ChatTemplateError, match="unsafe"):
+        ChatTemplate(source).render(MESSAGES)
+
+
+def test_tools_and_documents_are_defined_as_none_unless_given():
+    source = "{{ tools is defined }} {{ tools is none }} {{ documents is none }}{% if tools %} {{ tools[0].name }}{% endif %}"
+    assert ChatTemplate(source).render(MESSAGES) == "True True True"
+    assert ChatTemplate(source).render(MESSAGES, tools=[{"name": "f"}]) == "True False True f"
+
+
+def test_namespace_refuses_underscore_names():
+    for source in ("{% set ns = namespace(_x=1) %}", "{% set ns = namespace() %}{% set ns._x = 1 %}"):
+        with pytest.raises(ChatTemplateError, match="unsafe"):
+            ChatTemplate(source).render(MESSAGES)
+    assert ChatTemplate("{% set ns = namespace(n=1) %}{% set ns.n = ns.n + 1 %}{{ ns.n }}").render(MESSAGES) == "2"
+
+
+def test_output_past_the_cap_is_refused():
+    template = ChatTemplate("{% for i in range(1000) %}{{ 'y' * 100 }}{% endfor %}",
+                            limits=TemplateLimits(max_output_chars=50_000))
+    with pytest.raises(ChatTemplateError, match="too much text"):
+        template.render(MESSAGES)
