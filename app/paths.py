@@ -23,6 +23,7 @@ class AppPaths:
 
     @property
     def engine_log(self) -> Path:
+        """The engine processes' logs: each writes its own `engine-<start>-<pid>.log` (engine.process_log)."""
         return self.log_dir / "engine.log"
 
     @property
@@ -37,6 +38,7 @@ class AppPaths:
 
     @property
     def app_log(self) -> Path:
+        """The front ends' logs: each process writes its own `tailor-<start>-<pid>.log`."""
         return self.log_dir / "tailor.log"
 
     @classmethod

@@ -8,7 +8,6 @@ handled in order on the main thread.
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import os
 import threading
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 from queue import Empty, Queue
 
 from engine.backend import Backend, BackendError
+from engine.process_log import open_process_log
 from engine.protocol import (
     CancelRequest,
     Error,
@@ -267,16 +267,15 @@ def _changed(old: MemoryReport | None, new: MemoryReport) -> bool:
 
 
 def _configure_logging(log_path: str | None) -> None:
-    """Send the engine's logs (llama.cpp's included) to a file, never to the terminal."""
+    """Send the engine's logs (llama.cpp's included) to its own file, never to the terminal.
+
+    A native crash inside llama.cpp or torch kills the process without a Python exception;
+    faulthandler then writes every thread's Python stack into the same file.
+    """
     root = logging.getLogger()
     root.handlers.clear()
-    if log_path:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler = logging.handlers.RotatingFileHandler(
-            log_path, maxBytes=5 * 1024 * 1024, backupCount=3, encoding="utf-8"
-        )
-    else:
-        handler = logging.NullHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
+    handler: logging.Handler = (
+        open_process_log(Path(log_path), crash_traces=True) if log_path else logging.NullHandler()
+    )
     root.addHandler(handler)
     root.setLevel(logging.INFO)

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 def open_log_folder(log_path: Path) -> bool:
-    """Open the folder of the log files (tailor.log, engine.log) in the file manager."""
+    """Open the folder of the log files (one tailor-*.log and engine-*.log per process) in the file manager."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     return QDesktopServices.openUrl(QUrl.fromLocalFile(str(log_path.parent)))
 

@@ -46,12 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     app.setDesktopFileName("tailor")  # assets/tailor.desktop: the shell's icon and name for the window
     app.setWindowIcon(app_icon())
     paths = AppPaths.default()
-    configure_logging(paths.app_log)
+    log_file = configure_logging(paths.app_log)
     instance = SingleInstance(server_name(paths), parent=app)
     if not instance.claim():
         logging.getLogger(__name__).info("Tailor is already running: asked its window to come to the front")
         return 0
-    reporter = CrashReporter(paths.app_log, parent=app).install()
+    reporter = CrashReporter(log_file, parent=app).install()
     try:
         return _run(app, args, paths, instance)
     finally:

@@ -151,7 +151,7 @@ class MainWindow(QMainWindow):
         self.welcome: FirstRunDialog | None = None
         help_menu = self.menuBar().addMenu("&Help")
         help_menu.addAction(self.welcome_action)
-        # The folder of tailor.log and engine.log (rotating, in the user log dir): what a bug report needs.
+        # The folder of the tailor-*.log and engine-*.log files (one per process): what a bug report needs.
         self.open_log_action = help_menu.addAction(
             "Open log folder", lambda: open_log_folder(AppPaths.default().app_log)
         )

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.process_log import latest_process_log
+
 TAILOR = str(Path(sys.executable).with_name("tailor"))
 
 
@@ -24,7 +26,7 @@ def test_chat_answers_paris_with_the_built_in_model(tmp_path: Path):
     assert "Paris" in result.stdout
     # llama.cpp's own log goes to the log file, not the terminal.
     assert result.stderr == ""
-    assert "llama" in (tmp_path / "logs" / "engine.log").read_text()
+    assert "llama" in latest_process_log(tmp_path / "logs" / "engine.log").read_text()
 
 
 def test_json_prints_reply_then_one_line_of_stats(tmp_path: Path):

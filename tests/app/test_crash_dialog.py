@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QApplication, QPushButton
 from app.gui.crash_dialog import CrashDialog, CrashReporter
 from app.log_setup import configure_logging
 from app.paths import AppPaths
+from engine.process_log import latest_process_log
 
 # pytest-qt would catch the exceptions itself; here the app's own hook must see them.
 pytestmark = pytest.mark.qt_no_exception_capture
@@ -29,9 +30,7 @@ class Boom(Exception):
 def log_file(tmp_path: Path):
     root = logging.getLogger()
     saved = root.handlers[:], root.level
-    path = tmp_path / "logs" / "tailor.log"
-    configure_logging(path)
-    yield path
+    yield configure_logging(tmp_path / "logs" / "tailor.log")
     root.handlers[:], root.level = saved
 
 
@@ -156,6 +155,7 @@ def test_the_real_entry_point_installs_the_reporter(qtbot, tmp_path: Path, log_f
     QTimer.singleShot(90_000, QApplication.quit)  # never hang the suite
     assert gui_main.main(["tailor", "--db", str(tmp_path / "chats.sqlite3")]) == 0
     (text,) = details
-    assert "while the app runs" in text and str(AppPaths.default().app_log) in text
-    assert "while the app runs" in AppPaths.default().app_log.read_text()
+    log_file = latest_process_log(AppPaths.default().app_log)
+    assert "while the app runs" in text and str(log_file) in text
+    assert "while the app runs" in log_file.read_text()
     assert sys.excepthook is hook  # main() leaves the interpreter as it found it

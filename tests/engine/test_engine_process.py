@@ -11,6 +11,7 @@ import pytest
 
 from app.chat_defaults import DEFAULT_SYSTEM_PROMPT
 from engine.client import EngineClient
+from engine.process_log import latest_process_log
 from engine.protocol import ChatMessage, Done, Error, Loaded, LoadRequest, MemoryReport, SamplingParams, Token
 from tests.engine.helpers import collect, load, wait_for
 from tests.fixtures.model_files import copy_with_chat_template
@@ -125,7 +126,7 @@ def test_llama_cpp_log_goes_to_the_log_file(starter_model: Path, tmp_path: Path,
         assert isinstance(load(client, str(starter_model)), Loaded)
     finally:
         client.shutdown()
-    text = log_path.read_text()
+    text = latest_process_log(log_path).read_text()
     assert "llama_model_loader" in text or "print_info" in text
     captured = capfd.readouterr()
     assert "llama_model_loader" not in captured.err and "print_info" not in captured.err

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from engine.process_log import process_logs
 from engine.starter import BUNDLED_STARTER_DIR, STARTER_FILE
 from models.units import human_size
 
@@ -73,8 +74,8 @@ def _wait_for(check: Callable[[], object], timeout: float, what: str) -> object:
 
 
 def _engine_log(env: dict[str, str]) -> str:
-    path = Path(env["TAILOR_HOME"]) / "logs" / "engine.log"
-    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    files = process_logs(Path(env["TAILOR_HOME"]) / "logs" / "engine.log")
+    return "".join(path.read_text(encoding="utf-8", errors="replace") for path in files)
 
 
 def test_version(bundle: Path, env: dict[str, str], tmp_path: Path):
