@@ -6,12 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from models.hardware import GIB, HardwareProfile, NvmlApi, detect_hardware
+from app.machine import detect_machine
+from models.hardware import GIB, HardwareProfile, NvmlApi
+from models.plan import Machine
 
 
 def add_hw_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the `hw` subcommand to `parser.add_subparsers()`; it runs `run_hw`."""
-    hw = subparsers.add_parser("hw", help="show the GPUs, RAM and CPU that Tailor sees")
+    hw = subparsers.add_parser("hw", help="show the GPUs, RAM and CPU that Tailor sees, and what llama.cpp can use")
     hw.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     hw.set_defaults(func=run_hw)
     return hw
@@ -24,7 +26,7 @@ def run_hw(args: argparse.Namespace, nvml: NvmlApi | None = None) -> int:
         args: Parsed arguments; `args.json` selects one line of JSON.
         nvml: The NVML to ask (tests); default: pynvml.
     """
-    profile = detect_hardware(nvml)
+    profile = detect_machine(nvml, always_probe=True)
     if getattr(args, "json", False):
         print(json.dumps(profile.to_dict()))
     else:
@@ -53,6 +55,11 @@ def format_profile(profile: HardwareProfile) -> str:
     else:
         reason = profile.source.removeprefix("none: ")
         lines.append(f"No NVIDIA GPU found ({reason})")
+    if profile.llama is not None:
+        lines.append(f"llama.cpp devices: {profile.llama.summary()}")
+        note = Machine.from_profile(profile).gpu_note
+        if note:
+            lines.append(f"Note: {note}")
     lines.append(f"RAM: {_gib(profile.ram_total_bytes)} ({_gib(profile.ram_available_bytes)} available)")
     lines.append(
         f"CPU: {profile.cpu_name}, {profile.cpu_physical_cores} cores, {profile.cpu_logical_cores} threads"

@@ -12,11 +12,12 @@ import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from app.machine import detect_machine
 from app.paths import AppPaths
 from engine.protocol import LoadRequest
 from models.errors import InvalidModelFile
 from models.folder_plan import folder_candidate, is_model_folder, plan_folder
-from models.hardware import HardwareProfile, detect_hardware
+from models.hardware import HardwareProfile
 from models.plan import Machine, Plan, make_plan
 from models.plan_sources import gguf_file_candidate
 
@@ -71,7 +72,7 @@ class LoadPlanner:
     @property
     def profile(self) -> HardwareProfile:
         if self._profile is None:
-            self._profile = detect_hardware()
+            self._profile = detect_machine()
         return self._profile
 
     def plan_load(self, path: str, settings: LoadSettings) -> PlannedLoad:

@@ -7,9 +7,10 @@ import importlib.util
 import json
 from typing import Any
 
+from app.machine import detect_machine
 from models.errors import InvalidModelFile
 from models.folder_plan import folder_candidate, is_model_folder, plan_folder
-from models.hardware import detect_hardware, profile_for
+from models.hardware import NvmlApi, profile_for
 from models.hub import HubClient, HubError
 from models.plan import Candidate, Machine, Plan, make_plan
 from models.plan_sources import gguf_file_candidate, repo_candidates
@@ -41,8 +42,9 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def run_plan(args: argparse.Namespace) -> int:
-    machine = Machine.from_profile(_profile(args))
+def run_plan(args: argparse.Namespace, nvml: NvmlApi | None = None) -> int:
+    """Plan and print; `nvml` is the NVML to ask for this machine's GPUs (tests), default pynvml."""
+    machine = Machine.from_profile(_profile(args, nvml))
     torch_ok = importlib.util.find_spec("torch") is not None
     if args.file and is_model_folder(args.file):  # one checkpoint, run by the PyTorch engine
         try:
@@ -58,9 +60,9 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _profile(args: argparse.Namespace):  # noqa: ANN202 - models.hardware.HardwareProfile
+def _profile(args: argparse.Namespace, nvml: NvmlApi | None):  # noqa: ANN202 - models.hardware.HardwareProfile
     if args.vram is None and args.gpu_name is None and args.cc is None and args.ram is None:
-        return detect_hardware()
+        return detect_machine(nvml)
     try:
         return profile_for(gpu_name=args.gpu_name, vram_gib=args.vram, cc=args.cc, ram_gib=args.ram)
     except ValueError as exc:

@@ -7,10 +7,10 @@ import sys
 from pathlib import PurePosixPath
 from typing import Any, TextIO
 
+from app.machine import detect_machine
 from app.pull_plan import build_request, torch_available, with_extras
 from models.downloads import Downloader, DownloadError, Progress
 from models.errors import InvalidModelFile
-from models.hardware import detect_hardware
 from models.hub import HubClient, HubError, RepoDetails
 from models.plan import Machine, make_plan
 from models.plan_sources import repo_candidates
@@ -72,7 +72,7 @@ def _choose(client: HubClient, details: RepoDetails, args: argparse.Namespace) -
     candidates = repo_candidates(client, args.repo, details.sha)
     if not candidates:
         raise PullError(f"{args.repo} has no GGUF, AWQ or FP8 model files")
-    plan = make_plan(Machine.from_profile(detect_hardware()), candidates, context=args.ctx, torch_ok=torch_ok)
+    plan = make_plan(Machine.from_profile(detect_machine()), candidates, context=args.ctx, torch_ok=torch_ok)
     print(f"Plan: {plan.quant or plan.format} — {plan.reasons[-1]}", file=sys.stderr)
     group = next((g for g in groups if g.paths == plan.files), None)
     return with_extras(details, group) if group else plan.files

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from models.hardware import GIB, HardwareProfile
+from models.plan import Machine
 
 GB = 1000**3
 MARGIN_BYTES = 1 * GIB  # room for the KV cache at a modest context and the compute buffers
@@ -50,16 +51,17 @@ STARTER_PICKS: tuple[Pick, ...] = (
 def recommend(profile: HardwareProfile, picks: tuple[Pick, ...] = STARTER_PICKS) -> Pick:
     """The largest pick whose Q4_K_M file plus ~1 GiB fits this machine, with the reason; else the smallest.
 
-    With a GPU the budget is the free memory of the GPU with the most free memory; without one,
+    With a GPU that llama.cpp here can use, the budget is its free memory (the one with the most); without,
     the available RAM less 4 GiB, and models above ~8B parameters are left out (too slow on a CPU).
     """
-    gpu = profile.best_gpu
-    if gpu is not None:
-        budget, where = gpu.free_bytes, f"{_gib(gpu.free_bytes)} free on the {gpu.name}"
+    machine = Machine.from_profile(profile)  # the GPU llama.cpp here can use, if any
+    if machine.gguf_on_gpu:
+        budget, where = machine.gpu_free_bytes, f"{_gib(machine.gpu_free_bytes)} free on the {machine.gpu_name}"
         candidates = picks
     else:
         budget = max(0, profile.ram_available_bytes - RAM_RESERVED_BYTES)
-        where = f"{_gib(budget)} of RAM to spare (no NVIDIA GPU, so it runs on the CPU)"
+        why_cpu = machine.gpu_note.rstrip(".") if machine.gpu_note else "no NVIDIA GPU, so it runs on the CPU"
+        where = f"{_gib(budget)} of RAM to spare ({why_cpu})"
         candidates = tuple(p for p in picks if p.params_b <= CPU_MAX_PARAMS_B) or picks
     fitting = [p for p in candidates if p.q4_k_m_bytes + MARGIN_BYTES <= budget]
     if not fitting:
@@ -69,7 +71,7 @@ def recommend(profile: HardwareProfile, picks: tuple[Pick, ...] = STARTER_PICKS)
             f"with {where}."))
     best = max(fitting, key=lambda p: p.params_b)  # max keeps the first of equal sizes
     reason = f"The largest of the usual picks whose ~{best.q4_k_m_gb:.1f} GB Q4_K_M file fits with {where}"
-    if gpu is None and any(p.params_b > CPU_MAX_PARAMS_B for p in picks):
+    if not machine.gguf_on_gpu and any(p.params_b > CPU_MAX_PARAMS_B for p in picks):
         reason += "; larger models answer too slowly on a CPU"
     return replace(best, reason=reason + ".")
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import psutil
 
+from models.backend_devices import LlamaDevices
 from models.gpu_catalog import find_gpu
 from models.nvml import (  # noqa: F401 - Pynvml and NvmlApi are part of this module's API
     NVML_ERROR_GPU_IS_LOST,
@@ -82,6 +83,8 @@ class HardwareProfile:
 
     `source` is "nvml" (with the GPUs skipped and why in parentheses, if any),
     "none: <reason>" when no GPU could be read, or "hypothetical" for `profile_for`.
+    `llama` is what the installed llama.cpp can offload to (ggml's device list), None where it was
+    not asked (a hypothetical machine: planned as if llama.cpp used its GPU).
     """
 
     gpus: tuple[GpuInfo, ...]
@@ -91,6 +94,7 @@ class HardwareProfile:
     cpu_logical_cores: int
     cpu_name: str
     source: str
+    llama: LlamaDevices | None = None
 
     @property
     def has_gpu(self) -> bool:
@@ -112,6 +116,7 @@ class HardwareProfile:
         """JSON-ready dict (`json.dumps` takes it as is)."""
         data = {name: getattr(self, name) for name in self.__slots__}
         data["gpus"] = [gpu.to_dict() for gpu in self.gpus]
+        data["llama"] = self.llama.to_dict() if self.llama is not None else None
         return data
 
     @classmethod
@@ -125,6 +130,7 @@ class HardwareProfile:
             cpu_logical_cores=int(data["cpu_logical_cores"]),
             cpu_name=str(data["cpu_name"]),
             source=str(data["source"]),
+            llama=LlamaDevices.from_dict(data["llama"]) if data.get("llama") else None,
         )
 
 

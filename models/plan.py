@@ -6,6 +6,7 @@ show them as they are.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field, replace
 
@@ -38,17 +39,29 @@ class Candidate:
 
 @dataclass(slots=True, frozen=True)
 class Machine:
-    """What the plan needs of the hardware profile (one GPU: the one with most free memory)."""
+    """What the plan needs of the hardware profile (one GPU: the one with most free memory).
+
+    `gguf_gpu` says whether llama.cpp here can offload to that GPU (the PyTorch engine reaches it
+    through torch either way); `gpu_note`, when set, is the first reason of every plan: why
+    llama.cpp cannot use the GPU, or which of llama.cpp's devices stands in for NVML's.
+    """
 
     gpu_name: str | None
     gpu_free_bytes: int
     gpu_total_bytes: int
     compute_capability: tuple[int, int] | None
     ram_available_bytes: int
+    gguf_gpu: bool = True
+    gpu_note: str | None = None
 
     @property
     def has_gpu(self) -> bool:
         return self.gpu_name is not None and self.gpu_total_bytes > 0
+
+    @property
+    def gguf_on_gpu(self) -> bool:
+        """GGUF layers can go to the GPU."""
+        return self.has_gpu and self.gguf_gpu
 
     @property
     def is_datacenter(self) -> bool:
@@ -58,10 +71,42 @@ class Machine:
     @classmethod
     def from_profile(cls, profile) -> Machine:  # noqa: ANN001 - models.hardware.HardwareProfile
         gpus = sorted(profile.gpus, key=lambda g: g.free_bytes, reverse=True)
+        ram = profile.ram_available_bytes
+        llama = profile.llama
+        if llama is not None and not llama.known and gpus:
+            g = gpus[0]
+            note = f"{llama.error}: planning with the GPU NVML reports."
+            return cls(g.name, g.free_bytes, g.total_bytes, g.compute_capability, ram, gpu_note=note)
+        if llama is None or not llama.known or (gpus and llama.cuda):
+            if not gpus:
+                return cls(None, 0, 0, None, ram)
+            g = gpus[0]
+            return cls(g.name, g.free_bytes, g.total_bytes, g.compute_capability, ram)
+        ggml_gpus = sorted(llama.gpus, key=lambda d: d.free_bytes, reverse=True) if llama.gpu_offload else []
+        if ggml_gpus:
+            # A Metal, Vulkan or ROCm build, or a GPU NVML cannot read: plan with what ggml reports.
+            d = ggml_gpus[0]
+            cc = gpus[0].compute_capability if gpus else None
+            note = (f"GPU: {d.description or d.name} through llama.cpp's {d.name} device; planning with the "
+                    f"{gb(d.free_bytes)} free that it reports.")
+            return cls(d.description or d.name, d.free_bytes, d.total_bytes, cc, ram, gpu_note=note)
         if not gpus:
-            return cls(None, 0, 0, None, profile.ram_available_bytes)
+            return cls(None, 0, 0, None, ram)
         g = gpus[0]
-        return cls(g.name, g.free_bytes, g.total_bytes, g.compute_capability, profile.ram_available_bytes)
+        return cls(g.name, g.free_bytes, g.total_bytes, g.compute_capability, ram, gguf_gpu=False,
+                   gpu_note=no_offload_reason(llama, g.name))
+
+
+def no_offload_reason(llama, gpu_name: str) -> str:  # noqa: ANN001 - models.backend_devices.LlamaDevices
+    """Why llama.cpp here runs everything on the CPU although NVML sees `gpu_name`, and what to do."""
+    if not llama.has_cuda_backend:
+        return f"llama.cpp here was built without CUDA: run `make gpu` to use your {gpu_name}."
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if hidden is not None and not hidden.strip():
+        return (f"llama.cpp has CUDA but CUDA_VISIBLE_DEVICES is empty, which hides your {gpu_name}: "
+                "running on the CPU.")
+    return (f"llama.cpp has CUDA but cannot use your {gpu_name} (the NVIDIA driver may be too old for this "
+            "build, or the GPU was reset): running on the CPU. Update the driver, or rebuild with `make gpu`.")
 
 
 @dataclass(slots=True, frozen=True)
@@ -79,6 +124,8 @@ class Plan:
     fits: bool
     forecast: Forecast | None
     reasons: tuple[str, ...] = field(default_factory=tuple)
+    # Why the machine's GPU is left unused by llama.cpp (a CPU-only build, a hidden or unusable GPU).
+    gpu_unused_reason: str | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -95,6 +142,7 @@ class Plan:
             "n_ubatch": self.n_ubatch,
             "fits": self.fits,
             "reasons": list(self.reasons),
+            "gpu_unused_reason": self.gpu_unused_reason,
             "forecast": self.forecast.to_dict() if self.forecast else None,
         }
 
@@ -137,6 +185,7 @@ class _Tree:
             format=c.format, files=c.files, quant=c.quant, n_layers=c.shape.n_layers, n_gpu_layers=n_gpu_layers,
             context=s.n_ctx, kv_type=s.kv_type, flash_attn=s.flash_attn, n_batch=s.n_batch, n_ubatch=s.n_ubatch,
             fits=fits, forecast=forecast(c.shape, s), reasons=tuple(self.reasons),
+            gpu_unused_reason=None if self.m.gguf_gpu or c.format != "gguf" else self.m.gpu_note,
         )
 
     # ------------------------------------------------------------ the tree
@@ -145,6 +194,8 @@ class _Tree:
         if not self.candidates:
             raise ValueError("the repo has no GGUF, AWQ or FP8 model files")
         m = self.m
+        if m.gpu_note:
+            self.reasons.append(m.gpu_note)
         if m.has_gpu:
             cc = ".".join(map(str, m.compute_capability)) if m.compute_capability else "unknown"
             self.reasons.append(
@@ -152,9 +203,24 @@ class _Tree:
                 f"planning with {gb(self.gpu_budget)} after a {gb(GPU_RESERVE_BYTES)} reserve and a "
                 f"{SAFETY_MARGIN:.0%} margin."
             )
-            return self.gpu_native() or self.gguf_full_offload() or self.gguf_partial_offload() or self.nothing_fits()
+            native = self.gpu_native()
+            if native:
+                return native
+            if m.gguf_gpu:
+                return self.gguf_full_offload() or self.gguf_partial_offload() or self.gpu_too_small() \
+                    or self.nothing_fits()
+            self.reasons.append(f"GGUF runs on the CPU with {gb(self.ram_budget)} of RAM to plan with.")
+            return self.cpu_only() or self.nothing_fits()
         self.reasons.append(f"No NVIDIA GPU: running on the CPU with {gb(self.ram_budget)} of RAM to plan with.")
         return self.cpu_only() or self.nothing_fits()
+
+    def gpu_too_small(self) -> Plan | None:
+        """Not one layer fits on the GPU: the CPU plan, if the model fits in RAM."""
+        self.reasons.append(
+            f"Not even one layer fits in the GPU's {gb(self.gpu_budget)}: running on the CPU with "
+            f"{gb(self.ram_budget)} of RAM to plan with."
+        )
+        return self.cpu_only()
 
     def gpu_native(self) -> Plan | None:
         native = [c for c in self.candidates if c.format in ("awq", "fp8")]
@@ -234,7 +300,7 @@ class _Tree:
     def nothing_fits(self) -> Plan:
         smallest = min(self.candidates, key=lambda c: c.size_bytes)
         self.reasons.append(f"Nothing fits at {self.context:,} tokens with a {self.kv_type} KV cache.")
-        gpu_layers = smallest.shape.n_layers + 1 if self.m.has_gpu else 0
+        gpu_layers = smallest.shape.n_layers + 1 if self.m.gguf_on_gpu else 0
         for context, kv in ((self.context, "q8_0"), (max(MIN_CONTEXT, self.context // 2), self.kv_type),
                             (MIN_CONTEXT, "q8_0")):
             if self.fits(forecast(smallest.shape, self.settings(smallest, gpu_layers, context, kv))):

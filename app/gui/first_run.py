@@ -19,10 +19,11 @@ from PySide6.QtWidgets import QDialog, QGroupBox, QHBoxLayout, QLabel, QPushButt
 from app.gui.engine_availability import awq_status_text
 from app.gui.models.workers import Jobs
 from app.hw_command import format_profile
+from app.machine import detect_machine
 from app.paths import APP_NAME, AppPaths
 from app.starter_picks import Pick, recommend
 from engine.torch_available import EngineStatus, awq_engine_status
-from models.hardware import GIB, HardwareProfile, detect_hardware
+from models.hardware import GIB, HardwareProfile
 from models.hf_cache import hub_cache_dir
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class FirstRunDialog(QDialog):
 
     Args:
         parent: the main window.
-        detect: reads the hardware (on a pool thread); default: `detect_hardware`.
+        detect: reads the hardware (on a pool thread); default: `detect_machine`.
         awq_status: whether the PyTorch (AWQ) engine can run; default: `awq_engine_status()`.
 
     Signals:
@@ -80,7 +81,7 @@ class FirstRunDialog(QDialog):
     model_requested = Signal(str)
 
     def __init__(self, parent: QWidget | None = None,
-                 detect: Callable[[], HardwareProfile] = detect_hardware, awq_status: EngineStatus | None = None):
+                 detect: Callable[[], HardwareProfile] = detect_machine, awq_status: EngineStatus | None = None):
         super().__init__(parent)
         self.setWindowTitle("Welcome to Tailor")
         self.setModal(False)

@@ -141,6 +141,8 @@ class MemoryPanel(QWidget):
             text = "No GPU in use: the model runs in RAM."
         else:
             text = "Memory per device:"
+        if self.plan is not None and self.plan.gpu_unused_reason:
+            text = f"{self.plan.gpu_unused_reason} {text}"
         if self.forecast_bytes("cpu") is not None or any(self.forecast_bytes(n) for n in self.bars):
             text += " The dashed line marks the forecast for these settings."
         return text

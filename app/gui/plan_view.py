@@ -19,7 +19,7 @@ def plan_summary(plan: Plan | None) -> str:
     elif plan.n_gpu_layers:
         where = f"{plan.n_gpu_layers}/{plan.n_layers} layers on GPU"
     else:
-        where = "CPU"
+        where = "CPU (GPU unused)" if plan.gpu_unused_reason else "CPU"
     total = plan.forecast.total("total_bytes") if plan.forecast else 0
     fits = "" if plan.fits else " · may not fit"
     return f"{where} · KV {plan.kv_type} · forecast {total / GIB:.2f} GiB{fits}"

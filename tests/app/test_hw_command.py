@@ -13,6 +13,7 @@ import pytest
 
 from app.hw_command import add_hw_parser, format_profile, run_hw
 from models.hardware import GIB, HardwareProfile, detect_hardware, profile_for
+from tests.fixtures.fake_nvml import OneGpuNvml
 
 PROFILE_FIELDS = {
     "gpus",
@@ -22,6 +23,7 @@ PROFILE_FIELDS = {
     "cpu_logical_cores",
     "cpu_name",
     "source",
+    "llama",
 }
 GPU_FIELDS = {
     "index",
@@ -36,39 +38,6 @@ GPU_FIELDS = {
     "cuda_version",
 }
 HAS_GPU = detect_hardware().has_gpu
-
-
-class OneGpuNvml:
-    """A two-line NvmlApi: one RTX 4090 with 2 GiB in use, 1.5 GiB of it by another process."""
-
-    def init(self) -> None: ...
-    def shutdown(self) -> None: ...
-    def device_count(self) -> int:
-        return 1
-
-    def device(self, index: int) -> object:
-        return index
-
-    def name(self, handle: object) -> str:
-        return "NVIDIA GeForce RTX 4090"
-
-    def uuid(self, handle: object) -> str:
-        return "GPU-4090"
-
-    def memory(self, handle: object) -> tuple[int, int, int]:
-        return 24 * GIB, 22 * GIB, 2 * GIB
-
-    def compute_capability(self, handle: object) -> tuple[int, int]:
-        return 8, 9
-
-    def process_memory(self, handle: object) -> dict[int, int | None]:
-        return {1: 3 * GIB // 2}
-
-    def driver_version(self) -> str:
-        return "550.54.15"
-
-    def cuda_version(self) -> str:
-        return "12.4"
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -102,8 +71,9 @@ def test_text_here_says_no_gpu_and_why(capsys: pytest.CaptureFixture[str]) -> No
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("No NVIDIA GPU found (") and lines[0].endswith(")")
     assert lines[0] != "No NVIDIA GPU found ()"
-    assert lines[1].startswith("RAM: ") and "GiB available" in lines[1]
-    assert lines[2].startswith("CPU: ") and f"{psutil.cpu_count(logical=True)} threads" in lines[2]
+    assert lines[1].startswith("llama.cpp devices: ") and "CPU (" in lines[1]
+    assert lines[2].startswith("RAM: ") and "GiB available" in lines[2]
+    assert lines[3].startswith("CPU: ") and f"{psutil.cpu_count(logical=True)} threads" in lines[3]
 
 
 def test_text_and_json_with_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:

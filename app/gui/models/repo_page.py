@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
 from app.gui.models.formatting import human_date, human_size
 from app.gui.models.search_page import describe_error
 from app.gui.models.workers import Jobs
+from app.machine import detect_machine
 from app.pull_plan import GroupVerdict, RepoAssessment, assess_repo, build_request, with_extras
-from models.hardware import detect_hardware
 from models.hub import HubClient
 from models.plan import Machine
 
@@ -36,7 +36,7 @@ DEFAULT_CONTEXT = 4096
 
 
 def this_machine() -> Machine:
-    return Machine.from_profile(detect_hardware())
+    return Machine.from_profile(detect_machine())
 
 
 def show_reasons(parent: QWidget, title: str, reasons: tuple[str, ...]) -> QMessageBox:

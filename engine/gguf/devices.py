@@ -1,0 +1,72 @@
+"""ggml's device list, read in this process through the llama.cpp that llama-cpp-python loaded.
+
+llama-cpp-python binds none of ggml's device functions, so the few needed are declared here on its
+own libggml handle (the same library, hence the same registry, that model loading uses).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+
+from models.backend_devices import DEVICE_KINDS, BackendDevice, LlamaDevices
+
+log = logging.getLogger(__name__)
+
+
+class _GgmlDevices:
+    """The ggml device functions, declared once on libggml."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        self.count = lib.ggml_backend_dev_count
+        self.count.argtypes, self.count.restype = [], ctypes.c_size_t
+        self.get = lib.ggml_backend_dev_get
+        self.get.argtypes, self.get.restype = [ctypes.c_size_t], ctypes.c_void_p
+        self.name = lib.ggml_backend_dev_name
+        self.description = lib.ggml_backend_dev_description
+        for fn in (self.name, self.description):
+            fn.argtypes, fn.restype = [ctypes.c_void_p], ctypes.c_char_p
+        self.type = lib.ggml_backend_dev_type
+        self.type.argtypes, self.type.restype = [ctypes.c_void_p], ctypes.c_int
+        self.memory = lib.ggml_backend_dev_memory
+        self.memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
+        self.memory.restype = None
+        self.reg_count = lib.ggml_backend_reg_count
+        self.reg_count.argtypes, self.reg_count.restype = [], ctypes.c_size_t
+        self.reg_get = lib.ggml_backend_reg_get
+        self.reg_get.argtypes, self.reg_get.restype = [ctypes.c_size_t], ctypes.c_void_p
+        self.reg_name = lib.ggml_backend_reg_name
+        self.reg_name.argtypes, self.reg_name.restype = [ctypes.c_void_p], ctypes.c_char_p
+
+    def backends(self) -> tuple[str, ...]:
+        return tuple((self.reg_name(self.reg_get(i)) or b"").decode(errors="replace") for i in range(self.reg_count()))
+
+    def device(self, index: int) -> BackendDevice:
+        dev = self.get(index)
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        self.memory(dev, ctypes.byref(free), ctypes.byref(total))
+        kind = self.type(dev)
+        return BackendDevice(
+            name=(self.name(dev) or b"").decode(errors="replace"),
+            description=(self.description(dev) or b"").decode(errors="replace"),
+            kind=DEVICE_KINDS[kind] if 0 <= kind < len(DEVICE_KINDS) else f"type {kind}",
+            free_bytes=int(free.value),
+            total_bytes=int(total.value),
+        )
+
+
+def read_devices() -> LlamaDevices:
+    """The devices llama.cpp here can use. Never raises: a failure is the answer's `error`."""
+    try:
+        import llama_cpp
+        from llama_cpp import _ggml
+
+        ggml = _GgmlDevices(_ggml.libggml)
+        devices = tuple(ggml.device(i) for i in range(ggml.count()))
+        return LlamaDevices(
+            gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()), devices=devices, backends=ggml.backends()
+        )
+    except Exception as exc:  # an old or odd build: say what failed, plan as if nothing were known
+        log.warning("could not read llama.cpp's device list: %s", exc)
+        return LlamaDevices(gpu_offload=False, devices=(), error=f"llama.cpp's device list could not be read: {exc}")
+
