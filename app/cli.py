@@ -191,6 +191,8 @@ def _wait_loaded(client: EngineClient) -> None:
     while True:
         event = client.next_event()
         if isinstance(event, Loaded):
+            if event.info.notice:
+                print(f"tailor: {event.info.notice}", file=sys.stderr)
             return
         if isinstance(event, Error):
             raise CliError(event.message)

@@ -43,6 +43,11 @@ class ChatTemplateError(Exception):
     """The template is unsafe, broken, or exceeded its limits; the message says which."""
 
 
+# How the message of a conversation the template itself turns away begins (its
+# `raise_exception`, e.g. "roles must alternate"): the request's fault, not the model's.
+REFUSED = "the chat template refused the conversation"
+
+
 @dataclass(slots=True, frozen=True)
 class TemplateLimits:
     time_s: float = 2.0
@@ -171,7 +176,7 @@ def _tojson(
 
 
 def _raise_exception(message: str) -> None:
-    raise ChatTemplateError(f"the chat template refused the conversation: {message}")
+    raise ChatTemplateError(f"{REFUSED}: {message}")
 
 
 def _strftime_now(fmt: str) -> str:

@@ -104,6 +104,8 @@ class ModelInfo:
     n_params: int
     size_bytes: int
     has_chat_template: bool
+    # One line when the model did not load as planned (fewer GPU layers: the GPU was gone or full).
+    notice: str | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -187,6 +187,8 @@ class ReplyRunner(QObject):
         self._good_model_path = self._loaded[0]
         where = "remote" if event.info.architecture == "remote" else f"context {event.info.n_ctx}"
         self.model_changed.emit(f"{event.info.name} · {where}")
+        if event.info.notice:  # loaded with fewer GPU layers than planned: say why
+            self.notice.emit(event.info.notice)
         if self._pending is not None:
             conversation_id, self._pending = self._pending, None
             self._begin(conversation_id)

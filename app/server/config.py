@@ -11,6 +11,12 @@ import psutil
 DEFAULT_PORT = 8080
 # Chat requests are text: even a full 128k-token context is well under this.
 DEFAULT_MAX_BODY_BYTES = 4 << 20
+# A real client sends its request head in one packet and its body at network speed; these
+# only bound clients that stall (or hold sockets on purpose).
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+DEFAULT_BODY_TIMEOUT_S = 30.0
+# Requests run one at a time; the others wait on their connection, so this is also the queue.
+DEFAULT_MAX_CONNECTIONS = 100
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -25,6 +31,23 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def check_api_key(key: str) -> None:
+    """Refuse a key no client could send in an `Authorization` header.
+
+    Any other text is allowed and matched as the UTF-8 bytes a client sends; HTTP strips the
+    spaces around a header value and forbids control characters in it.
+    """
+    if not key:
+        raise ServerConfigError("--api-key is empty: give the key clients must send, or leave the option out.")
+    if key != key.strip(" \t"):
+        raise ServerConfigError("--api-key starts or ends with a space, which no HTTP client can send.")
+    bad = next((c for c in key if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise ServerConfigError(f"--api-key contains the control character {bad!r}, which cannot travel in a header.")
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in key):
+        raise ServerConfigError("--api-key is not valid UTF-8 text.")
 
 
 def is_wildcard(host: str) -> bool:
@@ -43,6 +66,9 @@ class ServerConfig:
         allow_remote: the explicit consent to bind a non-loopback address.
         allow_hosts: more names the server may be reached by (the Host header), when remote.
         max_body_bytes: larger request bodies are refused with 413.
+        header_timeout_s: a request head must arrive within this long (408 and closed otherwise).
+        body_timeout_s: the whole body must arrive within this long after the head (408).
+        max_connections: open connections at most; see app/server/connections.py.
     """
 
     host: str = "127.0.0.1"
@@ -52,11 +78,18 @@ class ServerConfig:
     allow_remote: bool = False
     allow_hosts: tuple[str, ...] = ()
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def check(self) -> None:
         """Raise ServerConfigError for settings that would expose the model by accident."""
         if not 0 <= self.port <= 65535:
             raise ServerConfigError(f"Port {self.port} is out of range (0-65535).")
+        if self.api_key is not None:
+            check_api_key(self.api_key)
+        if self.max_connections < 1 or self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
+            raise ServerConfigError("The connection limit and the timeouts must be positive.")
         if is_loopback(self.host):
             return
         if not self.allow_remote:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from engine.chat_template import REFUSED
 from engine.protocol import Error
 
 # Engine error kinds as HTTP statuses: the client's fault is a 4xx, the server's a 5xx.
@@ -45,5 +46,9 @@ def bad_param(param: str, message: str) -> ApiError:
 
 def from_engine(error: Error) -> ApiError:
     """The HTTP error for an engine `Error` event."""
+    if error.kind == "template" and error.message.startswith(REFUSED):
+        # The model's template turned the conversation away (roles out of order, a system
+        # message it does not take): the client can fix that.
+        return ApiError(400, error.message, "invalid_request_error", "messages", "chat_template_refused")
     status, kind, code = _ENGINE_STATUS.get(error.kind, (500, "server_error", None))
     return ApiError(status, error.message, kind, None, code)

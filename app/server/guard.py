@@ -3,11 +3,14 @@
 Checked in that order, before any handler runs: a request from a DNS-rebinding page
 (a foreign Host) is refused with 403 even when it carries no key; a browser preflight is
 answered without a key (browsers never send one there); a missing or wrong key is 401; a
-body over the limit is 413, and is never read past the limit.
+body over the limit is 413, and is never read past the limit; a body that does not arrive
+within the body timeout is 408.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -38,7 +41,7 @@ class Guard:
         self.config = config
         self.hosts = config.host_names()
         self.origins = frozenset(o.rstrip("/") for o in config.allow_origins)
-        self._key = config.api_key.encode("utf-8") if config.api_key else None
+        self._key = _digest(config.api_key.encode("utf-8")) if config.api_key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -78,7 +81,10 @@ class Guard:
         if self._key is None:
             return
         scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode("utf-8"), self._key):
+        # Header values were decoded as latin-1, which gives back the bytes as sent; those are
+        # compared with the key's UTF-8 bytes, through a digest so that not even the length shows.
+        sent = _digest(token.strip(" \t").encode("latin-1"))
+        if scheme.lower() != "bearer" or not hmac.compare_digest(sent, self._key):
             message = "Missing API key" if not authorization else "Incorrect API key"
             raise ApiError(
                 401, f"{message}: send it as 'Authorization: Bearer KEY'.", "invalid_request_error", None,
@@ -86,11 +92,23 @@ class Guard:
             )
 
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes:
-        """The whole body, refused (413) as soon as it passes the limit."""
+        """The whole body, refused as soon as it passes the limit (413) or its time (408)."""
         limit = self.config.max_body_bytes
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise _too_large(limit)
+        timeout = self.config.body_timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._read_chunks(receive, limit)
+        except TimeoutError:
+            raise ApiError(
+                408, f"The request body did not arrive within {timeout:g} s.", "invalid_request_error", None,
+                "request_timeout",
+            ) from None
+
+    @staticmethod
+    async def _read_chunks(receive: Receive, limit: int) -> bytes:
         chunks, size = [], 0
         while True:
             message = await receive()
@@ -109,6 +127,10 @@ class Guard:
         if origin is None or not (origin.rstrip("/") in self.origins or "*" in self.origins):
             return []
         return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
 
 
 def _too_large(limit: int) -> ApiError:
@@ -154,6 +176,8 @@ async def send_error(send: Send, error: ApiError, extra: list[tuple[bytes, bytes
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     if error.status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
+    if error.status == 408:  # the client stalled mid-body: the connection is of no further use
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

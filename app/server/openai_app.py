@@ -6,7 +6,6 @@ as OpenAI's chunks and ends with `data: [DONE]`; a client that leaves cancels it
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -24,6 +23,7 @@ from app.server.engine_port import EnginePort, model_id
 from app.server.errors import ApiError, from_engine
 from app.server.guard import ASGIApp, Guard
 from app.server.params import CompletionParams, parse_chat, parse_completion
+from app.server.request_json import load_request_json
 from app.server.streaming import DONE_LINE, ClientGone, EventStream, sse, unless_disconnected
 from engine.protocol import Done, Error, Event, Token
 
@@ -42,9 +42,10 @@ def create_app(port: EnginePort, config: ServerConfig) -> ASGIApp:
     return Guard(app, config)
 
 
-def error_response(error: ApiError) -> JSONResponse:
+def error_response(error: ApiError) -> Response:
+    # body_bytes() escapes non-ASCII: a message quoting the client's text can never fail to encode.
     headers = {"www-authenticate": "Bearer"} if error.status == 401 else None
-    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+    return Response(error.body_bytes(), status_code=error.status, headers=headers, media_type="application/json")
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -105,10 +106,7 @@ class _Api:
         return JSONResponse(result)
 
     async def _params(self, request: Request, chat: bool) -> CompletionParams:
-        try:
-            body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError):
-            raise ApiError(400, "The request body is not valid JSON.") from None
+        body = load_request_json(await request.body())
         info = self.port.model
         if info is None:
             raise ApiError(503, "No model is loaded.", "server_error", None, "model_not_loaded")

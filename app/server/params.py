@@ -106,7 +106,8 @@ def _message(item: Any, index: int) -> ChatMessage:
     param = f"messages[{index}]"
     if not isinstance(item, dict):
         raise bad_param(param, f"'{param}' must be an object with 'role' and 'content'.")
-    role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
+    role = item.get("role")
+    role = _ROLES.get(role) if isinstance(role, str) else None
     if role is None:
         raise bad_param(f"{param}.role", f"'{param}.role' must be system, developer, user or assistant.")
     content = item.get("content")

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import uvicorn
 
 from app.server.config import ServerConfig
+from app.server.connections import ConnectionLimits, limited_protocol
 from app.server.engine_port import EngineLike, EnginePort
 from app.server.openai_app import create_app
 from engine.protocol import ModelInfo
@@ -52,7 +53,7 @@ class ServerThread:
         self._sock = bind_socket(config)
         self.port = self._sock.getsockname()[1]
         self.engine = EnginePort(client, model_info)
-        self._server = uvicorn.Server(_uvicorn_config(create_app(self.engine, config)))
+        self._server = uvicorn.Server(_uvicorn_config(create_app(self.engine, config), config))
         self._thread: threading.Thread | None = None
 
     @property
@@ -94,7 +95,7 @@ def serve_forever(client: EngineLike, model_info: Callable[[], ModelInfo | None]
     config.check()
     sock = bind_socket(config)
     port = EnginePort(client, model_info)
-    server = uvicorn.Server(_uvicorn_config(create_app(port, config)))
+    server = uvicorn.Server(_uvicorn_config(create_app(port, config), config))
     if on_ready is not None:
         host = f"[{config.host}]" if ":" in config.host else config.host
         on_ready(f"http://{host}:{sock.getsockname()[1]}/v1")
@@ -104,6 +105,10 @@ def serve_forever(client: EngineLike, model_info: Callable[[], ModelInfo | None]
         sock.close()
 
 
-def _uvicorn_config(app: object) -> uvicorn.Config:
-    # uvicorn's own access log and lifespan are not used; errors go to Tailor's log.
-    return uvicorn.Config(app, lifespan="off", access_log=False, log_config=None, timeout_graceful_shutdown=2)
+def _uvicorn_config(app: object, config: ServerConfig) -> uvicorn.Config:
+    # uvicorn's own access log and lifespan are not used; errors go to Tailor's log. The h11
+    # protocol is always the one (never httptools), with the header deadline and connection cap.
+    protocol = limited_protocol(ConnectionLimits(config.header_timeout_s, config.max_connections))
+    return uvicorn.Config(
+        app, http=protocol, ws="none", lifespan="off", access_log=False, log_config=None, timeout_graceful_shutdown=2,
+    )

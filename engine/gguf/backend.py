@@ -19,10 +19,12 @@ import psutil
 
 from engine.backend import BackendError
 from engine.chat_template import ChatTemplate, ChatTemplateError
+from engine.gguf.devices import read_devices
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.kv_sequences import KvCacheFull, open_parking_context
 from engine.gguf.log_bridge import LlamaLogBridge
 from engine.gguf.memory_report import gguf_memory_report
+from engine.gguf.offload_fallback import fallback_notice, is_out_of_memory, layer_attempts, next_attempt
 from engine.gguf.prefix_cache import CacheKey, PrefixCache, model_identity, settings_key
 from engine.gguf.prefix_reuse import PrefixReuse
 from engine.gguf.prefix_store import PrefixStore
@@ -84,24 +86,7 @@ class GgufBackend:
         if request.kv_type != "f16" and not request.flash_attn:
             raise BackendError("bad_request", f"A {request.kv_type} KV cache needs flash attention on.")
         self.close()
-        self._logs.reset_buffers()
-        try:
-            llm = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=request.n_ctx,
-                n_gpu_layers=request.n_gpu_layers,
-                n_threads=request.n_threads or default_threads(),
-                n_batch=min(512, request.n_ctx),
-                flash_attn=request.flash_attn,
-                type_k=kv_type,
-                type_v=kv_type,
-                verbose=False,
-            )
-        except (ValueError, RuntimeError, OSError) as exc:
-            detail = "; ".join(self._logs.recent_errors) or str(exc)
-            raise BackendError(
-                "invalid_model", f"{path.name}: llama.cpp could not load it ({detail})"
-            ) from None
+        llm, n_gpu_layers, notice = self._open(path, request, kv_type)
         try:
             # No prefix cache, no parking: only the live sequence is reused.
             n_seq = PARKED_SEQUENCES + 1 if request.prefix_cache_bytes > 0 else 1
@@ -113,7 +98,7 @@ class GgufBackend:
         self._cache.budget_bytes = max(0, request.prefix_cache_bytes)
         self._cache_key = CacheKey(
             model_identity(path),
-            settings_key(llm.n_ctx(), request.kv_type, request.flash_attn, request.n_gpu_layers),
+            settings_key(llm.n_ctx(), request.kv_type, request.flash_attn, n_gpu_layers),
         )
         if request.prefix_cache_dir:
             self._store = PrefixStore(Path(request.prefix_cache_dir), request.prefix_cache_disk_bytes)
@@ -143,9 +128,43 @@ class GgufBackend:
             n_params=llama_cpp.llama_model_n_params(model),
             size_bytes=llama_cpp.llama_model_size(model),
             has_chat_template=bool(source),
+            notice=notice,
         )
         self._pin(request.pinned_prompts)
         return self._info
+
+    def _open(self, path: Path, request: LoadRequest, kv_type: int) -> tuple[llama_cpp.Llama, int, str | None]:
+        """The model with as many of the plan's GPU layers as can be had; the count used, and why it differs."""
+        gpu_usable = bool(llama_cpp.llama_supports_gpu_offload())
+        log.info("llama.cpp devices: %s", read_devices().summary())
+        attempts = layer_attempts(request.n_gpu_layers, gpu_usable)
+        n_gpu_layers, why = attempts[0], ""
+        while True:
+            self._logs.reset_buffers()
+            try:
+                llm = llama_cpp.Llama(
+                    model_path=str(path),
+                    n_ctx=request.n_ctx,
+                    n_gpu_layers=n_gpu_layers,
+                    n_threads=request.n_threads or default_threads(),
+                    n_batch=min(512, request.n_ctx),
+                    flash_attn=request.flash_attn,
+                    type_k=kv_type,
+                    type_v=kv_type,
+                    verbose=False,
+                )
+                return llm, n_gpu_layers, fallback_notice(request.n_gpu_layers, n_gpu_layers, gpu_usable, why)
+            except (ValueError, RuntimeError, OSError) as exc:
+                detail = "; ".join(self._logs.recent_errors) or str(exc)
+                out_of_memory = is_out_of_memory(self._logs.recent_errors)
+                retry = next_attempt(attempts, n_gpu_layers, out_of_memory)
+                if retry is None:
+                    raise BackendError(
+                        "invalid_model", f"{path.name}: llama.cpp could not load it ({detail})"
+                    ) from None
+                log.warning("loading %s with %d GPU layers failed (%s); trying %d", path.name, n_gpu_layers,
+                            detail, retry)
+                n_gpu_layers, why = retry, "out of memory" if out_of_memory else detail
 
     def _pin(self, system_prompts: tuple[str, ...]) -> None:
         """Prefill each pinned system prompt once; one the template cannot render alone is skipped."""

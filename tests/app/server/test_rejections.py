@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import socket
 from collections.abc import Callable
 
 import httpx
 import openai
 import pytest
 
+from app.server.errors import from_engine
 from app.server.runner import ServerThread
-from tests.app.server.conftest import FRANCE, MODEL
+from engine.chat_template import REFUSED
+from engine.protocol import Error
+from tests.app.server.conftest import FRANCE, MODEL, SYSTEM
 
 GOOD = {"model": MODEL, "messages": FRANCE, "max_tokens": 4}
 
@@ -148,3 +153,75 @@ def test_unknown_routes_and_methods(server: ServerThread):
 def test_prompt_over_the_context_is_400(server: ServerThread):
     long = {**GOOD, "messages": [{"role": "user", "content": "word " * 5000}]}
     assert_error(post(server, long), 400, "context_length_exceeded")
+
+
+def post_raw(server: ServerThread, raw: bytes, path: str = "/chat/completions") -> httpx.Response:
+    return httpx.post(f"{server.url}{path}", content=raw, headers={"Content-Type": "application/json"}, timeout=60)
+
+
+def test_deeply_nested_json_is_400(server: ServerThread):
+    for depth in (100_000, 70):  # past the parser's recursion, and past the server's own limit
+        raw = b'{"model": "x", "messages": ' + b"[" * depth + b"]" * depth + b"}"
+        assert_error(post_raw(server, raw), 400, "invalid_json")
+    nested_but_fine = {**GOOD, "metadata": {"a": [[[["deep enough"]]]]}}
+    assert post(server, nested_but_fine).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/chat/completions", {**GOOD, "messages": [{"role": "user", "content": "@"}]}, "messages[0].content"),
+        ("/chat/completions", {**GOOD, "messages": [SYSTEM, {"role": "user", "content": [{"type": "text", "text": "@"}]}]},
+         "messages[1].content[0].text"),
+        ("/chat/completions", {**GOOD, "model": "@"}, "model"),
+        ("/chat/completions", {**GOOD, "stop": ["ok", "@"]}, "stop[1]"),
+        ("/chat/completions", {**GOOD, "messages": [{"role": "@", "content": "hi"}]}, "messages[0].role"),
+        ("/chat/completions", {**GOOD, "user": "@"}, "user"),
+        ("/completions", {"model": MODEL, "prompt": "@", "echo": True}, "prompt"),
+    ],
+)
+def test_a_lone_surrogate_anywhere_is_400_naming_the_field(server: ServerThread, path: str, body: dict, param: str):
+    # json.dumps writes the placeholder; the request carries the escape a client would send.
+    raw = json.dumps(body).replace('"@"', '"\\ud800"').encode()
+    assert b"\\ud800" in raw
+    response = post_raw(server, raw, path)
+    assert_error(response, 400, "invalid_value", param)
+    assert "surrogate" in response.json()["error"]["message"]
+
+
+def test_a_surrogate_pair_is_ordinary_text(server: ServerThread):
+    raw = json.dumps({**GOOD, "messages": [{"role": "user", "content": "smile \U0001f600"}]}).encode()
+    assert b"\\ud83d\\ude00" in raw  # json.dumps escapes it as a pair
+    assert post_raw(server, raw).status_code == 200
+
+
+@pytest.mark.parametrize("role", [["user"], {"a": 1}, 3, None])
+def test_a_role_that_is_not_a_string_is_400(server: ServerThread, role: object):
+    assert_error(post(server, {**GOOD, "messages": [{"role": role, "content": "hi"}]}), 400, param="messages[0].role")
+
+
+def raw_request(server: ServerThread, authorization: bytes) -> int:
+    """The status of GET /v1/models sent with exactly these Authorization bytes."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
+        sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: "
+                     + authorization + b"\r\n\r\n")
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return int(reply.split(b" ", 2)[1])
+
+
+def test_a_non_ascii_key_matches_the_utf8_bytes_a_client_sends(start_server: Callable[..., ServerThread]):
+    key = "clé-Schlüssel-ключ"
+    server = start_server(api_key=key)
+    assert raw_request(server, b"Bearer " + key.encode("utf-8")) == 200
+    assert raw_request(server, b"Bearer " + key.encode("utf-8") + b"x") == 401
+    assert raw_request(server, b"Bearer " + "clé-Schlüssel".encode("latin-1")) == 401
+    assert raw_request(server, b"Bearer " + key.encode("utf-8")[:-1]) == 401
+
+
+def test_a_conversation_the_template_refuses_is_the_clients_error():
+    error = from_engine(Error("template", f"{REFUSED}: Conversation roles must alternate user/assistant"))
+    assert (error.status, error.code, error.param) == (400, "chat_template_refused", "messages")
+    broken = from_engine(Error("template", "the chat template does not compile: unexpected end"))
+    assert broken.status == 500
