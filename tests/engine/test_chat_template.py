@@ -172,3 +172,8 @@ def test_output_past_the_cap_is_refused():
                             limits=TemplateLimits(max_output_chars=50_000))
     with pytest.raises(ChatTemplateError, match="too much text"):
         template.render(MESSAGES)
+
+
+def test_dict_and_dict_fromkeys_work_as_in_transformers():
+    template = ChatTemplate("{{ dict(a=1, b=[2]) | tojson }} {{ dict.fromkeys(['x'], 0) | tojson }}")
+    assert template.render(MESSAGES) == '{"a": 1, "b": [2]} {"x": 0}'
