@@ -11,7 +11,7 @@ from app.store import (
     SCHEMA_VERSION,
     ChatSettings,
     ChatStore,
-    StoreError,
+    StoreDamagedError,
     StoreTooNewError,
     migrate,
 )
@@ -128,11 +128,13 @@ def test_newer_database_is_refused_with_a_clear_error(tmp_path):
         ChatStore(path)
 
 
-def test_a_file_that_is_not_a_database_is_refused(tmp_path):
+def test_a_file_that_is_not_a_database_is_refused_as_damaged(tmp_path):
     path = tmp_path / "junk.sqlite3"
     path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StoreError, match="Cannot open the chat history"):
+    with pytest.raises(StoreDamagedError, match="is damaged") as refused:
         ChatStore(path)
+    assert (refused.value.problem.kind, refused.value.problem.detail) == ("damaged", "file is not a database")
+    assert path.read_bytes() == b"this is not sqlite" * 100  # left as it was, for the recovery
 
 
 def test_settings_json_tolerates_unknown_and_missing_keys():

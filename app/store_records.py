@@ -1,0 +1,118 @@
+"""What the chat history holds: conversations, messages, presets and their settings, and their rows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Literal
+
+from app.chat_defaults import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_N_CTX,
+    DEFAULT_SYSTEM_PROMPT,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+)
+
+Role = Literal["system", "user", "assistant"]
+MessageState = Literal["complete", "streaming", "interrupted", "cancelled"]
+ROLES: tuple[str, ...] = ("system", "user", "assistant")
+MESSAGE_STATES: tuple[str, ...] = ("complete", "streaming", "interrupted", "cancelled")
+DEFAULT_TITLE = "New chat"
+
+
+@dataclass(slots=True)
+class ChatSettings:
+    """Per-conversation generation settings."""
+
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    n_ctx: int = DEFAULT_N_CTX
+    kv_type: str = "f16"  # "f16", "q8_0", "q4_0"
+    flash_attn: str = "auto"  # "on", "off", "auto"
+    # The PyTorch engine's load settings (a model folder; the GGUF backend ignores them), as LoadRequest's.
+    speculative: str = "auto"  # "auto", "off", "lookup" or "draft"
+    draft_path: str | None = None  # the draft model's folder; kept while another mode is chosen
+    gpu_memory_fraction: float = 0.9  # share of free GPU memory the KV block pool may take
+    cpu_kv_bytes: int | None = None  # KV budget on the CPU; None: the engine's default
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> ChatSettings:
+        """Settings from stored JSON; unknown keys are dropped, missing ones get defaults."""
+        data = json.loads(text) if text else {}
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+@dataclass(slots=True, frozen=True)
+class Preset:
+    """A named system prompt with its sampling settings; a pinned one is prefilled at model load."""
+
+    name: str
+    system_prompt: str
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    pinned: bool = False
+
+    def apply_to(self, settings: ChatSettings) -> ChatSettings:
+        """`settings` with this preset's prompt and sampling (load settings unchanged)."""
+        return replace(
+            settings,
+            system_prompt=self.system_prompt,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+        )
+
+
+DEFAULT_PRESET = Preset("Tailor", DEFAULT_SYSTEM_PROMPT, pinned=True)
+
+
+@dataclass(slots=True)
+class Conversation:
+    id: int
+    title: str
+    created: float
+    updated: float
+    settings: ChatSettings = field(default_factory=ChatSettings)
+
+
+@dataclass(slots=True)
+class Message:
+    id: int
+    conversation_id: int
+    role: Role
+    content: str
+    state: MessageState
+    stats: dict | None
+    created: float
+
+
+def conversation_of(row: tuple) -> Conversation:
+    """A Conversation from `id, title, created, updated, settings`."""
+    return Conversation(row[0], row[1], row[2], row[3], ChatSettings.from_json(row[4]))
+
+
+def message_of(row: tuple) -> Message:
+    """A Message from `id, conversation_id, role, content, state, stats, created`."""
+    stats = json.loads(row[5]) if row[5] else None
+    return Message(row[0], row[1], row[2], row[3], row[4], stats, row[6])
+
+
+def preset_row(preset: Preset) -> tuple[str, str, int]:
+    """The `presets` row of `preset`: name, its settings as JSON, pinned."""
+    fields = {k: getattr(preset, k) for k in ("system_prompt", "temperature", "top_p", "max_tokens")}
+    return preset.name, json.dumps(fields), int(preset.pinned)
+
+
+def preset_of(row: tuple) -> Preset:
+    """A Preset from `name, settings, pinned`."""
+    data = json.loads(row[1])
+    known = {k: v for k, v in data.items() if k in Preset.__dataclass_fields__ and k not in ("name", "pinned")}
+    return Preset(name=row[0], pinned=bool(row[2]), **known)
