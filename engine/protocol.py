@@ -130,16 +130,17 @@ class GenerationStats:
     """Figures of one reply; times in seconds, rates in tokens per second."""
 
     ttft_s: float
-    prompt_tokens: int
-    cached_tokens: int
+    # None: not known (a remote server that reports no usage); the local engines always know.
+    prompt_tokens: int | None
+    cached_tokens: int | None
     gen_tokens: int
     prefill_tok_s: float
     decode_tok_s: float
     # Share of speculative drafts the model accepted (PyTorch engine); None when nothing was drafted.
     draft_acceptance: float | None = None
 
-    def as_dict(self) -> dict[str, float | int]:
-        figures: dict[str, float | int] = {
+    def as_dict(self) -> dict[str, float | int | None]:
+        figures: dict[str, float | int | None] = {
             "ttft_s": round(self.ttft_s, 4),
             "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.cached_tokens,

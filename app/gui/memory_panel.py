@@ -12,7 +12,7 @@ from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from app.gui.memory_bar import GB, MemoryBar
-from app.gui.perf_history import PerfHistory
+from app.gui.perf_history import PerfHistory, cache_text
 from app.gui.sparkline import Sparkline
 from engine.protocol import Done, GenerationStats, MemoryReport
 from models.plan import Plan
@@ -47,7 +47,7 @@ def room_text(report: MemoryReport) -> str:
 def stats_text(s: GenerationStats) -> str:
     return (
         f"Last reply: TTFT {s.ttft_s:.2f} s · prefill {s.prefill_tok_s:,.0f} tok/s · "
-        f"decode {s.decode_tok_s:.1f} tok/s · {s.cached_tokens:,} of {s.prompt_tokens:,} prompt tokens from cache"
+        f"decode {s.decode_tok_s:.1f} tok/s · {cache_text(s.cached_tokens, s.prompt_tokens)}"
     )
 
 
@@ -158,7 +158,6 @@ class MemoryPanel(QWidget):
         if rolling is not None:
             self.rolling_label.setText(
                 f"Last {rolling.n} replies: TTFT {rolling.ttft_s:.2f} s · prefill {rolling.prefill_tok_s:,.0f} tok/s"
-                f" · decode {rolling.decode_tok_s:.1f} tok/s · {rolling.cached_tokens:,} of"
-                f" {rolling.prompt_tokens:,} prompt tokens from cache"
+                f" · decode {rolling.decode_tok_s:.1f} tok/s · {cache_text(rolling.cached_tokens, rolling.prompt_tokens)}"
             )
         self.sparkline.set_values(self.history.decode_rates)

@@ -19,8 +19,8 @@ class Rolling:
     ttft_s: float
     prefill_tok_s: float
     decode_tok_s: float
-    cached_tokens: int
-    prompt_tokens: int
+    cached_tokens: int | None  # None when a reply in the window did not know its counts (a remote one)
+    prompt_tokens: int | None
 
 
 class PerfHistory:
@@ -45,16 +45,33 @@ class PerfHistory:
         recent = list(self._recent)
         if not recent:
             return None
-        prefilled = [(s.prompt_tokens - s.cached_tokens, s.prefill_tok_s) for s in recent if s.prefill_tok_s > 0]
+        prefilled = [
+            (s.prompt_tokens - s.cached_tokens, s.prefill_tok_s)
+            for s in recent if s.prefill_tok_s > 0 and s.prompt_tokens is not None and s.cached_tokens is not None
+        ]
         decoded = [(s.gen_tokens - 1, s.decode_tok_s) for s in recent if s.gen_tokens > 1 and s.decode_tok_s > 0]
         return Rolling(
             n=len(recent),
             ttft_s=sum(s.ttft_s for s in recent) / len(recent),
             prefill_tok_s=_rate(prefilled),
             decode_tok_s=_rate(decoded),
-            cached_tokens=sum(s.cached_tokens for s in recent),
-            prompt_tokens=sum(s.prompt_tokens for s in recent),
+            cached_tokens=_total([s.cached_tokens for s in recent]),
+            prompt_tokens=_total([s.prompt_tokens for s in recent]),
         )
+
+
+def _total(counts: list[int | None]) -> int | None:
+    """The sum; None if any count is unknown (a part would pass for the whole)."""
+    return None if None in counts else sum(c or 0 for c in counts)
+
+
+def cache_text(cached: int | None, prompt: int | None) -> str:
+    """How much of the prompt came from cache; "unknown" what a remote server did not say."""
+    if prompt is None:
+        return "prompt tokens unknown"
+    if cached is None:
+        return f"{prompt:,} prompt tokens, from cache unknown"
+    return f"{cached:,} of {prompt:,} prompt tokens from cache"
 
 
 def _rate(pairs: list[tuple[int, float]]) -> float:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.gui.engine_bridge import EngineBridge
+from app.gui.perf_history import cache_text
 from app.load_planner import LoadSettings
 from app.store import ChatSettings, ChatStore, Message
 from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams
@@ -41,6 +42,7 @@ def format_stats(stats: dict | None) -> str:
     """One line for the status bar from a message's stats, with what the prompt cache saved."""
     if not stats:
         return ""
+    # A count stored as null is unknown (a remote server that reported no usage): cache_text says so.
     prompt, cached = stats.get("prompt_tokens", 0), stats.get("cached_tokens", 0)
     prefill = stats.get("prefill_tok_s", 0)
     # The cached tokens would have been prefilled at this message's own prefill rate.
@@ -48,7 +50,7 @@ def format_stats(stats: dict | None) -> str:
     # Speeds first: a narrow status bar cuts the end of the line, and the cache detail is also in the memory panel.
     return (
         f"decode {stats.get('decode_tok_s', 0):.1f} tok/s · TTFT {stats.get('ttft_s', 0):.2f} s"
-        f" · prefill {prefill:.0f} tok/s · {cached:,} of {prompt:,} prompt tokens from cache{saved}"
+        f" · prefill {prefill:.0f} tok/s · {cache_text(cached, prompt)}{saved}"
     )
 
 
