@@ -60,7 +60,7 @@ def _only_model(url: str, key: str | None) -> str:
     finally:
         chat.close()
     if len(models) != 1:
-        listed = ", ".join(models) or "none"
+        listed = ", ".join(models[:8]) + (f" and {len(models) - 8} more" if len(models) > 8 else "") or "none"
         raise RemoteError(f"Name the model with --model; {url} lists: {listed}.")
     return models[0]
 

@@ -2,11 +2,15 @@
 
 Streams with httpx; the server's failures become one RemoteError with a message a user can
 act on: unreachable, timed out, an HTTP error (with the server's own error text), a stream
-that is not OpenAI's format.
+that is not OpenAI's format. The server is someone else's, so nothing it sends is read without
+a limit: error answers (MAX_ERROR_BODY), events (MAX_EVENT_BYTES), tokens (`max_tokens`, held
+by ReplyGuard) and the time between tokens (`idle_timeout_s`).
 """
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -14,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from app.remote.bounded_http import MAX_ERROR_BODY, MAX_JSON_BODY, interrupt, read_capped, size_text
+from app.remote.reply_guard import IDLE_TIMEOUT_S, TAIL_EVENTS, TAIL_S, IdleStream, ReplyGuard
 from app.remote.sse_reader import MalformedStream, read_events
 from engine.protocol import (
     ChatMessage,
@@ -29,6 +35,7 @@ from engine.protocol import (
 CONNECT_TIMEOUT_S = 10.0
 # Longest silence between two pieces of a reply (a big prompt's prefill on a busy server included).
 READ_TIMEOUT_S = 120.0
+MAX_DETAIL = 300  # characters of a server's error text in our one-line message
 
 
 class RemoteError(Exception):
@@ -43,6 +50,8 @@ class RemoteEndpoint:
     model: str
     api_key: str | None = None
     read_timeout_s: float = READ_TIMEOUT_S
+    # Longest time without a token while the server still sends something (keep-alives, empty events).
+    idle_timeout_s: float = IDLE_TIMEOUT_S
 
     @property
     def base(self) -> str:
@@ -64,7 +73,11 @@ class RemoteChat:
 
     def __init__(self, endpoint: RemoteEndpoint, transport: httpx.BaseTransport | None = None):
         self.endpoint = endpoint
-        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        # Uncompressed answers: the caps count the bytes that are read, which a compressed body
+        # could multiply a thousandfold before any cap saw them.
+        headers = {"Accept-Encoding": "identity"}
+        if endpoint.api_key:
+            headers["Authorization"] = f"Bearer {endpoint.api_key}"
         timeout = httpx.Timeout(endpoint.read_timeout_s, connect=CONNECT_TIMEOUT_S)
         self._http = httpx.Client(headers=headers, timeout=timeout, transport=transport)
 
@@ -73,7 +86,7 @@ class RemoteChat:
 
     def models(self) -> list[str]:
         """The model ids the server lists."""
-        body = self._call(lambda: self._http.get(f"{self.endpoint.base}/models"))
+        body = self._get_json("/models")
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
             raise RemoteError(f"{self.endpoint.base}/models did not answer with a model list.")
@@ -90,7 +103,9 @@ class RemoteChat:
         """Token events, then one Done (or an Error with kind "remote").
 
         Stops early when `cancelled()`; `on_response` gets the open response, so a canceller on
-        another thread can close it while the server is still silent (a long prefill).
+        another thread can interrupt it while the server is still silent (a long prefill).
+        At `sampling.max_tokens` tokens the reply ends as length-limited whatever the server
+        does (see ReplyGuard).
         """
         body: dict[str, Any] = {
             "model": self.endpoint.model,
@@ -108,56 +123,67 @@ class RemoteChat:
         t0 = time.perf_counter()
         pieces: list[str] = []
         finish: FinishReason = "length"
-        usage: dict[str, int] = {}
+        usage = _Usage()
+        guard = ReplyGuard(sampling.max_tokens, self.endpoint.idle_timeout_s)
+        cut = False  # the guard ended the reply: the server's figures, if any, are not of what we kept
+        tail: threading.Timer | None = None
         t_first = t_last = None
-        chunks = 0
         try:
             with self._http.stream("POST", f"{self.endpoint.base}/chat/completions", json=body) as response:
                 if response.status_code >= 400:
-                    response.read()
                     raise RemoteError(self._http_error(response))
                 if on_response is not None:
                     on_response(response)
-                for event in read_events(response.iter_lines()):
+                tail_events = 0
+                for event in read_events(guard.watch(response.iter_bytes())):
                     if "error" in event:
                         raise RemoteError(f"{self._where()} failed mid-reply: {_error_text(event)}")
-                    if isinstance(event.get("usage"), dict):
-                        usage = event["usage"]
-                    for choice in event.get("choices") or []:
-                        text = (choice.get("delta") or {}).get("content")
+                    usage = _Usage.of(event) or usage
+                    for text, shown, reason in _choices(event):
+                        if text and guard.full:
+                            cut = True  # a token past max_tokens: the server ignores the limit
+                            break
                         if text:
+                            kept = guard.take(text)
                             now = time.perf_counter()
                             t_first = t_first or now
                             t_last = now
-                            chunks += 1
-                            pieces.append(text)
-                            yield Token(request_id, text)
-                        if choice.get("finish_reason"):
-                            finish = "stop" if choice["finish_reason"] == "stop" else "length"
+                            if shown and kept:
+                                pieces.append(kept)
+                                yield Token(request_id, kept)
+                        if reason:
+                            finish = "stop" if reason == "stop" else "length"
+                    if cut:
+                        finish = "length"
+                        break
+                    if guard.full:  # read what a correct server sends after its last token, briefly
+                        if tail is None:
+                            tail = threading.Timer(TAIL_S, interrupt, (response,))
+                            tail.daemon = True
+                            tail.start()
+                        tail_events += 1
+                        if tail_events > TAIL_EVENTS:
+                            break
                     if cancelled():
                         finish = "cancelled"
                         break
-        except RemoteError as exc:
-            yield Error("remote", str(exc), request_id)
-            return
-        except MalformedStream as exc:
-            if not cancelled():
-                yield Error("remote", f"{self._where()} sent a malformed stream: {exc}", request_id)
+        except (RemoteError, MalformedStream, IdleStream, httpx.HTTPError, httpx.StreamError) as exc:
+            if cancelled():  # the canceller interrupted the response: a cancelled reply
+                finish = "cancelled"
+            elif not guard.full:  # (a full reply is complete: only its tail failed, or was cut short)
+                yield Error("remote", self._stream_error(exc), request_id)
                 return
-            finish = "cancelled"
-        except (httpx.HTTPError, httpx.StreamError) as exc:
-            if not cancelled():  # else the canceller closed the response: a cancelled reply
-                yield Error("remote", self._transport_error(exc), request_id)
-                return
-            finish = "cancelled"
+        finally:
+            if tail is not None:  # should it still fire, a pooled connection it shut down is seen closed, not reused
+                tail.cancel()
         t_end = time.perf_counter()
         t_first = t_first or t_end
-        gen = int(usage.get("completion_tokens") or chunks)
+        gen = guard.tokens if cut or usage.completion is None else usage.completion
         decode_s = (t_last or t_end) - t_first
         stats = GenerationStats(
             ttft_s=t_first - t0,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            cached_tokens=int(((usage.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0),
+            prompt_tokens=usage.prompt,  # None: the server did not say
+            cached_tokens=usage.cached,
             gen_tokens=gen,
             prefill_tok_s=0.0,  # not known from outside the server
             decode_tok_s=(gen - 1) / decode_s if gen > 1 and decode_s > 0 else 0.0,
@@ -169,25 +195,47 @@ class RemoteChat:
     def _where(self) -> str:
         return f"The server at {self.endpoint.base}"
 
-    def _call(self, send: Callable[[], httpx.Response]) -> Any:
+    def _get_json(self, path: str) -> Any:
+        """GET a JSON answer of at most MAX_JSON_BODY bytes."""
         try:
-            response = send()
+            with self._http.stream("GET", f"{self.endpoint.base}{path}") as response:
+                if response.status_code >= 400:
+                    raise RemoteError(self._http_error(response))
+                data, more = read_capped(response.iter_bytes(), MAX_JSON_BODY, self.endpoint.read_timeout_s)
         except httpx.HTTPError as exc:
             raise RemoteError(self._transport_error(exc)) from None
-        if response.status_code >= 400:
-            raise RemoteError(self._http_error(response))
+        if more:
+            raise RemoteError(f"{self._where()} answered {path} with more than {size_text(MAX_JSON_BODY)}.")
         try:
-            return response.json()
-        except ValueError:
+            return json.loads(data)
+        except (ValueError, RecursionError):
             raise RemoteError(f"{self._where()} did not answer with JSON.") from None
 
     def _http_error(self, response: httpx.Response) -> str:
+        """The status and the server's own message, from at most MAX_ERROR_BODY bytes of its answer."""
         try:
-            detail = _error_text(response.json())
-        except ValueError:
-            detail = response.text.strip()[:200] or response.reason_phrase
+            data, more = read_capped(response.iter_bytes(), MAX_ERROR_BODY, self.endpoint.read_timeout_s)
+        except httpx.HTTPError:
+            data, more = b"", False  # the status says enough
+        try:
+            detail = _error_text(json.loads(data))
+        except (ValueError, RecursionError):
+            detail = data.decode("utf-8", errors="replace").strip() or response.reason_phrase
+        detail = detail[:MAX_DETAIL]  # a page of HTML says no more than its first lines
+        if more:
+            detail += f" (its answer went on past {size_text(MAX_ERROR_BODY)}; the rest was not read)"
         hint = {401: " (check the API key)", 403: " (not allowed)", 404: " (check the address and model name)"}
         return f"{self._where()} answered {response.status_code}{hint.get(response.status_code, '')}: {detail}"
+
+    def _stream_error(self, exc: Exception) -> str:
+        if isinstance(exc, RemoteError):
+            return str(exc)
+        if isinstance(exc, MalformedStream):
+            return f"{self._where()} sent a malformed stream: {exc}"
+        if isinstance(exc, IdleStream):
+            return f"{self._where()} {exc}; Tailor gave up on the reply."
+        assert isinstance(exc, httpx.HTTPError | httpx.StreamError)
+        return self._transport_error(exc)
 
     def _transport_error(self, exc: httpx.HTTPError | httpx.StreamError) -> str:
         if isinstance(exc, httpx.ConnectTimeout):
@@ -199,12 +247,64 @@ class RemoteChat:
         return f"{self._where()} failed: {type(exc).__name__}: {exc}"
 
 
+@dataclass(slots=True, frozen=True)
+class _Usage:
+    """The token counts a server reports; None where it said nothing (or nothing sensible)."""
+
+    prompt: int | None = None
+    cached: int | None = None
+    completion: int | None = None
+
+    @staticmethod
+    def of(event: dict[str, Any]) -> _Usage | None:
+        usage = event.get("usage")
+        if not isinstance(usage, dict):
+            return None
+        details = usage.get("prompt_tokens_details")
+        cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+        return _Usage(_count(usage.get("prompt_tokens")), cached, _count(usage.get("completion_tokens")))
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _choices(event: dict[str, Any]) -> Iterator[tuple[str, bool, str | None]]:
+    """Per choice: its token's text ("" for none), whether that is reply text, and the finish reason.
+
+    Reasoning tokens (`reasoning_content`, `reasoning`) are not part of the reply, but they count:
+    the server counts them against `max_tokens`, and a model thinking for minutes is not idle.
+    """
+    choices = event.get("choices")
+    if choices is None:
+        return
+    if not isinstance(choices, list):
+        raise MalformedStream(f"an event's choices are not a list: {str(choices)[:80]!r}")
+    for choice in choices:
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if delta is None:
+            delta = {}
+        if not isinstance(choice, dict) or not isinstance(delta, dict):
+            raise MalformedStream(f"an event's choice is not an object with a delta: {str(choice)[:80]!r}")
+        content = delta.get("content")
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if content is not None and not isinstance(content, str):
+            raise MalformedStream(f"a token is not text: {str(content)[:80]!r}")
+        reason = choice.get("finish_reason")
+        if not content and not isinstance(reasoning, str):
+            reasoning = ""
+        yield content or reasoning, bool(content), reason if isinstance(reason, str) else None
+
+
 def _error_text(body: Any) -> str:
+    """The server's own error message, at most MAX_DETAIL characters of it."""
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
-        return str(error.get("message") or error)
-    if isinstance(error, str):
-        return error
-    if isinstance(body, dict) and isinstance(body.get("detail"), str):
-        return body["detail"]
-    return str(body)[:200]
+        text = str(error.get("message") or error)
+    elif isinstance(error, str):
+        text = error
+    elif isinstance(body, dict) and isinstance(body.get("detail"), str):
+        text = body["detail"]
+    else:
+        text = str(body)
+    return text[:MAX_DETAIL]

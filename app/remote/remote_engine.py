@@ -8,13 +8,13 @@ report: memory is the remote's business.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
 import httpx
 
+from app.remote.bounded_http import interrupt
 from app.remote.openai_client import RemoteChat, RemoteEndpoint, RemoteError
 from engine.event_queue import EventQueue
 from engine.protocol import (
@@ -84,8 +84,7 @@ class RemoteEngine:
             self._cancelled.update(self._responses)
             responses = list(self._responses.values())
         for response in responses:
-            with contextlib.suppress(Exception):
-                response.close()
+            interrupt(response)
         if chat is not None:
             chat.close()
 
@@ -119,8 +118,7 @@ class RemoteEngine:
             self._cancelled.add(request_id)
             response = self._responses.get(request_id)
         if response is not None:
-            with contextlib.suppress(Exception):
-                response.close()  # wakes a read that waits on a silent server
+            interrupt(response)  # wakes a read that waits on a silent server
 
     def unload(self) -> None:
         pass
@@ -173,6 +171,9 @@ class RemoteEngine:
         try:
             for event in chat.stream(request_id, messages, sampling, cancelled, opened):
                 deliver(event)
+        except Exception as exc:  # a reply must end, whatever a server's answer breaks: else the window waits forever
+            deliver(Error("remote", f"The reply from {self.endpoint.base} failed: {type(exc).__name__}: {exc}",
+                          request_id))
         finally:
             with self._lock:
                 self._responses.pop(request_id, None)

@@ -92,6 +92,8 @@ def test_cancel_stops_a_remote_reply(llama_server: str):
         ("boom", ["500", "CUDA out of memory"]),
         ("html", ["502", "Bad Gateway"]),
         ("garbage", ["malformed", "not JSON"]),
+        ("deep", ["malformed", "not JSON"]),  # nested past Python's recursion limit
+        ("bad_shape", ["malformed", "choices are not a list"]),
         ("cut", ["malformed", "[DONE]"]),
         ("midway", ["mid-reply", "fell off the bus"]),
     ],

@@ -104,6 +104,20 @@ def test_remote_failures_show_in_the_banner(qtbot, make_window):
         assert "no-such-model" in problem.args[0]
 
 
+def test_counts_a_remote_server_does_not_give_show_as_unknown(qtbot, make_window):
+    window = make_window(start=False)
+    with serving(BadOpenAIServer()) as bad:
+        with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
+            assert window.server_menu.use_remote(RemoteEndpoint(bad.url, "no_usage"))
+        reply = send(qtbot, window, "Hello?")
+    assert reply.state == "complete" and reply.content == "Hello"
+    assert reply.stats["prompt_tokens"] is None and reply.stats["cached_tokens"] is None  # stored as unknown
+    assert "prompt tokens unknown" in window.stats_label.text()
+    panel = window.memory_dock.memory
+    assert panel.last_label.text().endswith("prompt tokens unknown")
+    assert panel.rolling_label.text().endswith("prompt tokens unknown")
+
+
 def test_endpoints_dialog_saves_removes_and_picks(qtbot, tmp_path: Path):
     paths = AppPaths.default()
     store = EndpointStore(paths, KeyStore(paths.data_dir / "keys.json", backend=NO_KEYRING))
