@@ -60,6 +60,25 @@ def open_repo(qtbot, manager: ModelManager, repo: str = REPO) -> None:
     assert manager.tabs.currentIndex() == TAB_REPO
 
 
+STALL_AFTER = 256 * 1024
+
+
+def partial_size() -> int:
+    """Bytes in the download's partial file (0 before it exists)."""
+    partials = list(Path(os.environ["HF_HOME"]).rglob("*.incomplete"))
+    return partials[0].stat().st_size if partials else 0
+
+
+def wait_for_the_stall(qtbot, stall) -> None:  # noqa: ANN001 - a fake_hub.Faults
+    """Until the hub stalls and the client holds every byte sent before it (mid-download, for sure)."""
+    qtbot.waitUntil(lambda: stall.stalled.is_set() and partial_size() == STALL_AFTER, timeout=WAIT_MS)
+
+
+def f16_ranges(hub: FakeHub, since: int) -> list[str | None]:
+    """The Range headers of the F16 file's downloads from the CDN, after the first `since` requests."""
+    return [r for m, p, r in hub.requests[since:] if m == "GET" and p.startswith("/cdn/") and p.endswith("F16.gguf")]
+
+
 def download(qtbot, manager: ModelManager, quant: str, until: tuple[str, ...] = ("running",)):
     """Press Download on the group of `quant`; the download's row once it reaches one of `until`."""
     page = manager.repo_page
@@ -158,28 +177,32 @@ def test_corrupted_bytes_show_the_checksum_failure(qtbot, hub: FakeHub, make_man
 
 
 def test_pause_and_resume_finish_the_download(qtbot, hub: FakeHub, make_manager, tiny_quants: dict[str, Path]):
-    stall = hub.fault(REPO, "Tiny-Llama-F16.gguf", stall_s=30, stall_after=256 * 1024, times=1)
+    stall = hub.fault(REPO, "Tiny-Llama-F16.gguf", stall_s=120, stall_after=STALL_AFTER, times=1)
     manager = make_manager()
     open_repo(qtbot, manager)
+    started = len(hub.requests)  # the repo page's header reads come before
     row = download(qtbot, manager, "F16", until=("running",))
-    qtbot.waitUntil(lambda: stall.times == 0, timeout=WAIT_MS)  # the hub is stalling now
+    wait_for_the_stall(qtbot, stall)
     qtbot.mouseClick(row.pause_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: row.state == "paused", timeout=WAIT_MS)
     assert row.status.text().startswith("paused") and row.resume_button.isEnabled()
     assert not row.pause_button.isEnabled()
+    assert partial_size() == STALL_AFTER  # kept
     qtbot.mouseClick(row.resume_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: row.state in ("done", "failed"), timeout=WAIT_MS)
     assert row.state == "done", row.status.text()
+    # Resumed from the partial file, not fetched again from byte 0.
+    assert f16_ranges(hub, started) == [None, f"bytes={STALL_AFTER}-"]
     local = next(Path(os.environ["HF_HOME"]).rglob("Tiny-Llama-F16.gguf"))
     assert sha256(local) == sha256(tiny_quants["F16"])
 
 
 def test_cancel_stops_the_download_and_keeps_nothing(qtbot, hub: FakeHub, make_manager):
-    stall = hub.fault(REPO, "Tiny-Llama-F16.gguf", stall_s=30, stall_after=256 * 1024, times=1)
+    stall = hub.fault(REPO, "Tiny-Llama-F16.gguf", stall_s=120, stall_after=STALL_AFTER, times=1)
     manager = make_manager()
     open_repo(qtbot, manager)
     row = download(qtbot, manager, "F16", until=("running",))
-    qtbot.waitUntil(lambda: stall.times == 0, timeout=WAIT_MS)  # the hub is stalling now
+    wait_for_the_stall(qtbot, stall)
     qtbot.mouseClick(row.cancel_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: row.state == "cancelled", timeout=WAIT_MS)
     assert not list(Path(os.environ["HF_HOME"]).rglob("*.incomplete"))
@@ -257,13 +280,14 @@ def test_ctrl_m_opens_the_manager_and_load_switches_the_chat_model(qtbot, hub: F
 
 def test_a_download_left_unfinished_is_offered_and_resumed_next_time(
         qtbot, hub: FakeHub, make_manager, tiny_quants: dict[str, Path]):
-    stall = hub.fault(REPO, "Tiny-Llama-F16.gguf", stall_s=30, stall_after=256 * 1024, times=1)
+    stall = hub.fault(REPO, "Tiny-Llama-F16.gguf", stall_s=120, stall_after=STALL_AFTER, times=1)
     first = make_manager()
     open_repo(qtbot, first)
     download(qtbot, first, "F16", until=("running",))
-    qtbot.waitUntil(lambda: stall.times == 0, timeout=WAIT_MS)
+    wait_for_the_stall(qtbot, stall)
     first.shutdown()  # the app closes mid-download
-    assert list(Path(os.environ["HF_HOME"]).rglob("*.incomplete"))
+    assert partial_size() == STALL_AFTER
+    before = len(hub.requests)
     second = make_manager()
     panel = second.downloads
     qtbot.waitUntil(lambda: bool(panel.interrupted), timeout=WAIT_MS)
@@ -273,6 +297,7 @@ def test_a_download_left_unfinished_is_offered_and_resumed_next_time(
     row = panel.row(started.args[0].id)
     qtbot.waitUntil(lambda: row.state in ("done", "failed"), timeout=WAIT_MS)
     assert row.state == "done", row.status.text()
+    assert f16_ranges(hub, before) == [f"bytes={STALL_AFTER}-"]  # from the partial file, not from byte 0
     local = next(Path(os.environ["HF_HOME"]).rglob("Tiny-Llama-F16.gguf"))
     assert sha256(local) == sha256(tiny_quants["F16"])
 
