@@ -35,6 +35,7 @@ import io
 import json
 import os
 import re
+import resource
 import shlex
 import shutil
 import subprocess
@@ -203,15 +204,13 @@ class Toolkit:
     version: str  # "13.0"
     origin: str  # "system nvcc at ..." or "PyPI"
 
-    @property
-    def major(self) -> int:
-        return int(self.version.split(".")[0])
 
-    def runtime_packages(self) -> list[str]:
-        """The PyPI packages that supply libcudart and libcublas of this version at run time."""
-        if self.major >= 13:
-            return [f"nvidia-cuda-runtime=={self.version}.*", f"nvidia-cublas=={self.version}.*"]
-        return [f"nvidia-cuda-runtime-cu12=={self.version}.*", f"nvidia-cublas-cu12=={self.version}.*"]
+
+def runtime_packages(version: str) -> list[str]:
+    """The PyPI packages that supply libcudart and libcublas of a CUDA version at run time."""
+    if int(version.split(".")[0]) >= 13:
+        return [f"nvidia-cuda-runtime=={version}.*", f"nvidia-cublas=={version}.*"]
+    return [f"nvidia-cuda-runtime-cu12=={version}.*", f"nvidia-cublas-cu12=={version}.*"]
 
 
 def _nvcc_version(nvcc: str) -> str | None:
@@ -439,6 +438,7 @@ def build_cuda_wheel(python: str, toolkit: Toolkit, archs: tuple[str, ...]) -> P
     print(f"  CMAKE_ARGS={args}")
     print(f"  log: {log_path} (about 12-25 minutes per architecture on 2 cores, once)", flush=True)
     started = time.monotonic()
+    cpu_before = _children_cpu_s()
     with log_path.open("w") as log:
         done = subprocess.run(
             [python, "-m", "pip", "wheel", "-v", "--no-cache-dir", "--no-deps", "--no-binary", PACKAGE,
@@ -446,6 +446,8 @@ def build_cuda_wheel(python: str, toolkit: Toolkit, archs: tuple[str, ...]) -> P
             stdout=log, stderr=subprocess.STDOUT, env=env,
         )
     minutes = (time.monotonic() - started) / 60
+    # CPU time does not depend on what else the machine runs: minutes on N idle cores ~ this / N.
+    cpu_minutes = (_children_cpu_s() - cpu_before) / 60
     if done.returncode != 0:
         tail = log_path.read_text(errors="replace").splitlines()[-25:]
         raise BuildError("the CUDA build failed; the end of " + str(log_path) + ":\n" + "\n".join(tail))
@@ -455,10 +457,16 @@ def build_cuda_wheel(python: str, toolkit: Toolkit, archs: tuple[str, ...]) -> P
     wheel = repack_cuda_wheel(python, built, folder)
     shutil.rmtree(raw, ignore_errors=True)
     info = {"cuda": toolkit.version, "toolkit": toolkit.origin, "archs": list(archs), "cmake_args": args,
-            "build_minutes": round(minutes, 1), "wheel_mib": round(wheel.stat().st_size / 2**20, 1)}
+            "build_minutes": round(minutes, 1), "build_cpu_minutes": round(cpu_minutes, 1),
+            "jobs": env["CMAKE_BUILD_PARALLEL_LEVEL"], "wheel_mib": round(wheel.stat().st_size / 2**20, 1)}
     (folder / "build.json").write_text(json.dumps(info, indent=2) + "\n")
-    print(f"built {wheel} in {minutes:.1f} min, {wheel.stat().st_size / 2**20:.1f} MiB")
+    print(f"built {wheel} in {minutes:.1f} min ({cpu_minutes:.0f} CPU minutes), {wheel.stat().st_size / 2**20:.1f} MiB")
     return wheel
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _patchelf(python: str) -> str:
@@ -539,11 +547,10 @@ def install(venv: Path, variant: str, archs_text: str | None, all_archs: bool, p
     if chosen == "cuda":
         archs = choose_archs(machine, archs_text or os.environ.get("CUDA_ARCHS"), all_archs)
         version, system_top = pick_toolkit_version(machine, archs, cuda_major)
-        toolkit = prepare_toolkit(python, version, system_top)
-        wheel = build_cuda_wheel(python, toolkit, archs)
-        # libggml-cuda.so finds these through its RPATH (the system's own copies are not always on the
-        # loader's path).
-        _pip(python, "install", "--quiet", *toolkit.runtime_packages())
+        wheel = _find_wheel(wheel_dir("cuda", version, archs))  # built before: no toolchain needed
+        if wheel is None:
+            wheel = build_cuda_wheel(python, prepare_toolkit(python, version, system_top), archs)
+        _ensure_cuda_runtime(python, venv, version)
     else:
         wheel = build_cpu_wheel(python)
     digest = _sha256(wheel)
@@ -556,6 +563,17 @@ def install(venv: Path, variant: str, archs_text: str | None, all_archs: bool, p
         record["choice"] = marker["choice"]
     (venv / MARKER).write_text(json.dumps(record, indent=2) + "\n")
     print(f"llama-cpp-python: {chosen} build installed from {wheel.relative_to(ROOT)}")
+
+
+def _ensure_cuda_runtime(python: str, venv: Path, version: str) -> None:
+    """The CUDA runtime and cuBLAS in the venv, where libggml-cuda.so's RPATH looks (the system's own
+    copies are not always on the loader's path). Already there (torch brings them): nothing fetched."""
+    major = version.split(".")[0]
+    for site in venv.glob("lib/python*/site-packages/nvidia"):
+        libs = {p.name for p in site.glob("*/lib/lib*.so*")}
+        if {f"libcudart.so.{major}", f"libcublas.so.{major}", f"libcublasLt.so.{major}"} <= libs:
+            return
+    _pip(python, "install", "--quiet", *runtime_packages(version))
 
 
 def _installed(venv: Path) -> bool:
@@ -610,7 +628,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 archs = choose_archs(machine, args.archs or os.environ.get("CUDA_ARCHS"), args.all_archs)
                 version, top = pick_toolkit_version(machine, archs, args.cuda)
-                print(build_cuda_wheel(python, prepare_toolkit(python, version, top), archs))
+                built = _find_wheel(wheel_dir("cuda", version, archs))
+                print(built or build_cuda_wheel(python, prepare_toolkit(python, version, top), archs))
             return 0
         install(args.venv, args.variant, args.archs, args.all_archs, args.probe, args.cuda)
         return 0
