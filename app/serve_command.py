@@ -21,7 +21,11 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--model", type=Path, help="GGUF file (default: the built-in starter model)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port; 0 picks a free one (%(default)s)")
-    serve.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on every request")
+    serve.add_argument(
+        "--api-key",
+        help="require 'Authorization: Bearer KEY' on every request (matched as UTF-8; printable ASCII is "
+        "what every client can send)",
+    )
     serve.add_argument(
         "--allow-origin", action="append", default=[], metavar="ORIGIN",
         help="let browser pages from ORIGIN call the API (CORS; repeatable; off by default)",

@@ -8,15 +8,16 @@ previous response; then it gets a 408 (when it sent part of one) and is closed. 
 headers, so stalled sockets can never lock out a real client; when every open connection is
 in the middle of a request, the newcomer gets a 503 at once.
 
-The protocol is uvicorn's h11 one with hooks on its connection callbacks; of its insides
-only `self.cycle` (a new one per request head parsed, `response_complete` once answered)
-and h11's `their_state` are relied on.
+The protocol is uvicorn's h11 one with hooks on its callbacks; of its insides only
+`self.cycle` (a new one per request head parsed, `response_complete` once answered),
+`self.conn` (h11's states), `self.transport` and `self.loop` are relied on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 _LINGER_S = 1.0
 
 _REASONS = {408: b"Request Timeout", 503: b"Service Unavailable"}
+# A flood of connections must not become a flood of log lines.
+_WARN_EVERY_S = 60.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -49,6 +52,13 @@ class _Registry:
         self.limits = limits
         self.open: set[_LimitedH11Protocol] = set()
         self.waiting: dict[_LimitedH11Protocol, None] = {}  # insertion order = oldest first
+        self._warned_at = -_WARN_EVERY_S
+
+    def warn(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._warned_at >= _WARN_EVERY_S:
+            self._warned_at = now
+            log.warning("%s (logged at most once a minute)", message)
 
     def admit(self, conn: _LimitedH11Protocol) -> bool:
         """Make room for `conn` (evicting the longest-waiting connection if full); False if none can go."""
@@ -56,8 +66,8 @@ class _Registry:
             victim = next(iter(self.waiting), None)
             if victim is None:
                 return False
-            log.warning("connection limit (%d) reached: closing one still waiting for its request",
-                        self.limits.max_connections)
+            self.warn(f"connection limit ({self.limits.max_connections}) reached: closing the connection "
+                      "that waited longest for its request")
             victim.drop(ApiError(
                 503, f"The server is at its limit of {self.limits.max_connections} connections and this one "
                 "had not sent a request.", "server_error", None, "too_many_connections",
@@ -155,7 +165,7 @@ class _LimitedH11Protocol(H11Protocol):
     def _refuse(self) -> None:
         self._refused = True
         limit = self.registry.limits.max_connections
-        log.warning("connection limit (%d) reached with every connection busy: answering 503", limit)
+        self.registry.warn(f"connection limit ({limit}) reached with every connection busy: answering 503")
         self._write_error(ApiError(
             503, f"The server has {limit} connections open, all busy with requests; try again shortly.",
             "server_error", None, "too_many_connections",

@@ -37,6 +37,13 @@ def parse_chat(body: Any, n_ctx: int) -> CompletionParams:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_param("messages", "'messages' must be a non-empty array of messages.")
+    if len(messages) > n_ctx:
+        # Every template spends at least a token per message: this cannot fit, and rendering a
+        # conversation this long could outlast the template's time limit (a 500) first.
+        raise ApiError(
+            400, f"The conversation has {len(messages)} messages; a context of {n_ctx} tokens cannot hold them.",
+            param="messages", code="context_length_exceeded",
+        )
     parsed = tuple(_message(m, i) for i, m in enumerate(messages))
     return _common(body, n_ctx, messages=parsed, prompt=None)
 

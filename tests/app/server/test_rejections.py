@@ -225,3 +225,8 @@ def test_a_conversation_the_template_refuses_is_the_clients_error():
     assert (error.status, error.code, error.param) == (400, "chat_template_refused", "messages")
     broken = from_engine(Error("template", "the chat template does not compile: unexpected end"))
     assert broken.status == 500
+
+
+def test_more_messages_than_the_context_has_tokens_is_400_before_rendering(server: ServerThread):
+    many = [{"role": "user" if i % 2 == 0 else "assistant", "content": "x"} for i in range(2049)]  # n_ctx is 2048
+    assert_error(post(server, {**GOOD, "messages": many}), 400, "context_length_exceeded", "messages")
