@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from app.markdown_render import render_block, render_markdown, split_blocks
 
 
@@ -62,15 +60,16 @@ def _reply(n_chars: int) -> str:
     return text[:n_chars]
 
 
-def test_an_8000_char_reply_renders_fast():
+def test_a_streaming_frame_renders_only_its_new_block():
+    # What keeps an 8,000-character reply cheap to re-render at every frame; the time it takes
+    # is a benchmark (tests/bench/markdown_render.py), not a limit a loaded machine could miss.
     text = _reply(8000)
+    blocks = split_blocks(text)
+    distinct = len(set(blocks))  # the code blocks repeat
+    assert len(blocks) > 10
     render_block.cache_clear()
-    started = time.perf_counter()
-    render_markdown(text)
-    cold_ms = (time.perf_counter() - started) * 1000
-    started = time.perf_counter()
-    for _ in range(10):
-        render_markdown(text + " more")  # a streaming frame: only the last block is new
-    warm_ms = (time.perf_counter() - started) * 1000 / 10
-    assert warm_ms < 5, warm_ms
-    assert cold_ms < 150, cold_ms  # generous: loaded 2-core CI machines
+    whole = render_markdown(text)
+    assert render_block.cache_info().misses == distinct
+    frame = render_markdown(text + " more")  # the next streamed token
+    assert render_block.cache_info().misses == distinct + 1  # only the last block is new
+    assert frame.startswith(whole[: whole.rindex(render_block(blocks[-1]))])
