@@ -27,6 +27,7 @@ from app.preset_command import PresetError, add_preset_parser, apply_chat_preset
 from app.pull_command import add_pull_parser
 from app.search_command import add_search_parser
 from app.serve_command import add_serve_parser
+from app.store import StoreError
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is not None:
         try:
             return args.func(args)
-        except (PlanError, PresetError) as exc:
+        except (PlanError, PresetError, StoreError) as exc:  # StoreError: the chat history (presets)
             print(f"tailor: error: {exc}", file=sys.stderr)
             return 1
     if args.command != "chat":
@@ -135,7 +136,7 @@ def run_chat(args: argparse.Namespace) -> int:
     if args.preset:
         try:
             apply_chat_preset(args)
-        except PresetError as exc:
+        except (PresetError, StoreError) as exc:
             raise CliError(str(exc)) from None
     if args.speculative == "draft" and args.draft is None:
         raise CliError("--speculative draft needs --draft DIR (a draft model folder)")
