@@ -90,6 +90,15 @@ class ConversationList(QWidget):
         finally:
             self._filling = False
 
+    def set_editable(self, editable: bool) -> None:
+        """Allow New, Rename and Delete, or only browsing (while the history cannot be saved to)."""
+        self.new_button.setEnabled(editable)
+        self.rename_action.setEnabled(editable)
+        self.delete_action.setEnabled(editable)
+        self.list.setEditTriggers(
+            QAbstractItemView.EditTrigger.EditKeyPressed if editable else QAbstractItemView.EditTrigger.NoEditTriggers
+        )
+
     def ids(self) -> list[int]:
         return [self.list.item(i).data(ID_ROLE) for i in range(self.list.count())]
 

@@ -19,19 +19,42 @@ from app.gui.single_instance import SingleInstance, bring_to_front, server_name
 from app.load_planner import LoadPlanner
 from app.log_setup import configure_logging
 from app.paths import AppPaths
-from app.store import ChatStore, StoreError
+from app.store import ChatStore, StoreDamagedError, StoreError
+from app.store_backup import start_daily_backup
+from app.store_open import Connector, open_sqlite
 from engine.starter import StarterModelMissing, starter_model_path
 
 
-def build_window(db_path: Path | None, model_path: str, log_path: Path | None) -> MainWindow:
-    """A window over the given chat history and engine; the engine is not started yet."""
-    store = ChatStore(db_path)
+def build_window(
+    db_path: Path | None, model_path: str, log_path: Path | None, *, connect: Connector = open_sqlite
+) -> MainWindow:
+    """A window over the given chat history and engine; the engine is not started yet.
+
+    A history that cannot be written opens read-only, one that cannot be read opens empty with
+    the offer to recover it (the window's history banner says which); today's backup of a
+    healthy one is made in the background.
+
+    Raises:
+        StoreError: the history cannot be opened at all (a newer Tailor wrote it, or it cannot be read).
+    """
+    store = open_store(db_path, connect)
+    if store.writable:
+        start_daily_backup(store.path)
     bridge = EngineBridge(log_path=log_path, planner=LoadPlanner(prefix_cache_dir=AppPaths.default().prefix_cache))
     controller = ChatController(store, bridge, model_path)
     window = MainWindow(controller)
     bridge.setParent(window)
     controller.setParent(window)
     return window
+
+
+def open_store(db_path: Path | None, connect: Connector = open_sqlite) -> ChatStore:
+    """The chat history, or an empty stand-in for a damaged one (the window offers to recover it)."""
+    try:
+        return ChatStore(db_path, connect=connect)
+    except StoreDamagedError as exc:
+        logging.getLogger(__name__).warning("%s", exc)
+        return ChatStore.unavailable(exc, connect=connect)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from app.gui.composer import Composer
 from app.gui.conversation_list import ConversationList
 from app.gui.crash_dialog import open_log_folder
 from app.gui.first_run import FirstRunDialog
+from app.gui.history_banner import HistoryBanner, allow_changes
 from app.gui.memory_dock import MemoryDock
 from app.gui.models.manager_window import ModelManager
 from app.gui.plan_view import PlanLabel, open_plan_dialog
@@ -84,6 +85,7 @@ class MainWindow(QMainWindow):
         self.composer = Composer()
         self.settings_panel = SettingsPanel()
         self.banner = Banner()
+        self.history_banner = HistoryBanner(controller.store, self)  # the history read-only, full or damaged
         self.send_button = QPushButton("Send")
         self.stop_button = QPushButton("Stop")
         self.stop_button.setEnabled(False)
@@ -112,6 +114,7 @@ class MainWindow(QMainWindow):
         row.addLayout(buttons)
         center = QWidget()
         column = QVBoxLayout(center)
+        column.addWidget(self.history_banner)
         column.addWidget(self.banner)
         column.addWidget(self.chat, 1)
         column.addLayout(row)
@@ -191,6 +194,7 @@ class MainWindow(QMainWindow):
         c.problem.connect(self.banner.show_problem)
         c.problem_cleared.connect(self.banner.hide)
         self.banner.reload_button.clicked.connect(c.reload_engine)
+        self.history_banner.reopened.connect(self._reopen_history)
         c.bridge.memory.connect(self._on_memory)
         c.bridge.planned.connect(self.plan_label.show_plan)
         self.composer.submitted.connect(self.submit)
@@ -207,12 +211,21 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_presets(c.store.list_presets())
 
     def _open_initial(self) -> None:
+        allow_changes(self, self.controller.store.problem)
         existing = self.controller.list_conversations()
         if existing:
             self.controller.open_conversation(existing[0].id)
             self.refresh_list()
-        else:
+        elif self.controller.store.writable:
             self.controller.new_conversation()
+
+    def _reopen_history(self) -> None:
+        """The store opened its file again (recovered, or made writable): show it afresh."""
+        self.controller.current = None
+        self.chat.set_messages([])
+        self.settings_panel.set_presets(self.controller.store.list_presets())
+        self._open_initial()
+        self.refresh_list()
 
     # ------------------------------------------------------------ slots
 
