@@ -4,6 +4,7 @@ speculative decoding off, by prompt lookup, or by a draft model sharing the toke
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,21 @@ def test_speculative_modes_give_the_plain_greedy_reply(target_dir: Path, draft_d
     draft_text, draft_rate = reply(loaded(target_dir, speculative="draft", draft_path=str(draft_dir)))
     assert lookup_text == plain and draft_text == plain
     assert lookup_rate is not None and draft_rate is not None and draft_rate > 0
+
+
+def test_the_draft_model_itself_proposes_the_drafts(target_dir: Path, tmp_path: Path) -> None:
+    """A draft identical to the target proposes its greedy tokens: every one is accepted. Prompt
+    lookup, a draft model that is not used, or one whose KV cache lags its tokens cannot do that."""
+    same = tmp_path / "same"
+    shutil.copytree(target_dir, same)
+    other = tmp_path / "other"  # same tokenizer, other weights: its drafts are rejected
+    write_tiny_model(other, "qwen2", seed=5, num_hidden_layers=1)
+    plain, _ = reply(loaded(target_dir, speculative="off"))
+    same_text, same_rate = reply(loaded(target_dir, speculative="draft", draft_path=str(same)))
+    other_text, other_rate = reply(loaded(target_dir, speculative="draft", draft_path=str(other)))
+    assert same_text == plain and other_text == plain
+    assert same_rate == 1.0
+    assert other_rate is not None and other_rate < 0.5
 
 
 def test_a_draft_folder_alone_means_draft_speculation(target_dir: Path, draft_dir: Path) -> None:
