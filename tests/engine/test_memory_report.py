@@ -163,27 +163,61 @@ def backend(starter_model: Path):
     b.close()
 
 
-def test_report_parts_are_llama_cpp_buffer_sizes(backend: GgufBackend):
+MIB = 1 << 20
+
+
+def _cells_llama_cpp_holds(ctx: llama_cpp.llama_context_p) -> dict[int, int]:
+    """Per sequence id, the cells llama.cpp's memory API says it holds (its position span)."""
+    memory = llama_cpp.llama_get_memory(ctx)
+    spans = {}
+    for seq in range(llama_cpp.llama_n_seq_max(ctx)):
+        last = llama_cpp.llama_memory_seq_pos_max(memory, seq)
+        if last >= 0:
+            spans[seq] = last - llama_cpp.llama_memory_seq_pos_min(memory, seq) + 1
+    return spans
+
+
+def test_report_parts_agree_with_llama_cpp_s_own_figures(backend: GgufBackend):
+    """The report reads llama.cpp's load log; llama.cpp's API says the same another way."""
     report = backend.memory()
     cpu = report.device("cpu")
-    buffers = backend._logs.buffers
-    assert cpu.weights_bytes == buffers.total("weights")
-    assert cpu.kv_allocated_bytes == buffers.total("kv") == 30 * 2048 * 192 * 2 * 2  # f16 K and V
-    assert cpu.compute_bytes == buffers.total("compute") > 0
-    assert report.kv_tokens_total == cpu.kv_total_tokens == 2048
+    llm = backend._llm
+    # The log states sizes in MiB with two decimals: each buffer is within 0.005 MiB of its bytes.
+    assert abs(cpu.weights_bytes - llama_cpp.llama_model_size(llm.model)) <= 0.005 * MIB
+    assert report.kv_tokens_total == cpu.kv_total_tokens == llama_cpp.llama_n_ctx(llm._ctx.ctx) == 2048
+    assert cpu.kv_allocated_bytes == 30 * 2048 * 192 * 2 * 2  # 30 layers, 3 KV heads of 64, f16 K and V
+    assert cpu.compute_bytes > 0  # llama.cpp states its compute buffers only in that log
+
+
+def test_kv_bytes_per_cell_are_what_llama_cpp_saves_per_cell(backend: GgufBackend):
+    """llama.cpp's state of a sequence holds each cell's K and V (and 12 bytes of position and ids):
+    two fills tell the bytes of one cell, which times the context is the KV cache allocated."""
+    ctx = backend._llm._ctx.ctx
+    sizes = []
+    for question in ("Hi!", "Tell me about the history of bread, in some detail please."):
+        backend.generate(GenerateRequest(1, (ChatMessage("user", question),), GREEDY), lambda _t: None,
+                         lambda: False)
+        (seq, cells), = _cells_llama_cpp_holds(ctx).items()
+        sizes.append((cells, llama_cpp.llama_state_seq_get_size(ctx, seq)))
+    (n1, bytes1), (n2, bytes2) = sizes
+    assert n2 > n1
+    per_cell = (bytes2 - bytes1) / (n2 - n1)
+    cpu = backend.memory().device("cpu")
+    assert abs(cpu.kv_allocated_bytes - per_cell * 2048) <= 0.001 * cpu.kv_allocated_bytes
+    assert cpu.kv_used_bytes == cpu.kv_allocated_bytes * n2 // 2048
 
 
 def test_kv_cells_in_use_come_from_llama_cpp(backend: GgufBackend):
     done = backend.generate(GenerateRequest(1, (ChatMessage("user", "Hello!"),), GREEDY), lambda _t: None,
                             lambda: False)
     report = backend.memory()
-    llm = backend._llm
-    assert report.kv_tokens_used == llm.n_tokens
+    # What llama.cpp's memory holds, read from its own API, not from Tailor's or llama-cpp-python's counters.
+    (cells,) = _cells_llama_cpp_holds(backend._llm._ctx.ctx).values()
+    assert report.kv_tokens_used == cells
     # The last sampled token is evaluated only when another one follows it.
-    assert done.stats.prompt_tokens + done.stats.gen_tokens - 1 <= report.kv_tokens_used
-    assert report.kv_tokens_used <= done.stats.prompt_tokens + done.stats.gen_tokens
+    assert done.stats.prompt_tokens + done.stats.gen_tokens - 1 <= cells <= done.stats.prompt_tokens + done.stats.gen_tokens
     cpu = report.device("cpu")
-    assert cpu.kv_used_bytes == cpu.kv_allocated_bytes * report.kv_tokens_used // 2048
+    assert cpu.kv_used_bytes == cpu.kv_allocated_bytes * cells // 2048
 
 
 def test_a_pinned_prompt_and_the_chats_using_it_share_their_prefix_once(backend: GgufBackend, starter_model: Path):
