@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import urllib.error
 import urllib.parse
@@ -12,6 +13,7 @@ from types import TracebackType
 from typing import IO, Self
 
 from models.errors import InvalidModelFile
+from models.local_file import open_regular_file
 
 
 class _NoCredentialsAcrossOrigins(urllib.request.HTTPRedirectHandler):
@@ -73,15 +75,9 @@ class FileByteSource(ByteSource):
     def __init__(self, path: str | Path) -> None:
         self.name = str(path)
         self.bytes_fetched = 0
-        try:
-            self._file: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by close()
-        except FileNotFoundError as exc:
-            raise InvalidModelFile(self.name, "no such file") from exc
-        except IsADirectoryError as exc:
-            raise InvalidModelFile(self.name, "is a folder, not a file") from exc
-        except OSError as exc:
-            raise InvalidModelFile(self.name, f"cannot be read ({exc.strerror or exc})") from exc
-        self._size = Path(path).stat().st_size
+        # A FIFO or device is refused here, before any read could block (closed by close()).
+        self._file: IO[bytes] = open_regular_file(path)
+        self._size = os.fstat(self._file.fileno()).st_size
 
     @property
     def size(self) -> int | None:

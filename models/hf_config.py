@@ -1,9 +1,17 @@
-"""Read small JSON documents of a Hugging Face checkpoint (config.json) from a path or URL."""
+"""Read small JSON documents of a Hugging Face checkpoint (config.json) from a path or URL.
+
+`read_json_document` is the one reader of a checkpoint's JSON files (config.json, the shard index,
+tokenizer_config.json, generation_config.json) for the planner and both engines, so every caller
+has the same limits: at most `MAX_JSON_BYTES` read (a larger file is refused before its bytes are
+read), nesting at most `MAX_JSON_DEPTH` deep, no duplicate keys, and only regular files.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +19,19 @@ from models.byte_source import DEFAULT_TIMEOUT_S, ByteSource, open_byte_source
 from models.errors import InvalidModelFile
 
 MAX_JSON_BYTES = 64 << 20
+# Real checkpoint files nest 3 to 5 levels; json's C parser recurses on the stack and raises a bare
+# RecursionError around 1000, sooner in a deep call stack, so the limit is checked before parsing.
+MAX_JSON_DEPTH = 64
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_DEPTH_STEP = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
+
+
+def json_depth(raw: bytes) -> int:
+    """How deep the arrays and objects of a JSON text nest (brackets inside strings do not count)."""
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0)
 
 
 def _no_duplicates(name: str) -> Any:
@@ -27,6 +48,9 @@ def _no_duplicates(name: str) -> Any:
 
 def parse_json_object(name: str, raw: bytes, what: str) -> dict[str, Any]:
     """Decode `raw` as one JSON object, refusing bad UTF-8, bad JSON, deep nesting and duplicate keys."""
+    depth = json_depth(raw)
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidModelFile(name, f"{what} nests JSON too deeply ({depth} levels; the limit is {MAX_JSON_DEPTH})")
     try:
         value = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates(name))
     except UnicodeDecodeError as exc:
@@ -47,6 +71,9 @@ def read_json_document(
     """The name and JSON object of a whole (small) file or URL."""
     byte_source = open_byte_source(source, headers=headers, timeout=timeout)
     try:
+        if byte_source.size is not None and byte_source.size > max_bytes:  # refused unread
+            raise InvalidModelFile(byte_source.name, f"{what} is larger than {max_bytes >> 20} MiB "
+                                                     f"({byte_source.size:,} bytes); refusing to read it")
         raw = bytearray()
         while len(raw) <= max_bytes and (chunk := byte_source.read(len(raw), 1 << 20)):
             raw += chunk
@@ -54,7 +81,7 @@ def read_json_document(
         if byte_source is not source:
             byte_source.close()
     if len(raw) > max_bytes:
-        raise InvalidModelFile(byte_source.name, f"{what} is larger than {max_bytes >> 20} MiB")
+        raise InvalidModelFile(byte_source.name, f"{what} is larger than {max_bytes >> 20} MiB; refusing to read it")
     return byte_source.name, parse_json_object(byte_source.name, bytes(raw), what)
 
 

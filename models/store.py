@@ -20,7 +20,9 @@ from pathlib import Path
 from huggingface_hub import scan_cache_dir
 
 from models.download_records import load_pending
+from models.errors import InvalidModelFile
 from models.hf_cache import hub_cache_dir
+from models.local_file import open_regular_file
 
 IMPORTED_FILE = "imported-models.json"
 GGUF_MAGIC = b"GGUF"
@@ -146,8 +148,10 @@ class ModelStore:
         """Register a GGUF file by its path (not copied); raise StoreError unless it is one."""
         path = Path(path).expanduser().resolve()
         try:
-            with path.open("rb") as f:
+            with open_regular_file(path) as f:  # a FIFO is refused, never waited on
                 magic = f.read(4)
+        except InvalidModelFile as exc:
+            raise StoreError(f"cannot read {exc}") from None
         except OSError as exc:
             raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
         if magic != GGUF_MAGIC:

@@ -6,34 +6,35 @@ from the file. A sharded checkpoint is checked against its index before anything
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
 
-from engine.torch.model_config import CheckpointError
+from engine.torch.model_config import CheckpointError, read_json_file
+from models.errors import InvalidModelFile
+from models.local_file import check_regular_file
 
 INDEX_NAME = "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
 def safetensors_files(directory: Path) -> list[Path]:
-    """The shard files of the checkpoint in `directory`, checked to exist."""
+    """The shard files of the checkpoint in `directory`, checked to exist and to be regular files."""
     index = directory / INDEX_NAME
-    if index.is_file():
+    if index.exists():
         shards = sorted(set(_index_map(index).values()))
-        missing = [name for name in shards if not (directory / name).is_file()]
+        missing = [name for name in shards if not (directory / name).exists()]
         if missing:
             raise CheckpointError(
                 f"{directory}: {len(missing)} of {len(shards)} shards named in {INDEX_NAME} are missing: "
                 + ", ".join(missing[:5])
             )
-        return [directory / name for name in shards]
+        return _regular([directory / name for name in shards])
     files = sorted(directory.glob("*.safetensors"))
     if files:
-        return files
+        return _regular(files)
     pickles = sorted(p.name for p in directory.iterdir() if p.suffix in PICKLE_SUFFIXES)
     if pickles:
         raise CheckpointError(
@@ -43,12 +44,18 @@ def safetensors_files(directory: Path) -> list[Path]:
     raise CheckpointError(f"{directory}: no .safetensors weights found")
 
 
+def _regular(paths: list[Path]) -> list[Path]:
+    """`paths`, once each is known to be a regular file (safetensors' open of a FIFO waits for a writer)."""
+    for path in paths:
+        try:
+            check_regular_file(path)
+        except InvalidModelFile as exc:
+            raise CheckpointError(str(exc)) from None
+    return paths
+
+
 def _index_map(index: Path) -> dict[str, str]:
-    try:
-        raw = json.loads(index.read_text(encoding="utf-8"))
-        weight_map = raw["weight_map"]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"{index}: unreadable index ({exc})") from None
+    weight_map = read_json_file(index, INDEX_NAME).get("weight_map")
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise CheckpointError(f"{index}: weight_map is not a map of tensor names to shard files")
     for name in weight_map.values():
@@ -69,7 +76,7 @@ class TensorSource:
             for name in self._open(path).keys():  # noqa: SIM118 - safe_open has no __iter__
                 self._where[name] = path
         index = directory / INDEX_NAME
-        if index.is_file():
+        if index.exists():
             self._check_index(_index_map(index))
 
     def _open(self, path: Path):

@@ -6,13 +6,14 @@ from chat_template.jinja, and is rendered in the same sandbox as GGUF templates.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tokenizers import Tokenizer
 
 from engine.chat_template import ChatTemplate, ChatTemplateError
-from engine.torch.model_config import CheckpointError
+from engine.torch.model_config import CheckpointError, read_json_file
+from models.errors import InvalidModelFile
+from models.local_file import check_regular_file
 
 FALLBACK_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -27,13 +28,19 @@ def _token_text(value: object) -> str:
 
 
 def _read_json(path: Path) -> dict:
-    if not path.is_file():
+    """An optional JSON file of the folder ({} when absent), read with config.json's limits."""
+    if not path.exists() and not path.is_symlink():
         return {}
+    return read_json_file(path, path.name)
+
+
+def _regular(path: Path) -> Path:
+    """`path` once it is known to be a regular file: a FIFO would block the tokenizer's open."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: unreadable ({exc})") from None
-    return raw if isinstance(raw, dict) else {}
+        check_regular_file(path)
+    except InvalidModelFile as exc:
+        raise CheckpointError(str(exc)) from None
+    return path
 
 
 def _template_source(directory: Path, config: dict) -> str | None:
@@ -44,8 +51,8 @@ def _template_source(directory: Path, config: dict) -> str | None:
     if isinstance(source, str):
         return source
     jinja = directory / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
+    if jinja.exists():
+        return _regular(jinja).read_text(encoding="utf-8")
     return None
 
 
@@ -54,8 +61,9 @@ class HfTokenizer:
 
     def __init__(self, directory: Path):
         path = directory / "tokenizer.json"
-        if not path.is_file():
+        if not path.exists():
             raise CheckpointError(f"{directory}: no tokenizer.json (only fast tokenizers are supported)")
+        _regular(path)
         try:
             self.tokenizer = Tokenizer.from_file(str(path))
         except Exception as exc:  # noqa: BLE001 - the Rust side raises plain Exceptions

@@ -5,9 +5,11 @@ Torch-free, so callers can inspect a directory without loading a model.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from models.errors import InvalidModelFile
+from models.hf_config import read_json_document
 
 # config.json "architectures" / "model_type" values this engine runs, and the family they map to.
 SUPPORTED_ARCHITECTURES = {
@@ -21,6 +23,14 @@ AWQ_GROUP_SIZES = (32, 64, 128)
 
 class CheckpointError(Exception):
     """The model directory cannot be used; the message says why, in words a user can act on."""
+
+
+def read_json_file(path: Path, what: str) -> dict:
+    """A model folder's JSON object file, with the limits `tailor plan` reads it with; else CheckpointError."""
+    try:
+        return read_json_document(path, what=what)[1]
+    except InvalidModelFile as exc:
+        raise CheckpointError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +75,9 @@ class ModelConfig:
     @classmethod
     def from_dir(cls, directory: Path) -> ModelConfig:
         path = directory / "config.json"
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise CheckpointError(f"{directory}: no config.json, so this is not a Hugging Face model folder") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CheckpointError(f"{path}: unreadable ({exc})") from None
-        if not isinstance(raw, dict):
-            raise CheckpointError(f"{path}: not a JSON object")
-        return cls.from_dict(raw, str(path))
+        if not path.exists() and not path.is_symlink():
+            raise CheckpointError(f"{directory}: no config.json, so this is not a Hugging Face model folder")
+        return cls.from_dict(read_json_file(path, "config.json"), str(path))
 
     @classmethod
     def from_dict(cls, raw: dict, where: str = "config.json") -> ModelConfig:
