@@ -76,3 +76,22 @@ gpu-wheel: | $(BIN)/python
 
 clean-venv:
 	rm -rf $(VENV)
+
+# ---- The GPU acceptance check (tests/gpu/, issue 15 part 3) ----------------------------------------
+# `make gpu-deps`: the wheels a GPU machine without a package registry may lack (tests/gpu/wheels.txt, for
+# CPython 3.12 on x86-64 Linux) and the starter model's vocabulary, into build/wheels/deps/; then what
+# travels with the CUDA wheel (`make gpu-wheel`) and its size against the 64 MiB limit.
+# `make gpu-check` on the GPU machine: tests/gpu/run.sh (offline installs, every check, one report);
+# `make gpu-check ARGS=--dry-run` anywhere. The report: build/gpu-report/report.txt and report.json.
+GPU_DEPS := build/wheels/deps
+GPU_PLATFORMS := $(foreach p,manylinux_2_28 manylinux_2_27 manylinux_2_17 manylinux2014 manylinux_2_12 manylinux2010 manylinux_2_5 manylinux1,--platform $(p)_x86_64)
+.PHONY: gpu-deps gpu-check
+
+gpu-deps: $(VENV)/.dev-installed
+	rm -rf $(GPU_DEPS)
+	$(BIN)/pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		$(GPU_PLATFORMS) -d $(GPU_DEPS) -r tests/gpu/wheels.txt
+	$(BIN)/python -m tests.gpu.wheels --export-vocab --deps $(GPU_DEPS)
+
+gpu-check:
+	bash tests/gpu/run.sh $(ARGS)

@@ -57,14 +57,16 @@ REWRITE = (
 )
 
 
-def make_engine(model: CausalLM, k: int = 0, seqs: int = 8) -> tuple[LLMEngine, SpeculativeRunner | None]:
+def make_engine(model: CausalLM, k: int = 0, seqs: int = 8,
+                cuda_graphs: bool | None = None) -> tuple[LLMEngine, SpeculativeRunner | None]:
+    """An engine over `model`; `cuda_graphs` None: the runner's default (on for CUDA)."""
     c = model.config
     config = EngineConfig(
         num_kv_blocks=BLOCKS, block_size=16, max_num_seqs=seqs, max_num_batched_tokens=2048,
         max_model_len=2048, num_speculative_tokens=k,
     )
     kv = KVCache(c.num_layers, BLOCKS, 16, c.num_kv_heads, c.head_dim, model.dtype, model.device)
-    runner = ModelRunner(model, kv, config)
+    runner = ModelRunner(model, kv, config, cuda_graphs=cuda_graphs)
     if k == 0:
         return LLMEngine(config, runner), None
     spec = SpeculativeRunner(runner, PromptLookupDrafter())
@@ -138,14 +140,19 @@ def weight_matmuls_s(model: CausalLM) -> float:
     return best
 
 
+def stream_rates(model: CausalLM, prompts: list[list[int]], n: int = DECODE_TOKENS) -> tuple[float, float]:
+    """Aggregate decode tok/s after the first step (all prompts fit one prefill step): all streams, then one."""
+    engine, _ = make_engine(model)
+    _, _, one_s = timed_generate(engine, prompts[:1], n + 1)
+    one = n / one_s
+    engine, _ = make_engine(model)
+    outs, _, rest = timed_generate(engine, prompts, n + 1)
+    return (sum(len(o) for o in outs) - len(outs)) / rest, one
+
+
 def bench_streams(model: CausalLM, prompts: list[list[int]]) -> None:
-    """Decode throughput after the first step (all prompts fit one prefill step), 8 streams vs 1."""
-    engine, _ = make_engine(model)
-    _, _, one_s = timed_generate(engine, prompts[:1], DECODE_TOKENS + 1)
-    one = DECODE_TOKENS / one_s
-    engine, _ = make_engine(model)
-    outs, _, rest = timed_generate(engine, prompts, DECODE_TOKENS + 1)
-    eight = (sum(len(o) for o in outs) - len(outs)) / rest
+    """Decode throughput, 8 streams vs 1."""
+    eight, one = stream_rates(model, prompts)
     print(f"aggregate decode tok/s: 8 streams {eight:.1f}, 1 stream {one:.1f}: {eight / one:.2f}x")
 
 
@@ -228,9 +235,9 @@ def copy_bandwidth(device: torch.device, n_bytes: int = 1 << 30) -> float:
     return 2 * n_bytes / best
 
 
-def decode_tok_s(model: CausalLM, prompt: list[int], n: int) -> float:
+def decode_tok_s(model: CausalLM, prompt: list[int], n: int, cuda_graphs: bool | None = None) -> float:
     """Greedy decode speed at batch 1, best of ROUNDS (after a warm-up that captures the CUDA graphs)."""
-    engine, _ = make_engine(model, seqs=1)
+    engine, _ = make_engine(model, seqs=1, cuda_graphs=cuda_graphs)
     timed_generate(engine, [prompt], 4)
     best = math.inf
     for r in range(ROUNDS):
@@ -249,22 +256,34 @@ def gpu_models(tmp: Path, shape: dict) -> tuple[Path, Path]:
     return dense_dir, awq_dir
 
 
+GPU_PROMPT = list(range(3, 35))
+
+
+def gpu_decode(device: torch.device, dense_dir: Path, awq_dir: Path, n: int = GPU_DECODE_TOKENS) -> dict[str, tuple[float, int]]:
+    """{"AWQ int4" | "dense fp16": (decode tok/s at batch 1, weight bytes read per token)} on `device`."""
+    results: dict[str, tuple[float, int]] = {}
+    # AWQ in the engine's own dtype on the device (bf16 on CUDA, for the int4 kernel); dense in fp16.
+    for label, directory, dtype in (("AWQ int4", awq_dir, None), ("dense fp16", dense_dir, torch.float16)):
+        model = load_model(directory, device, dtype).model
+        results[label] = (decode_tok_s(model, GPU_PROMPT, n), bytes_read_per_token(model))
+        del model
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return results
+
+
+def peak_bandwidth(device: torch.device, copy_bytes: int = 1 << 30) -> tuple[float, str]:
+    """Bytes per second the decode is held against: TAILOR_BENCH_PEAK_GBS (a spec sheet's), or a measured copy."""
+    spec = os.environ.get("TAILOR_BENCH_PEAK_GBS")
+    return (float(spec) * 1e9, "spec-sheet") if spec else (copy_bandwidth(device, copy_bytes), "measured copy")
+
+
 def bench_gpu(device: torch.device, shape: dict = GPU_SHAPE, n: int = GPU_DECODE_TOKENS) -> None:
     """AWQ int4 vs dense fp16 decode on `device`, each against the bandwidth limit."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
-    results: dict[str, tuple[float, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        dense_dir, awq_dir = gpu_models(Path(tmp), shape)
-        prompt = list(range(3, 35))
-        # AWQ in the engine's own dtype on the device (bf16 on CUDA, for the int4 kernel); dense in fp16.
-        for label, directory, dtype in (("AWQ int4", awq_dir, None), ("dense fp16", dense_dir, torch.float16)):
-            model = load_model(directory, device, dtype).model
-            results[label] = (decode_tok_s(model, prompt, n), bytes_read_per_token(model))
-            del model
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-    spec = os.environ.get("TAILOR_BENCH_PEAK_GBS")
-    peak, source = (float(spec) * 1e9, "spec-sheet") if spec else (copy_bandwidth(device), "measured copy")
+        results = gpu_decode(device, *gpu_models(Path(tmp), shape), n)
+    peak, source = peak_bandwidth(device)
     for label, (tok_s, n_bytes) in results.items():
         used = n_bytes * tok_s
         print(f"{name}, {label}: decode {tok_s:.1f} tok/s (batch 1, greedy, {n} tokens); {n_bytes / 1e9:.3f} GB of "
