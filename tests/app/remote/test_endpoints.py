@@ -61,9 +61,43 @@ def test_keys_go_to_the_keyring_when_it_is_usable(tmp_path: Path):
     assert keyring.secrets == {}
 
 
-def test_this_machine_without_a_desktop_keyring_uses_the_file():
-    # keyring's own choice here (a headless Linux) is its "fail" backend: not usable.
+@pytest.fixture
+def system_keyring():
+    """Sets the `keyring` package's backend for one test (what a desktop would give), then puts
+    back the one it had: the tests do not depend on what this machine has."""
+    import keyring
+
+    before = keyring.get_keyring()  # detected now, before any backend class a test defines
+    yield keyring.set_keyring
+    keyring.set_keyring(before)
+
+
+@pytest.mark.parametrize("kind", ["fail", "null"])
+def test_a_machine_without_a_usable_keyring_uses_the_file(system_keyring, kind: str):
+    # keyring's choice on a headless Linux is its "fail" backend; "null" is the one that disables it.
+    from keyring.backends import fail, null
+
+    system_keyring(fail.Keyring() if kind == "fail" else null.Keyring())
     assert KeyStore(Path("unused")).backend is None
+
+
+def test_a_usable_system_keyring_is_taken(system_keyring, tmp_path: Path):
+    from keyring.backend import KeyringBackend
+
+    class DesktopKeyring(KeyringBackend):  # as the Secret Service backend is on a desktop
+        priority = 5  # type: ignore[assignment]
+        get_password = MemoryKeyring.get_password
+        set_password = MemoryKeyring.set_password
+        delete_password = MemoryKeyring.delete_password
+
+    desktop = DesktopKeyring()
+    desktop.secrets = {}
+    system_keyring(desktop)
+    keys = KeyStore(tmp_path / "keys.json")
+    assert keys.backend is desktop
+    store = EndpointStore(AppPaths.default(), keys)
+    store.add("box", "localhost:8000", "m", api_key="k9")
+    assert desktop.secrets and not (tmp_path / "keys.json").exists()
 
 
 def test_replacing_and_bad_entries(tmp_path: Path):
