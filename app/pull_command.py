@@ -84,8 +84,16 @@ class TerminalProgress:
     def __init__(self, stream: TextIO):
         self._stream = stream
         self._tty = stream.isatty()
+        self._note: str | None = None
 
     def __call__(self, event: object) -> None:
+        if isinstance(event, Progress) and event.note and event.note != self._note:
+            # Said once on any stream: e.g. the window downloads the same file, and this pull waits.
+            self._note = event.note
+            start = "\n" if self._tty else ""  # below the progress bar's line
+            self._stream.write(f"{start}tailor: {event.path_in_repo}: {event.note}\n")
+            self._stream.flush()
+            return
         if not self._tty or not isinstance(event, Progress) or not event.total:
             return
         mib = 1024 * 1024

@@ -12,8 +12,13 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
+from models.blob_lock import BlobLock, partial_lock_path
 from models.download_types import DownloadRequest
 from models.hf_cache import TAILOR_DIR, UnsafeName, incomplete_path, repo_dir
 
@@ -36,14 +41,16 @@ def load_pending(cache_dir: Path) -> list[DownloadRequest]:
 
 
 def add_pending(cache_dir: Path, request: DownloadRequest) -> None:
-    with _lock:
+    with _writing(cache_dir):
         records = [r for r in _read(cache_dir) if _valid(r) and r["key"] != request.key]
         records.append({"key": request.key, "started": time.time(), "request": request.to_dict()})
         _write(cache_dir, records)
 
 
 def remove_pending(cache_dir: Path, request: DownloadRequest) -> None:
-    with _lock:
+    if not records_path(cache_dir).exists():  # nothing recorded (and no folder made for nothing)
+        return
+    with _writing(cache_dir):
         records = _read(cache_dir)
         kept = [r for r in records if _valid(r) and r["key"] != request.key]
         if len(kept) != len(records):
@@ -65,8 +72,9 @@ def pending_partials(cache_dir: Path) -> set[Path]:
 def clean_stale_partials(cache_dir: Path, max_age_days: float = 7.0, *, now: float | None = None) -> list[Path]:
     """Remove `.incomplete` blobs older than `max_age_days`, and those no pending download owns.
 
-    An unowned file is removed only once it is older than a day (another tool may be writing it);
-    records whose partial files are all gone and that are too old are dropped too. Returns the
+    An unowned file is removed only once it is older than a day (another tool may be writing it),
+    and no file whose blob lock is held (a download is writing it, whatever its age); records
+    whose partial files are all gone and that are too old are dropped too. Returns the
     removed paths.
     """
     cache_dir = Path(cache_dir)
@@ -79,18 +87,46 @@ def clean_stale_partials(cache_dir: Path, max_age_days: float = 7.0, *, now: flo
         except OSError:
             continue
         stale = age > max_age_days * 86400 or (partial not in owned and age > FOREIGN_GRACE_S)
-        if stale:
-            try:
-                partial.unlink()
-                removed.append(partial)
-            except OSError as exc:
-                log.warning("cannot remove stale partial %s: %s", partial, exc)
-    with _lock:
+        if not stale:
+            continue
+        lock = BlobLock(partial_lock_path(partial))
+        if not lock.try_acquire():  # a download (ours or huggingface_hub's) is writing it now
+            continue
+        try:
+            partial.unlink()
+            removed.append(partial)
+        except OSError as exc:
+            log.warning("cannot remove stale partial %s: %s", partial, exc)
+        finally:
+            lock.release()
+    if not records_path(cache_dir).exists():
+        return removed
+    with _writing(cache_dir):
         records = _read(cache_dir)
         kept = [r for r in records if _valid(r) and now - float(r.get("started", now)) <= max_age_days * 86400]
         if len(kept) != len(records):
             _write(cache_dir, kept)
     return removed
+
+
+@contextmanager
+def _writing(cache_dir: Path) -> Iterator[None]:
+    """Hold the records for a read-modify-write: against this process's threads and other processes
+    (the window and `tailor pull` share the file). Reads need neither: writes replace it whole."""
+    with _lock:
+        path = records_path(cache_dir)
+        file_lock: FileLock | None = FileLock(str(path) + ".lock", timeout=10)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            file_lock.acquire()
+        except (OSError, Timeout) as exc:  # a read-only or full disk: the records are best-effort
+            log.warning("writing download records without their lock: %s", exc)
+            file_lock = None
+        try:
+            yield
+        finally:
+            if file_lock is not None:
+                file_lock.release()
 
 
 def _valid(record: object) -> bool:

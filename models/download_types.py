@@ -100,6 +100,8 @@ class Progress:
         done, total: Bytes of the whole download on disk / expected.
         speed_bps: Bytes per second over the last few seconds.
         eta_s: Seconds left at that speed (None while unknown).
+        note: What the download is doing when it is not fetching, e.g. "waiting for another
+            download of this file" (another process holds the file's lock).
     """
 
     download_id: int
@@ -110,6 +112,7 @@ class Progress:
     total: int
     speed_bps: float
     eta_s: float | None
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +127,23 @@ class StateChanged:
 
 @dataclass(slots=True)
 class FileOutcome:
-    """What happened to one file (for the CLI's last lines and the tests)."""
+    """What happened to one file (for the CLI's last lines and the tests).
+
+    Attributes:
+        fetched_bytes: Body bytes received over every attempt.
+        attempts: Requests made for it.
+        restarted: Times a server ignored Range and it started over from byte 0.
+        delays: The back-off waits before each retry, in seconds.
+        waited_for_lock: Another download held the file's lock when this one came to it.
+        reused: That other download stored the file meanwhile, so nothing was fetched here.
+    """
 
     path_in_repo: str
     local_path: str | None = None
     fetched_bytes: int = 0
     attempts: int = 0
     restarted: int = 0
+    delays: list[float] = field(default_factory=list)
+    waited_for_lock: bool = False
+    reused: bool = False
     extra: dict = field(default_factory=dict)

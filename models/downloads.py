@@ -8,13 +8,15 @@
 Each file goes to `blobs/{etag}.incomplete`, resumes from its size with `Range: bytes=N-` (a 206
 with the right Content-Range, or a 200 that starts it over), is checked against the hub's sha256,
 then renamed to `blobs/{etag}` and linked from `snapshots/{commit}/{path}`. Connection drops, 5xx
-answers and stalls (no byte for `stall_timeout_s`) are retried with exponential back-off. Names and
-ETags are checked, and free space is checked, before any byte is fetched.
+and 429 answers (waiting at least their Retry-After), stalls (no byte for `stall_timeout_s`) and
+transfers below the floor rate are retried with exponential back-off. Names and ETags are checked,
+and free space is checked, before any byte is fetched. While a blob is fetched its lock is held
+(models.blob_lock): a second download of it, in this process or another, waits and reuses it.
+Requests go through models.http_client (proxies, the system's certificate store).
 """
 
 from __future__ import annotations
 
-import http.client
 import itertools
 import logging
 import os
@@ -27,7 +29,18 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from models.download_http import HashState, Retryable, Stopped, abort_connection, fetch_into
+import httpx2
+
+from models.blob_lock import BlobLock, blob_lock_path
+from models.download_http import (
+    Connection,
+    HashState,
+    RateFloor,
+    Retryable,
+    Stopped,
+    abort_connection,
+    fetch_into,
+)
 from models.download_records import add_pending, clean_stale_partials, load_pending, remove_pending
 from models.download_types import (
     TERMINAL_STATES,
@@ -52,6 +65,7 @@ from models.hf_cache import (
     validate_commit,
     write_ref,
 )
+from models.http_client import http_client
 from models.units import human_size
 
 __all__ = [
@@ -61,6 +75,7 @@ __all__ = [
     "DownloadRequest",
     "Downloader",
     "Progress",
+    "RateFloor",
     "StateChanged",
     "clean_stale_partials",
     "load_pending",
@@ -90,7 +105,7 @@ class Download:
         self._pause = False
         self._cancel = False
         self._wake = threading.Event()
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: Connection | None = None
         self._samples: deque[tuple[float, int]] = deque()
         self._last_progress = 0.0
 
@@ -114,10 +129,10 @@ class Download:
     def _stop_requested(self) -> bool:
         return self._pause or self._cancel
 
-    def _register(self, conn: http.client.HTTPConnection | None) -> None:
+    def _register(self, conn: Connection | None) -> None:
         self._conn = conn
         if conn is not None and self._stop_requested():
-            abort_connection(conn)
+            conn.abort()
 
 
 class Downloader:
@@ -127,9 +142,14 @@ class Downloader:
         cache_dir: The hub cache (default: `HF_HUB_CACHE` / `HF_HOME` / ~/.cache/huggingface/hub).
         on_event: Called (on a worker thread) with Progress, a few per second per download, and
             StateChanged on every change. The GUI wraps it in Qt signals.
-        stall_timeout_s: No byte for this long counts as a stall and is retried.
-        max_retries: Consecutive failed attempts of one file (without any byte gained) before giving up.
-        backoff_s, backoff_max_s: First retry delay, doubled after each failure up to the maximum.
+        stall_timeout_s: No byte for this long counts as a stall and is retried; an answer's headers
+            must come within it too.
+        rate_floor: A transfer slower than this over its window is cut and retried (None: no floor).
+        max_retries: Consecutive failed attempts of one file (without any byte gained, or cut for
+            being too slow) before giving up.
+        backoff_s, backoff_max_s: First retry delay, doubled after each failure up to the maximum;
+            a Retry-After from the server is waited out (up to the maximum).
+        lock_poll_s: How often a download waiting for another one's blob lock checks for pause/cancel.
         max_parallel: Downloads that run at once; the rest wait in order.
         progress_interval_s: Least time between two Progress events of one download.
     """
@@ -140,16 +160,20 @@ class Downloader:
         *,
         on_event: Callable[[Event], None] | None = None,
         stall_timeout_s: float = 30.0,
+        rate_floor: RateFloor | None = RateFloor(),  # noqa: B008 - frozen, so one shared default is safe
         max_retries: int = 8,
         backoff_s: float = 1.0,
         backoff_max_s: float = 60.0,
         max_parallel: int = 1,
         chunk_size: int = 1 << 20,
         progress_interval_s: float = 0.25,
+        lock_poll_s: float = 0.2,
     ) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else hub_cache_dir()
         self.on_event = on_event
         self.stall_timeout_s = stall_timeout_s
+        self.rate_floor = rate_floor
+        self.lock_poll_s = lock_poll_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
@@ -160,6 +184,8 @@ class Downloader:
         self._ids = itertools.count(1)
         self._downloads: dict[int, Download] = {}
         self._threads: dict[int, threading.Thread] = {}
+        # A fresh connection per request (no keep-alive), so each socket is seen and can be shut.
+        self._client = http_client(httpx2.Timeout(stall_timeout_s), keep_alive=False)
 
     # -- the public API -------------------------------------------------------------------------
 
@@ -282,10 +308,8 @@ class Downloader:
         completed = 0
         for file, blob, partial, destination in plan:
             outcome = item.outcomes.setdefault(file.path_in_repo, FileOutcome(file.path_in_repo))
-            if not (blob.exists() and blob.stat().st_size == file.size):
-                state = self._fetch_file(item, file, partial, outcome, completed)
-                self._verify(file, partial, state)
-                os.replace(partial, blob)
+            if not _complete(blob, file):
+                self._fetch_locked(item, file, blob, partial, outcome, completed)
             completed += file.size
             item.done_bytes = completed
             link_blob(blob, destination)
@@ -339,14 +363,37 @@ class Downloader:
                 f"(with a 5% margin), {human_size(free)} is free",
             )
 
+    def _fetch_locked(self, item: Download, file: DownloadFile, blob: Path, partial: Path,
+                      outcome: FileOutcome, completed: int) -> None:
+        """Fetch, verify and store one blob while holding its lock; reuse it if another download
+        stored it while this one waited."""
+        lock = BlobLock(blob_lock_path(self.cache_dir, item.request.repo_id, file.blob_id))
+
+        def waiting() -> None:
+            item.current_file = file
+            outcome.waited_for_lock = True
+            self._progress(item, force=True, note="waiting for another download of this file")
+
+        if not lock.acquire(item._stop_requested, self.lock_poll_s, waiting):
+            raise Stopped
+        try:
+            if _complete(blob, file):
+                outcome.reused = True
+                return
+            state = self._fetch_file(item, file, partial, outcome, completed)
+            self._verify(file, partial, state)
+            os.replace(partial, blob)
+        finally:
+            lock.release()
+
     def _fetch_file(
         self, item: Download, file: DownloadFile, partial: Path, outcome: FileOutcome, completed: int
     ) -> HashState:
         partial.parent.mkdir(parents=True, exist_ok=True)
+        partial.touch()  # the partial exists from the first request on, as the lock does
         item.current_file = file
         state = HashState()
         failures = 0
-        last_reason = ""
 
         def on_bytes(n: int) -> None:
             item.file_done = state.length
@@ -358,27 +405,34 @@ class Downloader:
                 raise Stopped
             fetched_before = state.fetched
             outcome.attempts += 1
+            conn = Connection()
+            item._register(conn)
             try:
-                fetch_into(file, partial, item.headers, state=state, timeout=self.stall_timeout_s,
-                           chunk_size=self.chunk_size, on_bytes=on_bytes, should_stop=item._stop_requested,
-                           register=item._register)
+                fetch_into(self._client, file, partial, item.headers, state=state, timeout=self.stall_timeout_s,
+                           chunk_size=self.chunk_size, floor=self.rate_floor, on_bytes=on_bytes,
+                           should_stop=item._stop_requested, conn=conn)
                 break
             except Retryable as exc:
-                last_reason = str(exc)
+                last = exc
             except DownloadError as exc:
                 if exc.kind == "disk_full":
                     _remove(partial)
                 raise
             finally:
+                item._register(None)
                 outcome.fetched_bytes = state.fetched
                 outcome.restarted = state.restarted
-            failures = 0 if state.fetched > fetched_before else failures + 1
+            # A drip gains bytes on every attempt: cut for being too slow, it still counts as failed.
+            failures = 0 if state.fetched > fetched_before and not last.slow else failures + 1
             if failures > self.max_retries:
                 raise DownloadError("network", f"giving up on {file.path_in_repo} after {outcome.attempts} "
-                                               f"attempts: {last_reason}")
+                                               f"attempts: {last}")
             delay = min(self.backoff_max_s, self.backoff_s * 2 ** max(0, failures - 1))
             delay *= random.uniform(0.8, 1.2)
-            log.info("retrying %s in %.1f s: %s", file.path_in_repo, delay, last_reason)
+            if last.retry_after is not None:  # the server said how long it is busy
+                delay = max(delay, min(last.retry_after, self.backoff_max_s))
+            outcome.delays.append(delay)
+            log.info("retrying %s in %.1f s: %s", file.path_in_repo, delay, last)
             if item._wake.wait(delay) and item._stop_requested():
                 raise Stopped
         item.file_done = state.length
@@ -417,16 +471,25 @@ class Downloader:
             repo = repo_dir(self.cache_dir, item.request.repo_id)
             for file in item.request.files:
                 try:
-                    _remove(incomplete_path(repo, file.blob_id))
+                    partial = incomplete_path(repo, file.blob_id)
+                    lock = BlobLock(blob_lock_path(self.cache_dir, item.request.repo_id, file.blob_id))
                 except UnsafeName:
                     continue
+                if not partial.exists():
+                    continue
+                if not lock.try_acquire():  # another download (maybe another process) is writing it
+                    continue
+                try:
+                    _remove(partial)
+                finally:
+                    lock.release()
         except UnsafeName:
             pass
         remove_pending(self.cache_dir, item.request)
         self._set_state(item, "cancelled", DownloadError("cancelled", f"download of {item.request.repo_id} "
                                                                       "cancelled"))
 
-    def _progress(self, item: Download, force: bool = False) -> None:
+    def _progress(self, item: Download, force: bool = False, note: str | None = None) -> None:
         now = time.monotonic()
         if not force and now - item._last_progress < self.progress_interval_s:
             return
@@ -441,7 +504,7 @@ class Downloader:
         eta = left / speed if speed > 0 else (0.0 if left <= 0 else None)
         file = item.current_file
         self._emit(Progress(item.id, file.path_in_repo if file else None, item.file_done,
-                            file.size if file else 0, item.done_bytes, item.total_bytes, speed, eta))
+                            file.size if file else 0, item.done_bytes, item.total_bytes, speed, eta, note))
 
     def _emit(self, event: Event) -> None:
         if self.on_event is None:
@@ -450,6 +513,13 @@ class Downloader:
             self.on_event(event)
         except Exception:  # a broken listener must not break the download
             log.exception("download event listener failed")
+
+
+def _complete(blob: Path, file: DownloadFile) -> bool:
+    try:
+        return blob.stat().st_size == file.size
+    except OSError:
+        return False
 
 
 def _size_of(path: Path) -> int:

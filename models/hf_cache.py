@@ -102,12 +102,16 @@ def safe_relative_path(name: str) -> PurePosixPath:
 
 
 def safe_join(base: Path, name: str) -> Path:
-    """`base / name` after `safe_relative_path`, checked to stay inside `base` once resolved."""
+    """`base / name` after `safe_relative_path`, its folder checked to stay inside `base` once resolved.
+
+    The last part itself may already be a link (a snapshot's file points into blobs/ by design, and
+    is replaced, never written through); a folder on the way that links elsewhere is refused.
+    """
     relative = safe_relative_path(name)
     target = Path(base).joinpath(*relative.parts)
     root = Path(base).resolve()
-    resolved = target.resolve()
-    if resolved != root and root not in resolved.parents:
+    folder = target.parent.resolve()
+    if folder != root and root not in folder.parents:
         raise UnsafeName(f"refused file name {name!r}: resolves outside the snapshot folder")
     return target
 

@@ -1,17 +1,24 @@
 """The Hugging Face hub, as the model manager sees it: search repos and read a repo's files.
 
-Built on huggingface_hub's `HfApi`. Every failure becomes one `HubError` whose `kind` says
-what went wrong (the GUI and the CLI word it; `tailor` prints `message` as one line).
+Built on huggingface_hub's `HfApi`, whose HTTP client is models.http_client's (proxies, the
+system's certificate store). Reading a repo retries what a busy hub answers (429 and 5xx, and a
+dropped connection) with back-off, waiting at least its Retry-After. Every failure becomes one
+`HubError` whose `kind` says what went wrong (the GUI and the CLI word it; `tailor` prints
+`message` as one line).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 import re
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 from huggingface_hub import HfApi, get_token, hf_hub_url
@@ -20,6 +27,11 @@ from huggingface_hub.hf_api import ModelInfo
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import get_session, hf_raise_for_status
 
+from models.download_http import retry_after_s
+from models.http_client import http_client
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 DEFAULT_ENDPOINT = "https://huggingface.co"
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 30.0
@@ -29,6 +41,8 @@ SORTS = {"downloads": "downloads", "recent": "lastModified"}
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _TRUE = {"1", "on", "yes", "true"}
+# What a busy or restarting hub answers; worth another try after a wait.
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 class HubError(Exception):
@@ -106,7 +120,8 @@ _factory_lock = threading.Lock()
 
 
 def _install_timeouts() -> None:
-    """Give huggingface_hub's shared HTTP client timeouts (its default waits forever on a stall).
+    """Give huggingface_hub's shared HTTP client timeouts (its default waits forever on a stall),
+    from the one HTTP stack the downloads use too.
 
     Left alone if someone installed their own client factory.
     """
@@ -115,11 +130,7 @@ def _install_timeouts() -> None:
             return
 
         def factory() -> httpx2.Client:
-            return httpx2.Client(
-                event_hooks={"request": [hf_http.hf_request_event_hook]},
-                follow_redirects=True,
-                timeout=httpx2.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
-            )
+            return http_client(_timeout(), event_hooks={"request": [hf_http.hf_request_event_hook]})
 
         hf_http.set_client_factory(factory)
 
@@ -132,10 +143,15 @@ class HubClient:
         token: A token; None: the standard HF location (`HF_TOKEN`, then the token file);
             False: none.
         offline: Never touch the network; default from `HF_HUB_OFFLINE`.
+        retries: Further tries of a repo read the hub answered 429 or 5xx (or dropped).
+        backoff_s, backoff_max_s: The first wait, doubled after each try up to the maximum; a
+            Retry-After is waited out up to the maximum.
+        sleep: How to wait (tests record the waits).
     """
 
     def __init__(self, endpoint: str | None = None, token: str | bool | None = None,
-                 offline: bool | None = None) -> None:
+                 offline: bool | None = None, *, retries: int = 4, backoff_s: float = 1.0,
+                 backoff_max_s: float = 30.0, sleep: Callable[[float], None] = time.sleep) -> None:
         self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
         if token is None or token is True:
             token = get_token()
@@ -143,6 +159,8 @@ class HubClient:
         if offline is None:
             offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
         self.offline = offline
+        self.retries, self.backoff_s, self.backoff_max_s = retries, backoff_s, backoff_max_s
+        self._sleep = sleep
         self._api = HfApi(endpoint=self.endpoint, token=self.token or False)
         _install_timeouts()
 
@@ -192,23 +210,47 @@ class HubClient:
         """
         self._check_online(repo_id)
         with _mapped(repo_id, revision):
-            info = self._api.model_info(repo_id, revision=revision, timeout=_timeout())
+            info = self._retrying(lambda: self._api.model_info(repo_id, revision=revision, timeout=_timeout()),
+                                  repo_id, revision)
         sha = info.sha or ""
         if not _HEX40.match(sha):
             raise HubError("refused", f"{repo_id}: the hub gave {sha!r} as the commit, not 40 hex digits")
         files = []
         with _mapped(repo_id, revision):
-            for entry in self._api.list_repo_tree(repo_id, recursive=True, revision=sha):
-                if not hasattr(entry, "size"):  # a folder
-                    continue
-                check_repo_path(repo_id, entry.path)
-                lfs = entry.lfs.sha256 if entry.lfs is not None else None
-                files.append(RepoFile(entry.path, int(entry.size or 0), lfs, entry.blob_id))
+            entries = self._retrying(lambda: list(self._api.list_repo_tree(repo_id, recursive=True, revision=sha)),
+                                     repo_id, revision)
+        for entry in entries:
+            if not hasattr(entry, "size"):  # a folder
+                continue
+            check_repo_path(repo_id, entry.path)
+            lfs = entry.lfs.sha256 if entry.lfs is not None else None
+            files.append(RepoFile(entry.path, int(entry.size or 0), lfs, entry.blob_id))
         card = info.card_data
         license_ = getattr(card, "license", None) if card is not None else None
         return RepoDetails(info.id or repo_id, sha, tuple(files), bool(info.gated), bool(info.private),
                            license_ if isinstance(license_, str) else None, info.last_modified,
                            tuple(info.tags or ()))
+
+    def _retrying(self, call: Callable[[], T], what: str, revision: str | None = None) -> T:
+        """`call()`, tried again after a wait while the hub answers busy."""
+        attempt = 0
+        while True:
+            try:
+                return call()
+            except Exception as exc:
+                transient, retry_after = _transient(exc)
+                if not transient or attempt >= self.retries:
+                    error = hub_error(exc, what, revision) if transient and attempt else None
+                    if error is None:
+                        raise
+                    raise HubError(error.kind, f"{error.message}, {attempt + 1} times in a row; "
+                                               "try again later") from exc
+                delay = min(self.backoff_max_s, self.backoff_s * 2**attempt) * random.uniform(0.8, 1.2)
+                if retry_after is not None:
+                    delay = max(delay, min(retry_after, self.backoff_max_s))
+                attempt += 1
+                log.info("the hub is busy (%s); try %d in %.1f s", exc, attempt + 1, delay)
+                self._sleep(delay)
 
     def _check_online(self, what: str) -> None:
         if self.offline:
@@ -217,6 +259,18 @@ class HubClient:
 
 def _timeout() -> httpx2.Timeout:
     return httpx2.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+
+
+def _transient(exc: BaseException) -> tuple[bool, float | None]:
+    """Whether another try may succeed, and the Retry-After the hub asked for."""
+    if isinstance(exc, hf_errors.HfHubHTTPError) and not isinstance(
+            exc, hf_errors.RepositoryNotFoundError | hf_errors.RevisionNotFoundError | hf_errors.GatedRepoError):
+        response = exc.response
+        if response is not None and response.status_code in TRANSIENT_STATUSES:
+            return True, retry_after_s(response.headers.get("Retry-After"))
+        return False, None
+    # The connection dropped mid-answer (not: unreachable, which is "offline", nor a timeout).
+    return isinstance(exc, httpx2.RemoteProtocolError | httpx2.ReadError), None
 
 
 class _mapped:  # noqa: N801 - used as a `with` block
