@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     from engine.chat_template import ChatTemplate
     from engine.gguf.backend import FALLBACK_TEMPLATE, default_threads
     from engine.protocol import ChatMessage
-    from tests.gpu.steps_llama import load_llama_backends
+    from tests.gpu.gguf_models import load_llama_backends
 
     load_llama_backends()
     llm = llama_cpp.Llama(args.model, n_ctx=args.ctx, n_batch=512, n_threads=default_threads(),

@@ -84,11 +84,20 @@ def silence_control_tokens(path: Path, tokenizer: Tokenizer) -> int:
     return len(ids)
 
 
+def load_llama_backends() -> None:
+    """Register ggml's backends where they are separate libraries (the CUDA wheel builds them with
+    GGML_BACKEND_DL: llama-cpp-python alone loads none, engine/gguf/backends.py does)."""
+    from engine.gguf.backends import load_backends
+
+    load_backends()
+
+
 def quantize_quietly(src: Path, dst: Path, quant: str) -> Path:
     """llama.cpp's own quantizer (tests/fixtures/hub_repos.py), its log lines kept out of the output."""
     from engine.gguf.log_bridge import LlamaLogBridge
     from tests.fixtures.hub_repos import quantize
 
+    load_llama_backends()
     quiet = logging.getLogger("tests.gpu.quantize")
     quiet.setLevel(logging.CRITICAL)
     bridge = LlamaLogBridge(quiet)  # noqa: F841 - installed as llama.cpp's log callback while it lives

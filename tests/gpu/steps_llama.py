@@ -27,6 +27,7 @@ from tests.gpu.gguf_models import (
     cases,
     find_vocab,
     forecast_parts,
+    load_llama_backends,
     offload_layers,
     read_models,
 )
@@ -42,16 +43,6 @@ FORECAST_TOLERANCE = 0.05
 SMI_TOLERANCE = 0.02
 HALF_TOKENS = 16
 PROCESS_TIMEOUT_S = 180
-
-
-def load_llama_backends() -> None:
-    """Register ggml's backends where they are separate libraries (the CUDA wheel builds them with
-    GGML_BACKEND_DL: llama-cpp-python alone loads none, engine/gguf/backends.py does)."""
-    try:
-        from engine.gguf.backends import load_backends
-    except ImportError:  # a tree from before the CUDA build: its llama.cpp registers its own backends
-        return
-    load_backends()
 
 
 def _models(ctx: CheckContext) -> dict[str, ModelFile]:
