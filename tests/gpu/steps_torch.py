@@ -111,7 +111,7 @@ def build(ctx: CheckContext) -> Outcome:
     ok = config.get("quantization_config", {}).get("quant_method") == "awq" and (dense / "model.safetensors").exists()
     (folder / MANIFEST).write_text(json.dumps({"dense": str(dense), "awq": str(awq), "shape": shape}))
     sizes = {"dense": folder_bytes(dense), "awq": folder_bytes(awq)}
-    return judged(ok, f"dense {sizes['dense'] / 1e9:.2f} GB, AWQ {sizes['awq'] / 1e9:.2f} GB", None,
+    return judged(ok, f"dense {sizes['dense'] / 2**20:.1f} MiB, AWQ {sizes['awq'] / 2**20:.1f} MiB", None,
                   "" if ok else f"the AWQ folder's config says {config.get('quantization_config')}", shape=shape, bytes=sizes)
 
 
