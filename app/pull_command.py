@@ -11,6 +11,7 @@ from app.machine import detect_machine
 from app.pull_plan import build_request, torch_available, with_extras
 from models.downloads import Downloader, DownloadError, Progress
 from models.errors import InvalidModelFile
+from models.hardware import HardwareProfile
 from models.hub import HubClient, HubError, RepoDetails
 from models.plan import Machine, make_plan
 from models.plan_sources import repo_candidates
@@ -34,13 +35,18 @@ def add_pull_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def run_pull(args: argparse.Namespace) -> int:
-    """Exit 0 only when every file is complete and verified; the local path is printed last."""
+def run_pull(args: argparse.Namespace, profile: HardwareProfile | None = None) -> int:
+    """Exit 0 only when every file is complete and verified; the local path is printed last.
+
+    Args:
+        args: the parsed `tailor pull` arguments.
+        profile: the machine the plan picks a file for (tests); default: this one.
+    """
     downloader = None
     try:
         client = HubClient()
         details = client.repo_details(args.repo, args.revision)
-        paths = _choose(client, details, args)
+        paths = _choose(client, details, args, profile)
         request = build_request(client, details, paths, args.revision)
         downloader = Downloader(on_event=TerminalProgress(sys.stderr))
         downloader.clean_stale_partials()  # a week old: abandoned, by us or another tool
@@ -55,7 +61,8 @@ def run_pull(args: argparse.Namespace) -> int:
     return 0
 
 
-def _choose(client: HubClient, details: RepoDetails, args: argparse.Namespace) -> tuple[str, ...]:
+def _choose(client: HubClient, details: RepoDetails, args: argparse.Namespace,
+            profile: HardwareProfile | None) -> tuple[str, ...]:
     groups = [g for g in group_files(details.files) if g.complete]
     if args.file:
         for g in groups:
@@ -72,7 +79,8 @@ def _choose(client: HubClient, details: RepoDetails, args: argparse.Namespace) -
     candidates = repo_candidates(client, args.repo, details.sha)
     if not candidates:
         raise PullError(f"{args.repo} has no GGUF, AWQ or FP8 model files")
-    plan = make_plan(Machine.from_profile(detect_machine()), candidates, context=args.ctx, torch_ok=torch_ok)
+    machine = Machine.from_profile(profile or detect_machine())
+    plan = make_plan(machine, candidates, context=args.ctx, torch_ok=torch_ok)
     print(f"Plan: {plan.quant or plan.format} — {plan.reasons[-1]}", file=sys.stderr)
     group = next((g for g in groups if g.paths == plan.files), None)
     return with_extras(details, group) if group else plan.files

@@ -14,6 +14,7 @@ from app.mem_command import DEVICE_KEYS, NO_ENGINE, format_status, memory_json
 from app.paths import AppPaths
 from engine.client import EngineClient
 from engine.protocol import ChatMessage, DeviceMemory, Loaded, MemoryReport, SamplingParams
+from models.hardware import profile_for
 from tests.app.test_cli import tailor
 from tests.engine.helpers import collect, wait_for
 
@@ -27,16 +28,22 @@ def test_chat_json_mem_prints_the_memory_report_after_the_stats(tmp_path: Path):
     assert result.returncode == 0, result.stderr
     *_reply, stats_line, mem_line = result.stdout.rstrip("\n").split("\n")
     stats, mem = json.loads(stats_line), json.loads(mem_line)
-    assert [d["device"] for d in mem["devices"]] == ["cpu"]  # no GPU here
-    cpu = mem["devices"][0]
-    assert set(cpu) >= ISSUE_KEYS and list(cpu) == list(DEVICE_KEYS)
+    # The command plans for the machine it runs on: the host first, then any GPU the plan used.
+    devices = mem["devices"]
+    assert devices[0]["device"] == "cpu" and all(d["device"].startswith("cuda:") for d in devices[1:])
+    for device in devices:
+        assert set(device) >= ISSUE_KEYS and list(device) == list(DEVICE_KEYS)
+    holding_kv = [d for d in devices if d["kv_allocated_bytes"]]
     # The report is taken at the end of the reply: its cells hold the prompt and the reply.
-    assert stats["prompt_tokens"] + stats["gen_tokens"] - 1 <= cpu["kv_used_tokens"]
-    assert cpu["kv_used_tokens"] <= stats["prompt_tokens"] + stats["gen_tokens"]
-    assert cpu["kv_allocated_bytes"] == 30 * 2048 * 192 * 2 * 2
+    for device in holding_kv:
+        assert stats["prompt_tokens"] + stats["gen_tokens"] - 1 <= device["kv_used_tokens"]
+        assert device["kv_used_tokens"] <= stats["prompt_tokens"] + stats["gen_tokens"]
+    assert sum(d["kv_allocated_bytes"] for d in devices) == 30 * 2048 * 192 * 2 * 2
     forecast = mem["forecast"]
-    assert forecast["devices"]["cpu"]["kv_cache_bytes"] == cpu["kv_allocated_bytes"]
-    assert abs(forecast["weights_bytes"] - cpu["weights_bytes"]) <= 0.05 * cpu["weights_bytes"]
+    for device in holding_kv:
+        assert forecast["devices"][device["device"]]["kv_cache_bytes"] == device["kv_allocated_bytes"]
+    weights = sum(d["weights_bytes"] for d in devices)
+    assert abs(forecast["weights_bytes"] - weights) <= 0.05 * weights
     assert not list((tmp_path / "cache" / "engines").glob("*.json"))  # the engine took its file with it
 
 
@@ -64,10 +71,11 @@ def test_mem_says_plainly_when_no_engine_runs(_tailor_home: Path):
 
 @pytest.fixture
 def running_engine(starter_model: Path, tmp_path: Path):
-    """An engine loaded the way every front end loads one (through LoadPlanner)."""
+    """An engine loaded the way every front end loads one (through LoadPlanner), planned for a
+    machine without GPU whatever this one has."""
     client = EngineClient(log_path=tmp_path / "engine.log")
     client.start()
-    client.load(LoadPlanner().plan_load(str(starter_model), LoadSettings(n_ctx=2048)).request)
+    client.load(LoadPlanner(profile_for(ram_gib=16)).plan_load(str(starter_model), LoadSettings(n_ctx=2048)).request)
     assert isinstance(wait_for(client, (Loaded,)), Loaded)
     collect(client, client.generate([ChatMessage("user", "Hi")], SamplingParams(temperature=0.0, max_tokens=4)))
     wait_for(client, (MemoryReport,))
@@ -82,8 +90,8 @@ def test_mem_shows_a_running_engine(running_engine: EngineClient, _tailor_home: 
     status = json.loads(line)
     assert status["pid"] == running_engine.pid
     assert status["model"]["n_ctx"] == 2048
-    cpu = status["devices"][0]
-    assert set(cpu) >= ISSUE_KEYS and cpu["device"] == "cpu" and cpu["kv_used_tokens"] > 0
+    cpu = next(d for d in status["devices"] if d["device"] == "cpu")
+    assert set(cpu) >= ISSUE_KEYS and cpu["kv_used_tokens"] > 0
     assert status["forecast"]["devices"]["cpu"]["kv_cache_bytes"] == cpu["kv_allocated_bytes"]
     text = tailor("mem", home=_tailor_home)
     assert text.returncode == 0, text.stderr

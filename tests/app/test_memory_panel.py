@@ -14,7 +14,7 @@ from app.gui.memory_panel import MemoryPanel
 from app.load_planner import LoadPlanner, LoadSettings
 from engine.client import EngineClient
 from engine.protocol import ChatMessage, Done, Loaded, MemoryReport, SamplingParams
-from models.hardware import GpuInfo, HardwareProfile
+from models.hardware import GpuInfo, HardwareProfile, profile_for
 from models.plan import Plan
 from tests.engine.helpers import collect, wait_for
 
@@ -31,9 +31,10 @@ class Recorded:
 
 @pytest.fixture(scope="module")
 def recorded(starter_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Recorded:
-    """Real reports: load the starter model as the window would, send one message."""
+    """Real reports: load the starter model as the window would on a machine without GPU, send one message."""
     home = tmp_path_factory.mktemp("engine")
-    planned = LoadPlanner(status_dir=home / "engines").plan_load(str(starter_model), LoadSettings(n_ctx=2048))
+    planner = LoadPlanner(profile_for(ram_gib=16), status_dir=home / "engines")
+    planned = planner.plan_load(str(starter_model), LoadSettings(n_ctx=2048))
     client = EngineClient(log_path=home / "engine.log")
     client.start()
     try:
@@ -116,7 +117,8 @@ def test_kv_line_counts_prefixes_kept_for_reuse(panel: MemoryPanel, recorded: Re
 
 
 def test_with_no_gpu_the_host_view_appears(panel: MemoryPanel, recorded: Recorded, qtbot):
-    panel.show_report(recorded.final)
+    # A machine without GPU reports the host alone (a CUDA build of llama.cpp adds a GPU compute buffer).
+    panel.show_report(replace(recorded.final, devices=(recorded.final.device("cpu"),)))
     assert list(panel.bars) == ["cpu"]
     assert panel.bars["cpu"].title().startswith("RAM (cpu)")
     assert panel.status_label.text().startswith("No GPU in use")

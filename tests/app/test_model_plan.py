@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.load_planner import LoadPlanner, LoadSettings
+from app.paths import AppPaths
 from models.hardware import profile_for
 
+# The machines these tests plan for are handed in, never this one's: a GPU here must not change them.
+NO_GPU = profile_for(ram_gib=16)
 
-def test_on_this_machine_the_starter_model_loads_on_the_cpu_with_flash_attention(starter_model: Path):
-    planned = LoadPlanner().plan_load(str(starter_model), LoadSettings(2048))
+
+def test_without_a_gpu_the_starter_model_loads_on_the_cpu_with_flash_attention(starter_model: Path):
+    planned = LoadPlanner(NO_GPU).plan_load(str(starter_model), LoadSettings(2048))
     assert planned.plan is not None and planned.plan.fits
     request = planned.request
     assert (request.n_gpu_layers, request.n_ctx, request.kv_type, request.flash_attn) == (0, 2048, "f16", True)
@@ -23,19 +27,19 @@ def test_on_an_rtx_4090_every_layer_and_the_output_go_to_the_gpu(starter_model: 
 
 
 def test_an_unreadable_file_gets_no_plan_and_the_engine_reports_it(truncated_model: Path):
-    planned = LoadPlanner().plan_load(str(truncated_model), LoadSettings(2048))
+    planned = LoadPlanner(NO_GPU).plan_load(str(truncated_model), LoadSettings(2048))
     assert planned.plan is None
     assert planned.request.path == str(truncated_model)
 
 
 def test_a_quantized_kv_cache_turns_flash_attention_on_and_says_so(starter_model: Path):
-    planned = LoadPlanner().plan_load(str(starter_model), LoadSettings(2048, "q4_0", flash_attn="off"))
+    planned = LoadPlanner(NO_GPU).plan_load(str(starter_model), LoadSettings(2048, "q4_0", flash_attn="off"))
     assert planned.request.flash_attn is True and planned.request.kv_type == "q4_0"
     assert "needs flash attention" in planned.plan.reasons[-1]
-    off = LoadPlanner().plan_load(str(starter_model), LoadSettings(8192, "f16", flash_attn="off"))
+    off = LoadPlanner(NO_GPU).plan_load(str(starter_model), LoadSettings(8192, "f16", flash_attn="off"))
     assert off.request.flash_attn is False
     # Without flash attention llama.cpp materializes the attention scores: a bigger compute buffer.
-    on = LoadPlanner().plan_load(str(starter_model), LoadSettings(8192, "f16", flash_attn="on"))
+    on = LoadPlanner(NO_GPU).plan_load(str(starter_model), LoadSettings(8192, "f16", flash_attn="on"))
     assert off.plan.forecast.total("compute_bytes") > on.plan.forecast.total("compute_bytes")
 
 
@@ -51,7 +55,12 @@ def test_kv_settings_of_a_chat_reload_the_model_as_planned(qtbot, window):
     qtbot.waitUntil(lambda: not window.controller.busy, timeout=60_000)
 
 
-def test_the_window_shows_the_plan_and_why(qtbot, window):
+def test_without_a_gpu_the_window_shows_the_plan_and_why(qtbot, make_window):
+    window = make_window(start=False)
+    bridge = window.controller.bridge
+    bridge.planner = LoadPlanner(NO_GPU, prefix_cache_dir=AppPaths.default().prefix_cache)
+    with qtbot.waitSignal(bridge.loaded, timeout=60_000):
+        window.controller.start()
     label = window.plan_label
     assert label.text().startswith("CPU · KV f16 · forecast ")
     assert "No NVIDIA GPU" in label.toolTip()

@@ -9,6 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from app.cli import build_parser
+from app.pull_command import run_pull
+from models.hardware import profile_for
 from tests.fixtures import fake_hub as hub_fixtures
 from tests.fixtures import hub_repos
 from tests.fixtures.fake_hub import FakeHub
@@ -39,13 +44,18 @@ def test_pull_a_quant_level_verifies_it_and_prints_the_path_last(fake_hub: FakeH
     assert REPO in json.dumps(listed)
 
 
-def test_pull_without_a_choice_takes_the_plans_file(fake_hub: FakeHub, tiny_quants: dict[str, Path]):
+@pytest.mark.parametrize(("machine", "quant"), [("no GPU", "Q4_K_M"), ("RTX 4090", "F16")])
+def test_pull_without_a_choice_takes_the_plans_file_for_the_machine(
+        fake_hub: FakeHub, tiny_quants: dict[str, Path], capsys: pytest.CaptureFixture[str], machine: str,
+        quant: str):
     fake_hub.add_repo(REPO, hub_repos.gguf_repo_files(tiny_quants), tags=["gguf"])
-    result = tailor("pull", REPO)
-    assert result.returncode == 0, result.stderr
-    # No GPU here: the CPU default.
-    assert result.stdout.strip().endswith("Tiny-Llama-Q4_K_M.gguf")
-    assert "Plan: Q4_K_M" in result.stderr
+    # The machine is handed in, as the planner's hardware profile: not whatever this one has.
+    profile = profile_for(ram_gib=16) if machine == "no GPU" else profile_for(machine, ram_gib=64)
+    code = run_pull(build_parser().parse_args(["pull", REPO]), profile=profile)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.strip().endswith(f"Tiny-Llama-{quant}.gguf")  # without a GPU the CPU default; else the best that fits
+    assert f"Plan: {quant}" in err
 
 
 def test_corrupted_bytes_fail_the_pull_and_leave_no_model(fake_hub: FakeHub, tiny_quants: dict[str, Path]):
