@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +81,68 @@ def test_what_the_repo_does_not_have_is_one_line(fake_hub: FakeHub, tiny_quants:
         result = tailor(*args)
         assert result.returncode == 1, args
         assert result.stderr.count("\n") == 1 and words in result.stderr and "Traceback" not in result.stderr
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> str:
+    """Exit 1, nothing on stdout, one line on stderr holding `words`; that line."""
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    line = result.stderr.strip()
+    assert line.startswith("tailor: error: ") and all(w in line for w in words), line
+    return line
+
+
+def _no_model_files() -> list[Path]:
+    return [p for p in Path(os.environ["HF_HOME"]).rglob("*.gguf*") if p.is_file()]
+
+
+def test_a_gated_repo_is_one_line_and_nothing_is_kept(fake_hub: FakeHub, tiny_quants: dict[str, Path]):
+    fake_hub.add_repo("org/Gated-GGUF", hub_repos.gguf_repo_files(tiny_quants), tags=["gguf"], gated="manual")
+    for args in (("--quant", "Q4_K_M"), ()):  # a chosen file, and the plan's (which reads headers first)
+        line = assert_one_line_error(tailor("pull", "org/Gated-GGUF", *args), "gated")
+        assert "log in" in line  # what to do about it
+    assert _no_model_files() == []
+
+
+def test_offline_is_one_line_without_touching_the_network(fake_hub: FakeHub, tiny_quants: dict[str, Path],
+                                                          monkeypatch: pytest.MonkeyPatch):
+    fake_hub.add_repo(REPO, hub_repos.gguf_repo_files(tiny_quants), tags=["gguf"])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert_one_line_error(tailor("pull", REPO), REPO, "offline")
+    assert fake_hub.requests == []
+
+
+def test_an_unreachable_hub_is_one_line(fake_hub: FakeHub):
+    fake_hub.stop()
+    assert_one_line_error(tailor("pull", REPO), REPO, "cannot reach the hub")
+
+
+def _small_disk() -> None:
+    """In the child, before exec: files may not grow past 4 MiB (EFBIG, as a full disk's ENOSPC)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills the writer
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 20, 4 << 20))
+
+
+def test_a_disk_that_fills_up_is_one_line_and_removes_the_partial(fake_hub: FakeHub, tiny_quants: dict[str, Path]):
+    fake_hub.add_repo(REPO, hub_repos.gguf_repo_files(tiny_quants), tags=["gguf"])
+    result = subprocess.run([TAILOR, "pull", REPO, "--quant", "Q4_K_M"], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ), preexec_fn=_small_disk)
+    assert_one_line_error(result, "disk full", "Tiny-Llama-Q4_K_M.gguf")
+    assert _no_model_files() == [] and not list(Path(os.environ["HF_HOME"]).rglob("*.incomplete"))
+
+
+def test_too_little_free_space_is_one_line_before_any_byte(fake_hub: FakeHub):
+    repo = fake_hub.add_repo("org/Huge-GGUF", {"Huge-Q4_K_M.gguf": b"GGUF" + bytes(60)}, tags=["gguf"])
+    small = repo.files["Huge-Q4_K_M.gguf"]
+    repo.files[small.path] = dataclasses.replace(small, size=1 << 50)  # the hub lists a 1 PiB file
+    assert_one_line_error(tailor("pull", "org/Huge-GGUF", "--quant", "Q4_K_M"), "not enough free space", "free")
+    assert fake_hub.count_requests("GET", "/cdn/") == 0
+
+
+def test_a_refused_file_name_is_one_line_before_any_download(fake_hub: FakeHub):
+    fake_hub.add_repo("org/Evil-GGUF", {"ok-Q4_K_M.gguf": b"GGUF" + bytes(60)}, tags=["gguf"],
+                      evil_entries=["../../evil.gguf"])
+    assert_one_line_error(tailor("pull", "org/Evil-GGUF", "--quant", "Q4_K_M"), "refused", "../../evil.gguf")
+    assert fake_hub.count_requests(contains="/resolve/") == 0 and fake_hub.count_requests(contains="/cdn/") == 0
+    assert not (Path(os.environ["HF_HOME"]).parent / "evil.gguf").exists()
