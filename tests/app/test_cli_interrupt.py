@@ -1,0 +1,90 @@
+"""Ctrl+C in a terminal: `tailor chat` exits 130 (the README's promise), mid-reply as while loading.
+
+A terminal sends SIGINT to its whole foreground process group, the engine process included; the
+tests do the same (the command runs in a session of its own, and the signal goes to the group).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+TAILOR = str(Path(sys.executable).with_name("tailor"))
+LONG = "Write a very long story about a dragon who learns to bake bread."
+
+
+def _start(tmp_path: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([TAILOR, "chat", "--max-tokens", "2000", LONG], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            env={**os.environ, "TAILOR_HOME": str(tmp_path)})
+
+
+def _wait_for(condition, timeout: float = 120.0) -> None:  # noqa: ANN001 - any callable
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def _engines(process: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    try:
+        return psutil.Process(process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _ctrl_c(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    engines = _engines(process)
+    os.killpg(process.pid, signal.SIGINT)  # what the terminal does: to every process of the group
+    try:
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    gone, alive = psutil.wait_procs(engines, timeout=10)
+    assert not alive, "an engine process outlived the command"
+    return out, err
+
+
+def test_ctrl_c_mid_reply_stops_it_and_exits_130(tmp_path: Path):
+    process = _start(tmp_path)
+    first = b""
+    while not first.strip():  # the reply is streaming
+        chunk = os.read(process.stdout.fileno(), 4096)
+        assert chunk, f"the command ended before any text: {process.stderr.read().decode()}"
+        first += chunk
+    rest, err = _ctrl_c(process)
+    assert process.returncode == 130, err.decode()
+    assert err.decode() == ""  # a stopped reply is no error
+    assert (first + rest).strip()  # what was written stays
+
+
+def _loading_engine(process: subprocess.Popen[bytes]) -> psutil.Process | None:
+    """The engine process once it has the model file mapped (it is loading it)."""
+    for child in _engines(process):
+        try:
+            if any(m.path.endswith(".gguf") for m in child.memory_maps()):
+                return child
+        except psutil.Error:
+            continue
+    return None
+
+
+def test_ctrl_c_while_the_model_loads_exits_130_with_one_line(tmp_path: Path):
+    process = _start(tmp_path)
+    _wait_for(lambda: _loading_engine(process) is not None or process.poll() is not None)
+    assert process.poll() is None, process.stderr.read().decode()
+    # Held mid-load, so the command is surely still waiting for it when Ctrl+C comes (the engine
+    # would ignore the signal anyway; the command kills it when it does not answer its shutdown).
+    engine = _loading_engine(process)
+    assert engine is not None
+    engine.suspend()
+    _, err = _ctrl_c(process)
+    assert process.returncode == 130, err.decode()
+    assert err.decode() == "tailor: interrupted\n"
