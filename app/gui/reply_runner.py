@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.gui.engine_bridge import EngineBridge
 from app.gui.perf_history import cache_text
@@ -125,6 +125,9 @@ class ReplyRunner(QObject):
         bridge.token.connect(self._on_token)
         bridge.done.connect(self._on_done)
         bridge.error.connect(self._on_error)
+        # Saves what came when the model pauses between tokens, so no text waits longer than the interval.
+        self._save_timer = QTimer(self, singleShot=True)
+        self._save_timer.timeout.connect(self._save_partial)
 
     @property
     def busy(self) -> bool:
@@ -271,8 +274,19 @@ class ReplyRunner(QObject):
         self.stream_text.emit(stream.conversation_id, text)
         now = time.monotonic()
         if now - stream.last_save >= SAVE_INTERVAL_S:
-            stream.last_save = now
-            self.store.update_message_content(stream.message_id, stream.text)
+            self._save_partial()
+        elif not self._save_timer.isActive():
+            self._save_timer.start(max(1, round((stream.last_save + SAVE_INTERVAL_S - now) * 1000)))
+
+    @Slot()
+    def _save_partial(self) -> None:
+        """Write the streaming reply's text so far to the store."""
+        self._save_timer.stop()
+        stream = self._stream
+        if stream is None:
+            return
+        stream.last_save = time.monotonic()
+        self.store.update_message_content(stream.message_id, stream.text)
 
     @Slot(object)
     def _on_done(self, event: Done) -> None:
@@ -292,6 +306,7 @@ class ReplyRunner(QObject):
 
     def _finish(self, stream: _Stream, text: str, state: str, stats: dict | None = None) -> None:
         self._stream = None
+        self._save_timer.stop()
         self.store.finish_message(stream.message_id, text, state, stats)
         message = self.store.get_message(stream.message_id)
         if message is not None:
