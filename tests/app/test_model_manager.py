@@ -209,6 +209,26 @@ def test_cancel_stops_the_download_and_keeps_nothing(qtbot, hub: FakeHub, make_m
     assert not row.resume_button.isEnabled()
 
 
+def test_closing_the_window_keeps_the_download_going(qtbot, hub: FakeHub, make_manager,
+                                                    tiny_quants: dict[str, Path]):
+    stall = hub.fault(REPO, "Tiny-Llama-F16.gguf", stall_s=120, stall_after=STALL_AFTER, times=1)
+    manager = make_manager()
+    open_repo(qtbot, manager)
+    started = len(hub.requests)
+    row = download(qtbot, manager, "F16", until=("running",))
+    wait_for_the_stall(qtbot, stall)  # mid-download for sure
+    manager.close()  # the window's close button
+    assert not manager.isVisible() and row.state == "running"
+    stall.release.set()  # the hub sends the rest while the window is closed
+    qtbot.waitUntil(lambda: row.state in ("done", "failed"), timeout=WAIT_MS)
+    assert row.state == "done", row.status.text()
+    assert f16_ranges(hub, started) == [None]  # the same answer carried on: never paused and resumed
+    local = next(Path(os.environ["HF_HOME"]).rglob("Tiny-Llama-F16.gguf"))
+    assert sha256(local) == sha256(tiny_quants["F16"])
+    manager.show()  # opened again: the same window, the finished download in its list
+    assert manager.downloads.row(row.download_id) is row
+
+
 def test_offline_search_says_so_at_once(qtbot, hub: FakeHub, make_manager, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     manager = make_manager()
