@@ -39,7 +39,7 @@ def _program(folder: Path, name: str, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
-def _fake_smi(folder: Path, rows: str, cuda: str = "12.4", exit_code: int = 0) -> None:
+def _fake_smi(folder: Path, rows: str, cuda: str = "13.0", exit_code: int = 0) -> None:
     _program(folder, "nvidia-smi", f"""case "$1" in
   --query-gpu=*) printf '{rows}' ;;
   *) echo "| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: {cuda} |" ;;
@@ -68,7 +68,7 @@ def test_a_driver_with_two_gpus_gives_a_cuda_build_for_both_architectures(tmp_pa
     detect = _run("detect", path=tmp_path)
     assert detect.returncode == 0, detect.stderr
     assert "RTX 4090, compute capability 8.9 (sm_89)" in detect.stdout
-    assert "CUDA up to 12.4" in detect.stdout and "would build: cuda" in detect.stdout
+    assert "CUDA up to 13.0" in detect.stdout and "would build: cuda" in detect.stdout
     args = _run("cmake-args", path=tmp_path)
     assert args.returncode == 0, args.stderr
     assert "-DGGML_CUDA=on" in args.stdout and "'-DCMAKE_CUDA_ARCHITECTURES=86;89'" in args.stdout
@@ -104,16 +104,21 @@ def test_a_cuda_build_without_a_gpu_must_be_told_the_architecture(tmp_path):
 
 
 def test_the_system_nvcc_is_used_unless_the_driver_or_the_card_cannot_run_it(tmp_path):
-    _fake_nvcc(tmp_path, "13.0")
-    cases = [  # (nvidia-smi row, driver's CUDA, toolkit expected)
-        ("NVIDIA H200, 9.0, 580.65\\n", "13.0", "cu13.0"),  # nvcc 13 and a driver for 13
-        ("NVIDIA GeForce RTX 4090, 8.9, 550.54\\n", "12.4", "cu12.9"),  # driver too old for CUDA 13: PyPI's 12.9
-        ("NVIDIA GeForce GTX 1080, 6.1, 580.65\\n", "13.0", "cu12.9"),  # CUDA 13 dropped Pascal
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake_smi(bin_dir, "NVIDIA H200, 9.0, 580.65\\n", cuda="13.0")
+    assert "build/cuda/cu13.0-pypi/root" in _run("cmake-args", path=bin_dir).stdout  # no nvcc: PyPI's CUDA 13
+    _fake_nvcc(bin_dir, "13.0")
+    assert "build/cuda/cu13.0/root" in _run("cmake-args", path=bin_dir).stdout  # the system's
+    cases = [  # PyPI's only compiler is CUDA 13's: nothing can build for these
+        ("NVIDIA GeForce RTX 4090, 8.9, 550.54\\n", "12.4", "the driver runs CUDA up to 12.4"),
+        ("NVIDIA GeForce GTX 1080, 6.1, 580.65\\n", "13.0", "CUDA 13 does not build for sm_61"),
     ]
-    for row, cuda, expected in cases:
-        _fake_smi(tmp_path, row, cuda=cuda)
-        args = _run("cmake-args", path=tmp_path)
-        assert f"build/cuda/{expected}/root" in args.stdout, (row, args.stdout, args.stderr)
+    for row, cuda, why in cases:
+        _fake_smi(bin_dir, row, cuda=cuda)
+        args = _run("cmake-args", path=bin_dir)
+        assert args.returncode == 2 and "no CUDA compiler here can build llama.cpp" in args.stderr, args.stderr
+        assert why in args.stderr and "install a CUDA 12 toolkit so that nvcc is on PATH" in args.stderr
 
 
 def test_the_pin_comes_from_pyproject_and_other_cmake_args_get_their_own_wheel_folder(monkeypatch):
