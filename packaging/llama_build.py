@@ -641,10 +641,17 @@ def main(argv: list[str] | None = None) -> int:
                 cuda = ".".join(map(str, machine.driver_cuda)) if machine.driver_cuda else "unknown"
                 print(f"driver runs CUDA up to {cuda} (found by {machine.source})")
                 found = system_toolkit()
-                print(f"system nvcc: {found[0] + ' in ' + str(found[1]) if found else 'none (PyPI CUDA ' + PYPI_CUDA + ' would be used)'}")
+                print(f"system nvcc: {found[0] + ' in ' + str(found[1]) if found else 'none'}")
+                try:
+                    archs = choose_archs(machine, os.environ.get("CUDA_ARCHS"), False)
+                    version, top = pick_toolkit_version(machine, archs, None)
+                    where = f"the system's nvcc {version}" if top else f"CUDA {version} from PyPI"
+                    print(f"would build: cuda for sm_{', sm_'.join(archs)} with {where}")
+                except BuildError as exc:
+                    print(f"would build: cpu ({exc})")
             else:
                 print(f"no NVIDIA GPU: {machine.source}")
-            print("would build:", "cuda" if machine.gpus else "cpu")
+                print("would build: cpu")
             return 0
         variant = args.variant if args.variant != "auto" else ("cuda" if machine.gpus else "cpu")
         if args.command == "cmake-args":
