@@ -15,6 +15,7 @@ import functools
 import logging
 import os
 import re
+import sys
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ def load_backends() -> None:
     if registry.count() > 0:
         return  # backends built into libggml (the normal build)
     lib_dir = Path(llama_cpp.__file__).parent / "lib"
+    if (lib_dir / "libggml-cuda.so").exists():
+        _preload_cuda_libraries(lib_dir / "libggml-cuda.so")
     registry.load_all(os.fsencode(lib_dir))
     for other in _soname_copies(lib_dir):
         # A build with versioned library names holds two copies of libggml, each with its own
@@ -66,6 +69,29 @@ def load_backends() -> None:
     reason = cuda_fallback_reason(lib_dir, backends)
     if reason:
         log.warning("llama.cpp is built with CUDA, but %s: running on the CPU", reason)
+
+
+def _preload_cuda_libraries(cuda: Path) -> None:
+    """Load the CUDA runtime and cuBLAS that libggml-cuda.so needs from PyPI's nvidia-* packages on
+    sys.path, when its RPATH does not reach them (a wheel installed with `pip --target`, PyTorch's
+    packages in another site-packages). Once loaded, the loader finds them by name for ggml."""
+    for _ in range(8):  # each round loads one missing library
+        try:
+            ctypes.CDLL(str(cuda))
+            return
+        except OSError as exc:
+            missing = re.match(r"(lib[\w+.-]+\.so[.\d]*): cannot open shared object file", str(exc))
+            found = _in_nvidia_packages(missing[1]) if missing else None
+            if found is None:
+                return  # not one of theirs (no driver: libcuda.so.1): cuda_fallback_reason says so
+            ctypes.CDLL(str(found))
+
+
+def _in_nvidia_packages(name: str) -> Path | None:
+    for entry in sys.path:
+        for path in sorted(Path(entry or ".").glob(f"nvidia/*/lib/{name}")):
+            return path
+    return None
 
 
 def _soname_copies(lib_dir: Path) -> list[ctypes.CDLL]:

@@ -7,6 +7,7 @@ Tailor's CUDA build (the scratch venv of packaging/README.md, a GPU machine); el
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 import llama_cpp
 import pytest
 
-from engine.gguf.backends import cuda_fallback_reason
+from engine.gguf.backends import _preload_cuda_libraries, cuda_fallback_reason
 from engine.starter import starter_model_path
 
 LIB_DIR = Path(llama_cpp.__file__).parent / "lib"
@@ -57,6 +58,27 @@ def test_no_driver_names_the_missing_libcuda(tmp_path):
     reason = cuda_fallback_reason(tmp_path, {"CPU": 1})
     assert reason.startswith("its CUDA backend could not be loaded (")
     assert "libcuda.so.1: cannot open shared object file" in reason and "is the NVIDIA driver installed?" in reason
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_cuda_libraries_of_pypi_packages_elsewhere_on_sys_path_are_found(tmp_path, monkeypatch):
+    # As `pip install --target` leaves it: llama_cpp in one folder, the nvidia-* packages in another.
+    nvidia_lib = tmp_path / "site-packages" / "nvidia" / "cu13" / "lib"
+    nvidia_lib.mkdir(parents=True)
+    (tmp_path / "blas.c").write_text("int tailor_test_blas(void) { return 13; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libtailortestblas.so.13", "-o",
+                    str(nvidia_lib / "libtailortestblas.so.13"), str(tmp_path / "blas.c")], check=True)
+    (nvidia_lib / "libtailortestblas.so").symlink_to("libtailortestblas.so.13")
+    (tmp_path / "ggml.c").write_text("int tailor_test_blas(void); int ggml_backend_init(void) { return tailor_test_blas(); }\n")
+    backend = tmp_path / "libggml-cuda.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,--no-as-needed", "-o", str(backend), str(tmp_path / "ggml.c"),
+                    f"-L{nvidia_lib}", "-ltailortestblas"], check=True)
+    (nvidia_lib / "libtailortestblas.so").unlink()
+    with pytest.raises(OSError, match="libtailortestblas.so.13: cannot open shared object file"):
+        ctypes.CDLL(str(backend))
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path / "site-packages")])
+    _preload_cuda_libraries(backend)
+    assert ctypes.CDLL(str(backend)).ggml_backend_init() == 13
 
 
 def test_a_cuda_backend_without_devices_says_why(tmp_path, monkeypatch):
