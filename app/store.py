@@ -139,6 +139,9 @@ class ChatStore:
             if kind is None:
                 raise
             problem = HistoryProblem(kind, self.path, str(exc))
+            # The disk filled up (or the file became read-only) while Tailor runs: from now on the
+            # history is shown read-only with the reason, as if it had been so at start.
+            self.problem = problem
             raise (StoreDamagedError if kind == "damaged" else StoreUnwritableError)(problem) from exc
         except BaseException:
             if db.in_transaction:

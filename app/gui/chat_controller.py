@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.gui.engine_bridge import EngineBridge
 from app.gui.reply_runner import BUSY_HINT, ReplyRunner, format_stats, load_settings_of
 from app.load_planner import LoadSettings
-from app.store import DEFAULT_TITLE, ChatSettings, ChatStore, Conversation, Message, Preset
+from app.store import DEFAULT_TITLE, ChatSettings, ChatStore, Conversation, Message, Preset, StoreError
 
 __all__ = ["BUSY_HINT", "ChatController"]
 
@@ -32,7 +32,7 @@ class ChatController(QObject):
         stream_text(str): more text of the open conversation's streaming reply.
         stream_finished(object): the final Message of the reply that streamed into it.
         busy_changed(bool), model_changed(str), stats_changed(str), notice(str),
-        problem(str, bool), problem_cleared(): as ReplyRunner's.
+        problem(str, bool), problem_cleared(), history_failed(): as ReplyRunner's.
     """
 
     conversations_changed = Signal()
@@ -47,6 +47,7 @@ class ChatController(QObject):
     notice = Signal(str)
     problem = Signal(str, bool)
     problem_cleared = Signal()
+    history_failed = Signal()
 
     def __init__(
         self, store: ChatStore, bridge: EngineBridge, model_path: str, parent: QObject | None = None
@@ -63,6 +64,7 @@ class ChatController(QObject):
             "notice",
             "problem",
             "problem_cleared",
+            "history_failed",
         ):
             getattr(r, name).connect(getattr(self, name))
         r.stream_started.connect(self._on_stream_started)
@@ -149,7 +151,11 @@ class ChatController(QObject):
         title = title.strip()
         if not title:
             return
-        self.store.rename_conversation(conversation_id, title)
+        try:
+            self.store.rename_conversation(conversation_id, title)
+        except StoreError:
+            self.history_failed.emit()
+            return
         if self.current and self.current.id == conversation_id:
             self.current.title = title
         self.conversations_changed.emit()
@@ -180,10 +186,14 @@ class ChatController(QObject):
         text = text.strip()
         if not text or not self.runner.can_start():
             return False
-        if self.current is None:
-            self.new_conversation()
-        conversation = self.current
-        message = self.store.add_message(conversation.id, "user", text)
+        try:
+            if self.current is None:
+                self.new_conversation()
+            conversation = self.current
+            message = self.store.add_message(conversation.id, "user", text)
+        except StoreError:  # the disk filled up meanwhile: the composer keeps the text
+            self.history_failed.emit()
+            return False
         if conversation.title == DEFAULT_TITLE:
             self.rename_conversation(conversation.id, text.splitlines()[0][:48])
         else:

@@ -195,6 +195,7 @@ class MainWindow(QMainWindow):
         c.problem_cleared.connect(self.banner.hide)
         self.banner.reload_button.clicked.connect(c.reload_engine)
         self.history_banner.reopened.connect(self._reopen_history)
+        c.history_failed.connect(self._on_history_failed)
         c.bridge.memory.connect(self._on_memory)
         c.bridge.planned.connect(self.plan_label.show_plan)
         self.composer.submitted.connect(self.submit)
@@ -218,6 +219,12 @@ class MainWindow(QMainWindow):
             self.refresh_list()
         elif self.controller.store.writable:
             self.controller.new_conversation()
+
+    @Slot()
+    def _on_history_failed(self) -> None:
+        """A write was refused while the window ran (the disk filled up): read-only from now on, saying why."""
+        self.history_banner.show_state()
+        allow_changes(self, self.controller.store.problem)
 
     def _reopen_history(self) -> None:
         """The store opened its file again (recovered, or made writable): show it afresh."""

@@ -9,14 +9,15 @@ No widgets here.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.gui.engine_bridge import EngineBridge
 from app.gui.perf_history import cache_text
 from app.load_planner import LoadSettings
-from app.store import ChatSettings, ChatStore, Message
+from app.store import ChatSettings, ChatStore, Message, StoreError
 from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams
 from models.folder_plan import is_model_folder
 
@@ -96,6 +97,8 @@ class ReplyRunner(QObject):
         notice(str): a short hint for the status bar.
         problem(str, bool): an error for the banner, and whether Reload applies.
         problem_cleared(): the banner can go.
+        history_failed(): the chat history refused a write (its `problem` says why); the reply
+            being written goes on in the window.
     """
 
     stream_started = Signal(object)
@@ -107,6 +110,7 @@ class ReplyRunner(QObject):
     notice = Signal(str)
     problem = Signal(str, bool)
     problem_cleared = Signal()
+    history_failed = Signal()
 
     def __init__(
         self, store: ChatStore, bridge: EngineBridge, model_path: str, parent: QObject | None = None
@@ -232,7 +236,14 @@ class ReplyRunner(QObject):
         if request_id is None:  # the engine is gone; its error is on the way
             self.busy_changed.emit(False)
             return
-        message = self.store.add_message(conversation_id, "assistant", "", state="streaming")
+        try:
+            message = self.store.add_message(conversation_id, "assistant", "", state="streaming")
+        except StoreError:
+            self.bridge.cancel(request_id)
+            self.ignored.add(request_id)
+            self.busy_changed.emit(False)
+            self.history_failed.emit()
+            return
         self._stream = _Stream(request_id, conversation_id, message.id)
         self.stream_started.emit(message)
 
@@ -286,7 +297,7 @@ class ReplyRunner(QObject):
         if stream is None:
             return
         stream.last_save = time.monotonic()
-        self.store.update_message_content(stream.message_id, stream.text)
+        self._save(lambda: self.store.update_message_content(stream.message_id, stream.text))
 
     @Slot(object)
     def _on_done(self, event: Done) -> None:
@@ -304,11 +315,24 @@ class ReplyRunner(QObject):
         if state == "cancelled":
             self.notice.emit("Stopped.")
 
+    def _save(self, write: Callable[[], object]) -> bool:
+        """Run one write of the reply; a refused one is said once (history_failed) and the reply goes on."""
+        if not self.store.writable:
+            return False
+        try:
+            write()
+        except StoreError:
+            self.history_failed.emit()
+            return False
+        return True
+
     def _finish(self, stream: _Stream, text: str, state: str, stats: dict | None = None) -> None:
         self._stream = None
         self._save_timer.stop()
-        self.store.finish_message(stream.message_id, text, state, stats)
+        saved = self._save(lambda: self.store.finish_message(stream.message_id, text, state, stats))
         message = self.store.get_message(stream.message_id)
+        if message is not None and not saved:  # shown as it ended, though the file keeps what it had
+            message = replace(message, content=text, state=state, stats=stats)
         if message is not None:
             self.stream_finished.emit(message)
         self.busy_changed.emit(False)
