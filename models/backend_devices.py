@@ -41,12 +41,15 @@ class LlamaDevices:
 
     `gpu_offload` is `llama_supports_gpu_offload()`; `devices` ggml's list (the CPU included);
     `backends` the backends compiled in or loaded ("CPU", "CUDA", ...), which a backend with no usable
-    device still lists; `error` says why the list could not be read (then nothing is known).
+    device still lists; `cuda_problem` why a CUDA build offers no CUDA device here (its backend did not
+    load: no driver; the driver is too old; CUDA_VISIBLE_DEVICES hides the GPUs), as ggml's own
+    failure says it; `error` says why the list could not be read (then nothing is known).
     """
 
     gpu_offload: bool
     devices: tuple[BackendDevice, ...]
     backends: tuple[str, ...] = ()
+    cuda_problem: str | None = None
     error: str | None = None
 
     @property
@@ -65,7 +68,8 @@ class LlamaDevices:
     @property
     def has_cuda_backend(self) -> bool:
         """Built with CUDA, whether or not it found a GPU it can use."""
-        return any(b.upper() == "CUDA" for b in self.backends) or any(d.is_cuda for d in self.devices)
+        return (self.cuda_problem is not None or any(b.upper() == "CUDA" for b in self.backends)
+                or any(d.is_cuda for d in self.devices))
 
     def summary(self) -> str:
         """One line: 'CUDA0 (NVIDIA GeForce RTX 4090, 23.5 of 24.0 GiB free), CPU (AMD EPYC)'."""
@@ -83,6 +87,7 @@ class LlamaDevices:
             "gpu_offload": self.gpu_offload,
             "devices": [{name: getattr(d, name) for name in d.__slots__} for d in self.devices],
             "backends": list(self.backends),
+            "cuda_problem": self.cuda_problem,
             "error": self.error,
         }
 
@@ -96,6 +101,7 @@ class LlamaDevices:
                 for d in data["devices"]
             ),
             backends=tuple(str(b) for b in data.get("backends", ())),
+            cuda_problem=data.get("cuda_problem"),
             error=data.get("error"),
         )
 

@@ -101,6 +101,8 @@ def no_offload_reason(llama, gpu_name: str) -> str:  # noqa: ANN001 - models.bac
     """Why llama.cpp here runs everything on the CPU although NVML sees `gpu_name`, and what to do."""
     if not llama.has_cuda_backend:
         return f"llama.cpp here was built without CUDA: run `make gpu` to use your {gpu_name}."
+    if llama.cuda_problem:
+        return f"llama.cpp has CUDA but {llama.cuda_problem}: your {gpu_name} is not used, the model runs on the CPU."
     hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
     if hidden is not None and not hidden.strip():
         return (f"llama.cpp has CUDA but CUDA_VISIBLE_DEVICES is empty, which hides your {gpu_name}: "

@@ -42,17 +42,30 @@ class _Registry:
         return {(self.name(reg) or b"?").decode(errors="replace"): int(self.dev_count(reg)) for reg in regs}
 
 
+def llama_lib_dir() -> Path:
+    """Where llama-cpp-python keeps libllama and ggml's libraries."""
+    import llama_cpp
+
+    return Path(llama_cpp.__file__).parent / "lib"
+
+
+def registered_backends() -> dict[str, int]:
+    """ggml's backends as registered now (name -> number of devices)."""
+    from llama_cpp import _ggml
+
+    return _Registry(_ggml.libggml).backends()
+
+
 @functools.cache
 def load_backends() -> None:
     """Register the backend libraries beside libllama with ggml, once per process. Never raises for a
     backend that cannot load: that backend is left out (and said why in one line) and the others run."""
-    import llama_cpp
     from llama_cpp import _ggml
 
     registry = _Registry(_ggml.libggml)
     if registry.count() > 0:
         return  # backends built into libggml (the normal build)
-    lib_dir = Path(llama_cpp.__file__).parent / "lib"
+    lib_dir = llama_lib_dir()
     if (lib_dir / "libggml-cuda.so").exists():
         _preload_cuda_libraries(lib_dir / "libggml-cuda.so")
     registry.load_all(os.fsencode(lib_dir))

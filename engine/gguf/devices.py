@@ -31,15 +31,6 @@ class _GgmlDevices:
         self.memory = lib.ggml_backend_dev_memory
         self.memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
         self.memory.restype = None
-        self.reg_count = lib.ggml_backend_reg_count
-        self.reg_count.argtypes, self.reg_count.restype = [], ctypes.c_size_t
-        self.reg_get = lib.ggml_backend_reg_get
-        self.reg_get.argtypes, self.reg_get.restype = [ctypes.c_size_t], ctypes.c_void_p
-        self.reg_name = lib.ggml_backend_reg_name
-        self.reg_name.argtypes, self.reg_name.restype = [ctypes.c_void_p], ctypes.c_char_p
-
-    def backends(self) -> tuple[str, ...]:
-        return tuple((self.reg_name(self.reg_get(i)) or b"").decode(errors="replace") for i in range(self.reg_count()))
 
     def device(self, index: int) -> BackendDevice:
         dev = self.get(index)
@@ -61,10 +52,20 @@ def read_devices() -> LlamaDevices:
         import llama_cpp
         from llama_cpp import _ggml
 
+        from engine.gguf.backends import (
+            cuda_fallback_reason,
+            llama_lib_dir,
+            load_backends,
+            registered_backends,
+        )
+
+        load_backends()  # a build with dynamically loaded backends lists nothing before
         ggml = _GgmlDevices(_ggml.libggml)
         devices = tuple(ggml.device(i) for i in range(ggml.count()))
+        backends = registered_backends()
         return LlamaDevices(
-            gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()), devices=devices, backends=ggml.backends()
+            gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()), devices=devices, backends=tuple(backends),
+            cuda_problem=cuda_fallback_reason(llama_lib_dir(), backends),
         )
     except Exception as exc:  # an old or odd build: say what failed, plan as if nothing were known
         log.warning("could not read llama.cpp's device list: %s", exc)

@@ -84,3 +84,12 @@ def test_a_gpu_too_small_for_one_layer_gives_a_cpu_plan():
 def test_the_device_list_survives_json():
     profile = replace(RTX_4090, llama=VULKAN_BUILD)
     assert type(profile).from_dict(profile.to_dict()) == profile
+
+
+def test_a_cuda_build_gives_ggmls_own_reason_for_finding_no_gpu():
+    problem = "its CUDA backend could not be loaded (libcuda.so.1: cannot open shared object file; is the NVIDIA driver installed?)"
+    # A build with dynamically loaded backends whose CUDA backend did not load lists only the CPU.
+    llama = LlamaDevices(gpu_offload=False, devices=(CPU_DEVICE,), backends=("CPU",), cuda_problem=problem)
+    plan = make_plan(Machine.from_profile(replace(RTX_4090, llama=llama)), REPO_8B)
+    assert plan.n_gpu_layers == 0 and plan.reasons[0].startswith(f"llama.cpp has CUDA but {problem}")
+    assert "make gpu" not in plan.reasons[0]
