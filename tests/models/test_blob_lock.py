@@ -18,7 +18,7 @@ import pytest
 from models.blob_lock import BlobLock, blob_lock_path, partial_lock_path
 from models.download_records import clean_stale_partials
 from models.downloads import Downloader, DownloadFile, DownloadRequest, Progress
-from tests.fixtures.fault_server import FaultServer, serve_faulty
+from tests.fixtures.fault_server import FaultServer
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "org/locked-GGUF"
@@ -59,16 +59,8 @@ _HOLDER = textwrap.dedent("""
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Path:
-    path = tmp_path / "served.gguf"
-    path.write_bytes(os.urandom(SIZE))
-    return path
-
-
-@pytest.fixture
-def server(served: Path):
-    with serve_faulty({"/model.gguf": served}) as server:
-        yield server
+def served_size() -> int:
+    return SIZE
 
 
 def _sha(path: Path) -> str:

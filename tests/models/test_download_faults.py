@@ -35,19 +35,6 @@ SIZE = 256 << 10
 TAILOR = str(Path(sys.executable).with_name("tailor"))
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Path:
-    path = tmp_path / "served.gguf"
-    path.write_bytes(os.urandom(SIZE))
-    return path
-
-
-@pytest.fixture
-def server(served: Path):
-    with serve_faulty({"/model.gguf": served}) as server:
-        yield server
-
-
 def _file(server: FaultServer, served: Path) -> DownloadFile:
     sha = hashlib.sha256(served.read_bytes()).hexdigest()
     return DownloadFile("model.gguf", server.url("/model.gguf"), SIZE, sha, sha)

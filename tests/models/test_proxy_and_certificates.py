@@ -27,17 +27,15 @@ _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy
                "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
+@pytest.fixture
+def served_size() -> int:
+    return SIZE
+
+
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in _PROXY_VARS:
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Path:
-    path = tmp_path / "served.gguf"
-    path.write_bytes(os.urandom(SIZE))
-    return path
 
 
 @pytest.fixture
