@@ -34,6 +34,7 @@ from engine.host import MEMORY_REPORT_INTERVAL_S
 from engine.protocol import ChatMessage, GenerateRequest, LoadRequest, SamplingParams
 from engine.starter import starter_model_path
 from engine.status_file import StatusFile
+from tests.fixtures.llama_buffers import cells_llama_cpp_holds
 
 ROUNDS = int(os.environ.get("TAILOR_BENCH_ROUNDS", "3"))
 CASES = ((2048, "f16"), (2048, "q8_0"), (8192, "f16"), (8192, "q8_0"))
@@ -49,17 +50,6 @@ MIB = 1 << 20
 FILLS = ("Hi!", "Tell me about the history of bread, in some detail please.")
 
 
-def _cells_held(ctx: llama_cpp.llama_context_p) -> dict[int, int]:
-    """Per sequence id, the cells llama.cpp's memory holds (its position span)."""
-    memory = llama_cpp.llama_get_memory(ctx)
-    spans = {}
-    for seq in range(llama_cpp.llama_n_seq_max(ctx)):
-        last = llama_cpp.llama_memory_seq_pos_max(memory, seq)
-        if last >= 0:
-            spans[seq] = last - llama_cpp.llama_memory_seq_pos_min(memory, seq) + 1
-    return spans
-
-
 def llama_api_sizes(backend: GgufBackend) -> dict[str, int | None]:
     """Weights and KV bytes as llama.cpp's API gives them (not its log); compute: None (log only)."""
     llm = backend._llm
@@ -68,7 +58,7 @@ def llama_api_sizes(backend: GgufBackend) -> dict[str, int | None]:
     for text in FILLS:
         backend.generate(GenerateRequest(1, (ChatMessage("user", text),), SamplingParams(temperature=0.0, max_tokens=4)),
                          lambda _t: None, lambda: False)
-        ((seq, cells),) = _cells_held(ctx).items()
+        ((seq, cells),) = cells_llama_cpp_holds(ctx).items()
         fills.append((cells, llama_cpp.llama_state_seq_get_size(ctx, seq)))
     (n1, b1), (n2, b2) = fills
     per_cell = (b2 - b1) / (n2 - n1)

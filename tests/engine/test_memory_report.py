@@ -30,6 +30,7 @@ from engine.protocol import (
 )
 from engine.status_file import status_path
 from tests.engine.helpers import collect, wait_for
+from tests.fixtures.llama_buffers import cells_llama_cpp_holds
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12, seed=1)
 SYSTEM = "You are a patient assistant. " * 30  # a long shared system prompt (> 64 tokens)
@@ -166,17 +167,6 @@ def backend(starter_model: Path):
 MIB = 1 << 20
 
 
-def _cells_llama_cpp_holds(ctx: llama_cpp.llama_context_p) -> dict[int, int]:
-    """Per sequence id, the cells llama.cpp's memory API says it holds (its position span)."""
-    memory = llama_cpp.llama_get_memory(ctx)
-    spans = {}
-    for seq in range(llama_cpp.llama_n_seq_max(ctx)):
-        last = llama_cpp.llama_memory_seq_pos_max(memory, seq)
-        if last >= 0:
-            spans[seq] = last - llama_cpp.llama_memory_seq_pos_min(memory, seq) + 1
-    return spans
-
-
 def test_report_parts_agree_with_llama_cpp_s_own_figures(backend: GgufBackend):
     """The report reads llama.cpp's load log; llama.cpp's API says the same another way."""
     report = backend.memory()
@@ -197,7 +187,7 @@ def test_kv_bytes_per_cell_are_what_llama_cpp_saves_per_cell(backend: GgufBacken
     for question in ("Hi!", "Tell me about the history of bread, in some detail please."):
         backend.generate(GenerateRequest(1, (ChatMessage("user", question),), GREEDY), lambda _t: None,
                          lambda: False)
-        (seq, cells), = _cells_llama_cpp_holds(ctx).items()
+        (seq, cells), = cells_llama_cpp_holds(ctx).items()
         sizes.append((cells, llama_cpp.llama_state_seq_get_size(ctx, seq)))
     (n1, bytes1), (n2, bytes2) = sizes
     assert n2 > n1
@@ -212,7 +202,7 @@ def test_kv_cells_in_use_come_from_llama_cpp(backend: GgufBackend):
                             lambda: False)
     report = backend.memory()
     # What llama.cpp's memory holds, read from its own API, not from Tailor's or llama-cpp-python's counters.
-    (cells,) = _cells_llama_cpp_holds(backend._llm._ctx.ctx).values()
+    (cells,) = cells_llama_cpp_holds(backend._llm._ctx.ctx).values()
     assert report.kv_tokens_used == cells
     # The last sampled token is evaluated only when another one follows it.
     assert done.stats.prompt_tokens + done.stats.gen_tokens - 1 <= cells <= done.stats.prompt_tokens + done.stats.gen_tokens
