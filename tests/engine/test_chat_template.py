@@ -14,6 +14,8 @@ CHATML = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+# Far above the 0.3-2 s limits under test, far below what an uncapped template would take.
+STOPPED_WITHIN_S = 30.0
 MESSAGES = [ChatMessage("system", "Be brief."), ChatMessage("user", "Hi")]
 
 
@@ -65,7 +67,8 @@ def test_endless_loop_is_stopped_by_the_time_limit():
     t0 = time.monotonic()
     with pytest.raises(ChatTemplateError, match="longer than"):
         template.render(MESSAGES)
-    assert time.monotonic() - t0 < 2.0
+    # Uncapped, the loop runs for hours: the bound tells "stopped" apart with room for a loaded machine.
+    assert time.monotonic() - t0 < STOPPED_WITHIN_S
 
 
 @pytest.mark.parametrize(
@@ -84,7 +87,7 @@ def test_huge_output_is_refused(source: str):
     t0 = time.monotonic()
     with pytest.raises(ChatTemplateError):
         ChatTemplate(source).render(MESSAGES)
-    assert time.monotonic() - t0 < 5.0
+    assert time.monotonic() - t0 < STOPPED_WITHIN_S
 
 
 def test_template_that_does_not_compile_is_a_template_error():
