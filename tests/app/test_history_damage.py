@@ -243,7 +243,13 @@ def test_a_write_that_finds_the_disk_full_is_refused_with_the_reason(tmp_path):
         store.add_message(chat.id, "user", "y" * (MIN_ROOM_BYTES + 100_000))
     assert refused.value.problem.detail == "database or disk is full"
     assert store.list_messages(chat.id) == []  # nothing half-saved
-    store.add_message(chat.id, "user", "a short one still fits")
+    # From then on the history is read-only with the reason (the window's banner), until Try again.
+    assert store.problem is not None and store.problem.kind == "full"
+    with pytest.raises(StoreUnwritableError, match="full"):
+        store.add_message(chat.id, "user", "a short one")
+    store.reopen()
+    assert store.problem is None
+    store.add_message(chat.id, "user", "a short one fits again")
     store.close()
 
 
