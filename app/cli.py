@@ -6,6 +6,7 @@ import argparse
 import json
 import signal
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -31,6 +32,9 @@ from app.store import StoreError
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path
+
+# After Ctrl+C stops a reply, how long the engine has to end it before the command gives up on it.
+CANCEL_GRACE_S = 3.0
 
 
 class CliError(Exception):
@@ -168,9 +172,10 @@ def run_chat(args: argparse.Namespace) -> int:
         _wait_loaded(client)
         request_id = client.generate(messages, sampling)
         previous = signal.getsignal(signal.SIGINT)
-        signal.signal(signal.SIGINT, lambda *_: client.cancel(request_id))
+        interrupts = _ReplyInterrupts(client, request_id)
+        signal.signal(signal.SIGINT, interrupts)
         try:
-            done = _stream(client, request_id)
+            done = _stream(client, request_id, interrupts)
         finally:
             signal.signal(signal.SIGINT, previous)
         memory = final_report(client) if args.mem else None
@@ -199,8 +204,31 @@ def _wait_loaded(client: EngineClient) -> None:
             raise CliError(event.message)
 
 
-def _stream(client: EngineClient, request_id: int) -> Done:
-    for event in client.stream(request_id):
+class _ReplyInterrupts:
+    """Ctrl+C while a reply streams: the first stops the reply (its text stays, exit 130); a second, or
+    an engine that has not stopped it CANCEL_GRACE_S later (hung, or stopped by a debugger), interrupts."""
+
+    def __init__(self, client: EngineClient, request_id: int):
+        self.client, self.request_id = client, request_id
+        self.cancelled_at: float | None = None
+
+    def __call__(self, _signum: int, _frame: object) -> None:
+        if self.cancelled_at is not None:
+            raise KeyboardInterrupt
+        self.cancelled_at = time.monotonic()
+        self.client.cancel(self.request_id)
+
+    def overdue(self) -> bool:
+        return self.cancelled_at is not None and time.monotonic() - self.cancelled_at > CANCEL_GRACE_S
+
+
+def _stream(client: EngineClient, request_id: int, interrupts: _ReplyInterrupts) -> Done:
+    while True:
+        if interrupts.overdue():
+            raise KeyboardInterrupt
+        event = client.next_event(timeout=0.1)
+        if event is None or getattr(event, "request_id", request_id) not in (request_id, None):
+            continue
         if isinstance(event, Token):
             sys.stdout.write(event.text)
             sys.stdout.flush()
@@ -208,7 +236,6 @@ def _stream(client: EngineClient, request_id: int) -> Done:
             return event
         elif isinstance(event, Error):
             raise CliError(event.message)
-    raise CliError("the engine ended the reply without a result")
 
 
 def _positive_int(text: str) -> int:

@@ -88,3 +88,18 @@ def test_ctrl_c_while_the_model_loads_exits_130_with_one_line(tmp_path: Path):
     _, err = _ctrl_c(process)
     assert process.returncode == 130, err.decode()
     assert err.decode() == "tailor: interrupted\n"
+
+
+def test_ctrl_c_mid_reply_with_a_hung_engine_still_exits_130(tmp_path: Path):
+    """The reply is cancelled, but the engine never answers (hung; here stopped): the command gives up on it."""
+    process = _start(tmp_path)
+    first = b""
+    while not first.strip():
+        chunk = os.read(process.stdout.fileno(), 4096)
+        assert chunk, f"the command ended before any text: {process.stderr.read().decode()}"
+        first += chunk
+    (engine,) = [p for p in _engines(process) if "resource_tracker" not in " ".join(p.cmdline())]
+    engine.suspend()
+    _, err = _ctrl_c(process)
+    assert process.returncode == 130, err.decode()
+    assert err.decode() == "tailor: interrupted\n"
