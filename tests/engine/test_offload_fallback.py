@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,16 @@ CUDA_OOM_LOG = (
     "alloc_tensor_range: failed to allocate CUDA0 buffer of size 4294967296",
     "llama_model_load: error loading model: unable to allocate CUDA0 buffer",
 )
+
+
+@contextlib.contextmanager
+def _engine(tmp_path: Path) -> Iterator[EngineClient]:
+    client = EngineClient(log_path=tmp_path / "engine.log")
+    client.start()
+    try:
+        yield client
+    finally:
+        client.shutdown()
 
 
 def test_the_attempts_go_from_the_plan_to_half_to_none():
@@ -47,9 +59,7 @@ def test_each_fallback_is_one_plain_line():
 @pytest.mark.skipif(gpu_backend_installed(), reason="needs a llama.cpp without a GPU backend")
 def test_a_plan_with_gpu_layers_loads_on_the_cpu_when_llama_cpp_finds_no_gpu(starter_model: Path, tmp_path: Path):
     """What a driver reset between plan and load, or CUDA_VISIBLE_DEVICES="", looks like to the engine."""
-    client = EngineClient(log_path=tmp_path / "engine.log")
-    client.start()
-    try:
+    with _engine(tmp_path) as client:
         client.load(LoadRequest(str(starter_model), n_ctx=2048, n_gpu_layers=31))
         loaded = wait_for(client, (Loaded,))
         assert isinstance(loaded, Loaded), loaded
@@ -58,16 +68,10 @@ def test_a_plan_with_gpu_layers_loads_on_the_cpu_when_llama_cpp_finds_no_gpu(sta
         france = [ChatMessage("system", DEFAULT_SYSTEM_PROMPT), ChatMessage("user", "What is the capital of France?")]
         reply = collect(client, client.generate(france, SamplingParams(temperature=0.0, max_tokens=48, seed=1)))
         assert isinstance(reply.end, Done) and "Paris" in reply.text
-    finally:
-        client.shutdown()
 
 
 def test_a_plan_on_the_cpu_has_no_notice(starter_model: Path, tmp_path: Path):
-    client = EngineClient(log_path=tmp_path / "engine.log")
-    client.start()
-    try:
+    with _engine(tmp_path) as client:
         client.load(LoadRequest(str(starter_model), n_ctx=2048, n_gpu_layers=0))
         loaded = wait_for(client, (Loaded,))
         assert isinstance(loaded, Loaded) and loaded.info.notice is None
-    finally:
-        client.shutdown()

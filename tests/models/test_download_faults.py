@@ -25,7 +25,6 @@ from models.downloads import Downloader, DownloadError, DownloadFile, DownloadRe
 from models.hub import HubClient, HubError
 from tests.fixtures import fake_hub as hub_fixtures
 from tests.fixtures.fake_hub import FakeHub
-from tests.fixtures.fake_hub import _Handler as FakeHubHandler
 from tests.fixtures.fault_server import FaultServer, serve_faulty
 
 fake_hub = hub_fixtures.fake_hub
@@ -198,19 +197,6 @@ def test_retry_after_values():
     assert retry_after_s("soon") is None and retry_after_s(None) is None and retry_after_s("") is None
 
 
-class _RetryAfterHandler(FakeHubHandler):
-    """The fake hub's handler, sending Retry-After with its injected failures."""
-
-    def _global_failure(self) -> bool:
-        codes = self.server.faults.fail_codes
-        with self.server.lock:
-            code = codes.pop(0) if codes else None
-        if code is None:
-            return False
-        self._json(code, {"error": f"busy {code}"}, {"Retry-After": "2"})
-        return True
-
-
 def _hub_repo(hub: FakeHub) -> None:
     hub.add_repo("org/Tiny-GGUF", {"tiny-Q4_K_M.gguf": b"GGUF" + bytes(5000), "README.md": b"# hi\n"}, tags=["gguf"])
 
@@ -227,8 +213,7 @@ def test_the_hub_busy_is_retried_with_back_off(fake_hub: FakeHub):
 
 def test_retry_after_from_the_hub_is_honoured(fake_hub: FakeHub):
     _hub_repo(fake_hub)
-    fake_hub.RequestHandlerClass = _RetryAfterHandler
-    fake_hub.fault(fail_codes=[429])
+    fake_hub.fault(fail_codes=[429], retry_after="2")
     waits: list[float] = []
     HubClient(backoff_s=0.01, sleep=waits.append).repo_details("org/Tiny-GGUF")
     assert waits == [2.0]
