@@ -6,7 +6,6 @@ many errors, and a crash there must not take the window (or a script) down with 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import multiprocessing
@@ -39,23 +38,6 @@ _POLL_S = 0.25
 
 class EngineNotRunning(RuntimeError):
     """A request was made while no engine process is running."""
-
-
-@contextlib.contextmanager
-def _children_ignore_sigint() -> Iterator[None]:
-    """Start processes that ignore SIGINT: a terminal's Ctrl+C goes to the whole process group,
-    and the engine must outlive it so the front end can stop the reply and shut the engine down in
-    order (`tailor chat` exits 130). An ignored signal stays ignored across exec, and Python keeps
-    it so (blocking it instead does not reach the engine: it still got the signal)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may set a handler; a front end starts its engine there
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        if previous is not None:  # None: a handler set outside Python, nothing to put back
-            signal.signal(signal.SIGINT, previous)
 
 
 class EngineClient:
@@ -105,8 +87,7 @@ class EngineClient:
         process = ctx.Process(
             target=run_engine, args=(req_read, evt_write, log_path), name="tailor-engine", daemon=True
         )
-        with _children_ignore_sigint():
-            process.start()
+        process.start()
         # Close our copies of the child's ends, so a dead child reads as EOF here.
         req_read.close()
         evt_write.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -49,6 +50,11 @@ TOKEN_FLUSH_INTERVAL_S = 0.025
 
 def run_engine(requests: Connection, events: Connection, log_path: str | None) -> None:
     """Entry point of the engine child process."""
+    # A terminal's Ctrl+C goes to the whole process group: the engine outlives it, so the front end
+    # can stop the reply and shut the engine down in order (`tailor chat` exits 130). Set here, in the
+    # child, not around the spawn in the parent: a parent whose SIGINT handler Qt installed in C
+    # (inside an event loop) could not get it back, and every later child inherited SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _configure_logging(log_path)
     host = EngineHost(events)
     code = 0
