@@ -19,9 +19,15 @@ TAILOR = str(Path(sys.executable).with_name("tailor"))
 LONG = "Write a very long story about a dragon who learns to bake bread."
 
 
+def _as_in_a_terminal() -> None:
+    # A shell starts background jobs (a CI script run with `&`) with SIGINT ignored, and children inherit
+    # that; a command typed at a terminal has the default disposition.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(tmp_path: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([TAILOR, "chat", "--max-tokens", "2000", LONG], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True,
+                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_as_in_a_terminal,
                             env={**os.environ, "TAILOR_HOME": str(tmp_path)})
 
 
