@@ -38,6 +38,10 @@ class LoadRequest:
     n_threads: int | None = None
     kv_type: str = "f16"  # "f16", "q8_0" or "q4_0"; a quantized V cache needs flash attention
     flash_attn: bool = True
+    # llama.cpp's full-size KV cache for sliding-window layers (Gemma 2/3 and others): it keeps
+    # every cell, so any earlier prefix can be reused; False keeps only each window (less memory;
+    # a prompt that goes back further than the window is prefilled again). The plan decides.
+    swa_full: bool = True
     # RAM budget of the prefix cache (saved KV states of recent conversations); 0 turns it off,
     # with parking (other sequences kept in the KV cache): only the live sequence is reused.
     prefix_cache_bytes: int = 1 << 30

@@ -44,6 +44,7 @@ class LlamaDevices:
     device still lists; `cuda_problem` why a CUDA build offers no CUDA device here (its backend did not
     load: no driver; the driver is too old; CUDA_VISIBLE_DEVICES hides the GPUs), as ggml's own
     failure says it; `error` says why the list could not be read (then nothing is known).
+    `cpu_features` are the CPU backend's, as `llama_print_system_info()` lists them ("AVX2", "REPACK").
     """
 
     gpu_offload: bool
@@ -51,6 +52,7 @@ class LlamaDevices:
     backends: tuple[str, ...] = ()
     cuda_problem: str | None = None
     error: str | None = None
+    cpu_features: tuple[str, ...] = ()
 
     @property
     def known(self) -> bool:
@@ -89,6 +91,7 @@ class LlamaDevices:
             "backends": list(self.backends),
             "cuda_problem": self.cuda_problem,
             "error": self.error,
+            "cpu_features": list(self.cpu_features),
         }
 
     @classmethod
@@ -103,6 +106,7 @@ class LlamaDevices:
             backends=tuple(str(b) for b in data.get("backends", ())),
             cuda_problem=data.get("cuda_problem"),
             error=data.get("error"),
+            cpu_features=tuple(str(f) for f in data.get("cpu_features", ())),
         )
 
 

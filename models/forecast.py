@@ -5,7 +5,11 @@ The parts follow what llama.cpp allocates (and logs as "model/KV/compute buffer 
   places them (the token embedding stays on the CPU; the last `n_gpu_layers` repeating
   layers go to the GPU, the output layer too once every repeating layer is there);
 - KV cache: per layer, K and V rows of `head_dim x n_kv_heads` in the KV type, over the
-  context padded as llama.cpp pads it; sliding-window layers hold only their window;
+  context padded as llama.cpp pads it; sliding-window layers hold the whole context too (the
+  engine asks for llama.cpp's full-size SWA cache, which keeps prefixes reusable) unless the
+  plan turns `swa_full` off, and then only their window plus one ubatch;
+- CPU repack: on the CPU, llama.cpp copies the matrix weights of some quantized types into a
+  second buffer in its own layout (models/cpu_repack.py); that copy is counted as weights;
 - compute: the largest set of intermediate tensors one ubatch needs (the logits of a
   full ubatch, or without flash attention the attention scores and mask if larger).
 """
@@ -14,6 +18,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+
+from models.cpu_repack import parts_by_type
+from models.quant_mix import estimated_layer_parts, estimated_output_type
 
 # Bytes per element of the KV cache types llama.cpp offers (block size / type size).
 KV_TYPE_BYTES: dict[str, float] = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "q5_0": 22 / 32}
@@ -46,6 +53,12 @@ class ModelShape:
     # to the GPU when the output layer goes there.
     output_tied: bool = False
     n_ff: int = 0  # FFN width (widest layer); the paged engine's activation peak depends on it
+    # Bytes of the matrix weights llama.cpp could repack on the CPU, by ggml type: per repeating
+    # layer, of the output projection, and of the token embedding (repacked as the output when tied).
+    layer_repack: tuple[tuple[tuple[int, int], ...], ...] = ()
+    output_repack: tuple[tuple[int, int], ...] = ()
+    input_repack: tuple[tuple[int, int], ...] = ()
+    quant: str | None = None  # the quantization of the file the shape was read from
 
 
 @dataclass(slots=True, frozen=True)
@@ -60,6 +73,11 @@ class ForecastSettings:
     # Set for the PyTorch engine (AWQ/FP8 checkpoints): its KV cache is a pool of blocks of
     # this many tokens, and it computes logits only for the last token of each sequence.
     paged_block_size: int | None = None
+    # llama.cpp's full-size cache for sliding-window layers (its default, and the engine's); off,
+    # those layers keep only their window, which saves memory but not prefixes older than it.
+    swa_full: bool = True
+    # ggml types the CPU backend repacks (models.cpu_repack.repack_types); empty: none.
+    repack_types: frozenset[int] = frozenset()
 
 
 @dataclass(slots=True, frozen=True)
@@ -101,12 +119,18 @@ def padded_context(n_ctx: int) -> int:
 
 
 def kv_cells(shape: ModelShape, layer: int, s: ForecastSettings) -> int:
-    """KV cells a layer keeps: the padded context, or a sliding window plus one ubatch."""
+    """KV cells a layer keeps: the padded context, or (without `swa_full`) a sliding window plus one ubatch."""
     pad = padded_context if s.paged_block_size is None else lambda n: -(-n // s.paged_block_size) * s.paged_block_size
     n_ctx = pad(s.n_ctx * (s.n_seq if s.paged_block_size else 1))
-    if shape.swa_layers[layer] and shape.sliding_window:
-        return min(n_ctx, pad(shape.sliding_window * s.n_seq + s.n_ubatch))
+    if shape.swa_layers[layer] and shape.sliding_window and not (s.swa_full and s.paged_block_size is None):
+        n_ubatch = min(s.n_ubatch, s.n_batch)
+        return pad(min(n_ctx, shape.sliding_window * s.n_seq + n_ubatch))
     return n_ctx
+
+
+def repack_bytes(parts: tuple[tuple[int, int], ...], s: ForecastSettings) -> int:
+    """Bytes of `parts` ((ggml type, bytes) pairs) that the CPU backend repacks under `s`."""
+    return sum(n for type_id, n in parts if type_id in s.repack_types)
 
 
 def kv_layer_bytes(shape: ModelShape, layer: int, s: ForecastSettings) -> int:
@@ -152,6 +176,8 @@ def forecast(shape: ModelShape, settings: ForecastSettings, gpu: str = "cuda:0")
     parts[out_device]["weights_bytes"] += shape.output_weight_bytes
     if shape.output_tied and out_device != "cpu":
         parts[out_device]["weights_bytes"] += shape.input_weight_bytes
+    parts["cpu"]["weights_bytes"] += cpu_repack_bytes(shape, settings, first_gpu_layer if n_gpu else shape.n_layers,
+                                                      output_on_cpu=out_device == "cpu")
     # The logits are computed where the output layer is; every device running layers
     # needs room for one ubatch's attention and activations.
     for device in parts:
@@ -159,20 +185,41 @@ def forecast(shape: ModelShape, settings: ForecastSettings, gpu: str = "cuda:0")
     return Forecast(settings, {name: DeviceForecast(**p) for name, p in parts.items()})
 
 
-def scaled_to(shape: ModelShape, weights_bytes: int) -> ModelShape:
+def cpu_repack_bytes(shape: ModelShape, s: ForecastSettings, n_cpu_layers: int, output_on_cpu: bool) -> int:
+    """The CPU's repacked copies: of the first `n_cpu_layers` layers, and of the output layer if it stays.
+
+    A tied output reuses the token embedding, which llama.cpp then loads a second time as the
+    output matrix (the embedding itself is only looked up, never repacked).
+    """
+    layers = sum(repack_bytes(parts, s) for parts in shape.layer_repack[:n_cpu_layers])
+    output = shape.input_repack if shape.output_tied else shape.output_repack
+    return layers + (repack_bytes(output, s) if output_on_cpu else 0)
+
+
+def scaled_to(shape: ModelShape, weights_bytes: int, quant: str | None = None) -> ModelShape:
     """The same model at another quantization: every part scaled to a total of `weights_bytes`.
 
     Used for the other files of a repo, whose headers need not all be fetched: within one
-    repo the files differ in tensor types only.
+    repo the files differ in tensor types only. When `quant` differs from the level the shape
+    was read at, the type mix of its layers (what the CPU repacks) is llama.cpp's usual one.
     """
     total = sum(shape.layer_weight_bytes) + shape.input_weight_bytes + shape.output_weight_bytes
     k = weights_bytes / total if total else 0.0
-    return replace(
-        shape,
-        layer_weight_bytes=tuple(int(b * k) for b in shape.layer_weight_bytes),
-        input_weight_bytes=int(shape.input_weight_bytes * k),
-        output_weight_bytes=int(shape.output_weight_bytes * k),
-    )
+    layers = tuple(int(b * k) for b in shape.layer_weight_bytes)
+    input_bytes, output_bytes = int(shape.input_weight_bytes * k), int(shape.output_weight_bytes * k)
+    if quant is None or quant == shape.quant:
+        def scale(parts: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+            return tuple((t, int(n * k)) for t, n in parts)
+
+        repack = {"layer_repack": tuple(scale(p) for p in shape.layer_repack),
+                  "output_repack": scale(shape.output_repack), "input_repack": scale(shape.input_repack)}
+    else:
+        out_type = estimated_output_type(quant)
+        repack = {"layer_repack": tuple(estimated_layer_parts(quant, b) for b in layers),
+                  "output_repack": ((out_type, output_bytes),) if out_type is not None else (),
+                  "input_repack": ((out_type, input_bytes),) if out_type is not None else (), "quant": quant}
+    return replace(shape, layer_weight_bytes=layers, input_weight_bytes=input_bytes,
+                   output_weight_bytes=output_bytes, **repack)
 
 
 def shape_from_gguf(header) -> ModelShape:  # noqa: ANN001 - models.gguf_header.GgufHeader
@@ -187,17 +234,22 @@ def shape_from_gguf(header) -> ModelShape:  # noqa: ANN001 - models.gguf_header.
         raise ValueError(f"{header.source}: the header lacks {', '.join(missing)}; cannot forecast its memory")
     n_layers = header.n_layers
     layer_bytes = [0] * n_layers
+    layer_tensors: list[list] = [[] for _ in range(n_layers)]
+    input_tensors, output_tensors = [], []
     input_bytes = output_bytes = 0
     has_output = False
     for tensor in header.tensors:
         match = _BLK.match(tensor.name)
         if match and int(match.group(1)) < n_layers:
             layer_bytes[int(match.group(1))] += tensor.nbytes
+            layer_tensors[int(match.group(1))].append(tensor)
         elif tensor.name.startswith("token_embd"):
             input_bytes += tensor.nbytes
+            input_tensors.append(tensor)
         else:
             has_output |= tensor.name.startswith("output.")
             output_bytes += tensor.nbytes
+            output_tensors.append(tensor)
     return ModelShape(
         n_layers=n_layers,
         n_embd=header.n_embd,
@@ -214,6 +266,10 @@ def shape_from_gguf(header) -> ModelShape:  # noqa: ANN001 - models.gguf_header.
         output_weight_bytes=output_bytes,
         output_tied=not has_output,
         n_ff=_widest(header.n_ff or 0),
+        layer_repack=tuple(parts_by_type(ts) for ts in layer_tensors),
+        output_repack=parts_by_type(output_tensors),
+        input_repack=parts_by_type(input_tensors),
+        quant=header.quant_name,
     )
 
 

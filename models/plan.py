@@ -10,6 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 
+from models.cpu_repack import cpu_repack_of
 from models.forecast import Forecast, ForecastSettings, ModelShape, forecast, scaled_to
 from models.gpu_catalog import find_gpu
 from models.quant_levels import CPU_DEFAULT, quality_key, quant_from_name
@@ -53,6 +54,8 @@ class Machine:
     ram_available_bytes: int
     gguf_gpu: bool = True
     gpu_note: str | None = None
+    # ggml types llama.cpp's CPU backend here repacks into a second copy (models/cpu_repack.py).
+    cpu_repack: frozenset[int] = frozenset()
 
     @property
     def has_gpu(self) -> bool:
@@ -70,6 +73,10 @@ class Machine:
 
     @classmethod
     def from_profile(cls, profile) -> Machine:  # noqa: ANN001 - models.hardware.HardwareProfile
+        return replace(cls._gpus_from_profile(profile), cpu_repack=cpu_repack_of(profile.llama))
+
+    @classmethod
+    def _gpus_from_profile(cls, profile) -> Machine:  # noqa: ANN001 - models.hardware.HardwareProfile
         gpus = sorted(profile.gpus, key=lambda g: g.free_bytes, reverse=True)
         ram = profile.ram_available_bytes
         llama = profile.llama
@@ -173,7 +180,7 @@ class _Tree:
                                     paged_block_size=PAGED_BLOCK_SIZE)
         return ForecastSettings(
             n_ctx=context or self.context, kv_type=kv or self.kv_type, flash_attn=self.flash_attn,
-            n_gpu_layers=n_gpu_layers,
+            n_gpu_layers=n_gpu_layers, repack_types=self.m.cpu_repack,
         )
 
     def fits(self, f: Forecast) -> bool:
@@ -352,8 +359,8 @@ def gguf_candidates(files: list[tuple[str, int]], shape: ModelShape) -> list[Can
     for parts in sets.values():
         parts.sort()
         size = sum(s for _, s in parts)
-        out.append(Candidate("gguf", tuple(n for n, _ in parts), quant_from_name(parts[0][0]), size,
-                             scaled_to(shape, size)))
+        quant = quant_from_name(parts[0][0])
+        out.append(Candidate("gguf", tuple(n for n, _ in parts), quant, size, scaled_to(shape, size, quant)))
     return out
 
 

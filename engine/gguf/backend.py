@@ -100,7 +100,7 @@ class GgufBackend:
         self._cache.budget_bytes = max(0, request.prefix_cache_bytes)
         self._cache_key = CacheKey(
             model_identity(path),
-            settings_key(llm.n_ctx(), request.kv_type, request.flash_attn, n_gpu_layers),
+            settings_key(llm.n_ctx(), request.kv_type, request.flash_attn, n_gpu_layers, request.swa_full),
         )
         if request.prefix_cache_dir:
             self._store = PrefixStore(Path(request.prefix_cache_dir), request.prefix_cache_disk_bytes)
@@ -151,6 +151,7 @@ class GgufBackend:
                     n_threads=request.n_threads or default_threads(),
                     n_batch=min(512, request.n_ctx),
                     flash_attn=request.flash_attn,
+                    swa_full=request.swa_full,
                     type_k=kv_type,
                     type_v=kv_type,
                     verbose=False,

@@ -10,6 +10,7 @@ import ctypes
 import logging
 
 from models.backend_devices import DEVICE_KINDS, BackendDevice, LlamaDevices
+from models.cpu_repack import parse_system_info
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ def read_devices() -> LlamaDevices:
         return LlamaDevices(
             gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()), devices=devices, backends=tuple(backends),
             cuda_problem=cuda_fallback_reason(llama_lib_dir(), backends),
+            cpu_features=tuple(sorted(parse_system_info(llama_cpp.llama_print_system_info().decode(errors="replace")))),
         )
     except Exception as exc:  # an old or odd build: say what failed, plan as if nothing were known
         log.warning("could not read llama.cpp's device list: %s", exc)

@@ -43,9 +43,10 @@ def model_identity(path: Path) -> str:
     return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
 
 
-def settings_key(n_ctx: int, kv_type: str, flash_attn: bool, n_gpu_layers: int) -> str:
+def settings_key(n_ctx: int, kv_type: str, flash_attn: bool, n_gpu_layers: int, swa_full: bool = True) -> str:
     """The load settings that change what a KV state holds or how it was computed."""
-    return f"llama-cpp-python={llama_cpp.__version__};n_ctx={n_ctx};kv={kv_type};fa={int(flash_attn)};ngl={n_gpu_layers}"
+    key = f"llama-cpp-python={llama_cpp.__version__};n_ctx={n_ctx};kv={kv_type};fa={int(flash_attn)};ngl={n_gpu_layers}"
+    return key if swa_full else key + ";swa=window"  # a windowed state holds fewer cells
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
