@@ -23,6 +23,7 @@ from tests.fixtures.gguf_corpus import (
     kv,
     kv_u32,
     layout,
+    tensor_info,
     write_valid_gguf,
 )
 
@@ -105,6 +106,18 @@ def test_quant_name_guessed_without_file_type(tmp_path: Path) -> None:
     path.write_bytes(gguf_file([ARCH_KV], infos, data=b"\0" * (34 * 4)) + data)
     h = read_gguf_header(path)
     assert h.file_type is None and h.quant_name == "Q8_0" and h.weights_bytes == 34 * 4
+
+
+def test_q2_0_tensor_and_file_type_41(tmp_path: Path) -> None:
+    # Q2_0 (ggml type 42): blocks of 64 values in 18 bytes; LLAMA_FTYPE_MOSTLY_Q2_0 is 41.
+    infos = [tensor_info("blk.0.ffn_up.weight", (128, 4), ggml_type=42), tensor_info("norm", (128,), offset=160)]
+    path = tmp_path / "q2_0.gguf"
+    path.write_bytes(gguf_file([ARCH_KV, kv_u32("general.file_type", 41)], infos, data=b"\0" * (160 + 512)))
+    h = read_gguf_header(path)
+    assert (h.file_type, h.quant_name) == (41, "Q2_0")
+    w = h.tensor("blk.0.ffn_up.weight")
+    assert (w.type_name, w.nbytes) == ("Q2_0", 128 // 64 * 18 * 4)
+    assert h.weights_bytes == 144 + 128 * 4
 
 
 def _bools(key: str, values: list[bool]) -> bytes:
