@@ -117,7 +117,7 @@ class LoadPlanner:
         """The LoadRequest of a load: how the plan (if any) says to load it, and the user's settings."""
         return LoadRequest(
             path, n_ctx=settings.n_ctx, n_gpu_layers=n_gpu_layers, kv_type=kv_type, flash_attn=flash_attn,
-            prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
+            swa_full=plan.swa_full if plan else True, prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
             forecast=plan.forecast.to_dict() if plan and plan.forecast else None,
             pinned_prompts=settings.pinned_prompts, **settings.torch_fields(),
         )

@@ -135,6 +135,8 @@ class Plan:
     reasons: tuple[str, ...] = field(default_factory=tuple)
     # Why the machine's GPU is left unused by llama.cpp (a CPU-only build, a hidden or unusable GPU).
     gpu_unused_reason: str | None = None
+    # llama.cpp's full-size cache for sliding-window layers; False when only the windowed one fits.
+    swa_full: bool = True
 
     def to_dict(self) -> dict:
         return {
@@ -152,6 +154,7 @@ class Plan:
             "fits": self.fits,
             "reasons": list(self.reasons),
             "gpu_unused_reason": self.gpu_unused_reason,
+            "swa_full": self.swa_full,
             "forecast": self.forecast.to_dict() if self.forecast else None,
         }
 
@@ -178,10 +181,17 @@ class _Tree:
             # The PyTorch engine: an f16 KV cache in blocks of PAGED_BLOCK_SIZE tokens.
             return ForecastSettings(n_ctx=context or self.context, kv_type="f16", n_gpu_layers=n_gpu_layers,
                                     paged_block_size=PAGED_BLOCK_SIZE)
-        return ForecastSettings(
+        s = ForecastSettings(
             n_ctx=context or self.context, kv_type=kv or self.kv_type, flash_attn=self.flash_attn,
             n_gpu_layers=n_gpu_layers, repack_types=self.m.cpu_repack,
         )
+        # Sliding-window layers: llama.cpp's full-size cache keeps every prefix reusable; only
+        # when it does not fit do they keep just their window (see Plan.swa_full).
+        if any(c.shape.swa_layers) and c.shape.sliding_window and not self.fits(forecast(c.shape, s)):
+            windowed = replace(s, swa_full=False)
+            if self.fits(forecast(c.shape, windowed)):
+                return windowed
+        return s
 
     def fits(self, f: Forecast) -> bool:
         gpu = sum(d.total_bytes for name, d in f.devices.items() if name != "cpu")
@@ -190,11 +200,20 @@ class _Tree:
 
     def plan(self, c: Candidate, n_gpu_layers: int, fits: bool, context: int | None = None, kv: str | None = None):
         s = self.settings(c, n_gpu_layers, context, kv)
+        if not s.swa_full:
+            saved = forecast(c.shape, replace(s, swa_full=True)).total("total_bytes") - forecast(c.shape, s).total(
+                "total_bytes")
+            self.reasons.append(
+                f"Its sliding-window layers keep only their {c.shape.sliding_window:,}-token window, which saves "
+                f"{gb(saved)} (the full-size cache does not fit); a reply that edits a message further back than "
+                "the window prefills the chat again."
+            )
         return Plan(
             format=c.format, files=c.files, quant=c.quant, n_layers=c.shape.n_layers, n_gpu_layers=n_gpu_layers,
             context=s.n_ctx, kv_type=s.kv_type, flash_attn=s.flash_attn, n_batch=s.n_batch, n_ubatch=s.n_ubatch,
             fits=fits, forecast=forecast(c.shape, s), reasons=tuple(self.reasons),
             gpu_unused_reason=None if self.m.gguf_gpu or c.format != "gguf" else self.m.gpu_note,
+            swa_full=s.swa_full,
         )
 
     # ------------------------------------------------------------ the tree
