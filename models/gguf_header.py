@@ -11,6 +11,7 @@ from typing import Any
 from models.byte_source import DEFAULT_TIMEOUT_S, ByteSource, open_byte_source
 from models.errors import InvalidModelFile
 from models.ggml_types import FILE_TYPES
+from models.gguf_checks import check_hparams
 from models.gguf_parse import GgufArray, parse_gguf
 from models.header_reader import DEFAULT_MAX_HEADER_BYTES, HeaderReader
 from models.tensor_info import TensorInfo
@@ -146,6 +147,21 @@ class GgufHeader:
         return tuple(period == 0 or i % period < period - 1 for i in range(n_layers))
 
     @property
+    def n_expert(self) -> int | None:
+        """Experts of a mixture-of-experts model (`{arch}.expert_count`); None (or 0) when dense."""
+        return self._arch("expert_count")
+
+    @property
+    def n_expert_used(self) -> int | tuple[int, ...] | None:
+        """Experts each token is routed to (`{arch}.expert_used_count`), or one count per layer."""
+        return self._arch("expert_used_count")
+
+    @property
+    def n_ff_expert(self) -> int | tuple[int, ...] | None:
+        """Feed-forward size of one expert (`{arch}.expert_feed_forward_length`), or one per layer."""
+        return self._arch("expert_feed_forward_length")
+
+    @property
     def file_type(self) -> int | None:
         """`general.file_type`: llama.cpp's llama_ftype id."""
         return self.metadata.get("general.file_type")
@@ -202,8 +218,9 @@ def read_gguf_header(
         The parsed header.
 
     Raises:
-        InvalidModelFile: The file is missing, unreachable, not GGUF, truncated or malformed;
-            the message names the file and the problem.
+        InvalidModelFile: The file is missing, unreachable, not GGUF, truncated or malformed, or
+            its sliding window or expert counts are absurd (models/gguf_checks.py); the message
+            names the file and the problem.
     """
     byte_source = open_byte_source(source, headers=headers, timeout=timeout)
     try:
@@ -213,7 +230,7 @@ def read_gguf_header(
     finally:
         if byte_source is not source:
             byte_source.close()
-    return GgufHeader(
+    header = GgufHeader(
         source=byte_source.name,
         version=parsed.version,
         alignment=parsed.alignment,
@@ -222,4 +239,6 @@ def read_gguf_header(
         data_offset=parsed.data_offset,
         file_size=byte_source.size,
     )
+    check_hparams(header)  # a well-formed file can still hold a window or expert count no model has
+    return header
 

@@ -16,7 +16,10 @@ from models.gguf_header import GgufArray, GgufHeader, read_gguf_header
 from tests.fixtures.gguf_corpus import (
     ARCH_KV,
     CASES,
+    GOOD_SHAPES,
+    HPARAM_CASES,
     HostileCase,
+    HparamCase,
     Layout,
     gguf_file,
     gstr,
@@ -24,6 +27,7 @@ from tests.fixtures.gguf_corpus import (
     kv_u32,
     layout,
     tensor_info,
+    write_shaped_gguf,
     write_valid_gguf,
 )
 
@@ -159,6 +163,37 @@ def test_hostile_file(case: HostileCase, valid_gguf: Path, valid_layout: Layout,
     with pytest.raises(InvalidModelFile) as info:
         read_gguf_header(path)
     assert time.perf_counter() - start < 5
+    assert case.expect in str(info.value)
+    assert str(info.value).startswith(f"{path}: ")
+
+
+@pytest.mark.parametrize("shape", GOOD_SHAPES, ids=list(GOOD_SHAPES))
+def test_real_shaped_headers_pass_the_hyperparameter_checks(shape: str, tmp_path: Path) -> None:
+    s = GOOD_SHAPES[shape]
+    h = read_gguf_header(write_shaped_gguf(tmp_path / f"{shape}.gguf", s))
+    assert h.architecture == s.arch and h.n_layers == s.kvs["block_count"][0]
+
+
+def test_gemma3_like_window_and_layout(tmp_path: Path) -> None:
+    h = read_gguf_header(write_shaped_gguf(tmp_path / "gemma3.gguf", GOOD_SHAPES["gemma3-1b"]))
+    assert (h.sliding_window, h.n_ctx_train) == (512, 32768)
+    assert h.swa_layers == tuple(i % 6 < 5 for i in range(26))
+    assert (h.n_expert, h.n_expert_used, h.n_ff_expert) == (None, None, None)
+
+
+def test_qwen3moe_like_expert_properties(tmp_path: Path) -> None:
+    h = read_gguf_header(write_shaped_gguf(tmp_path / "qwen3moe.gguf", GOOD_SHAPES["qwen3moe"]))
+    assert (h.n_expert, h.n_expert_used, h.n_ff_expert) == (128, 8, 768)
+    assert h.tensor("blk.0.ffn_gate_exps.weight").shape[-1] == 128
+    per_layer = read_gguf_header(write_shaped_gguf(tmp_path / "ds.gguf", GOOD_SHAPES["dense-first-layer"]))
+    assert (per_layer.n_expert, per_layer.n_expert_used) == (64, (0, 6, 6, 6))
+
+
+@pytest.mark.parametrize("case", HPARAM_CASES, ids=[c.id for c in HPARAM_CASES])
+def test_absurd_hyperparameter_is_refused(case: HparamCase, tmp_path: Path) -> None:
+    path = write_shaped_gguf(tmp_path / f"{case.id}.gguf", GOOD_SHAPES[case.shape], case.change)
+    with pytest.raises(InvalidModelFile) as info:
+        read_gguf_header(path)
     assert case.expect in str(info.value)
     assert str(info.value).startswith(f"{path}: ")
 
