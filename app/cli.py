@@ -11,8 +11,8 @@ from importlib import metadata
 from pathlib import Path
 
 from app.chat_defaults import (
+    DEFAULT_AUTO_CTX_CAP,
     DEFAULT_MAX_TOKENS,
-    DEFAULT_N_CTX,
     DEFAULT_SYSTEM_PROMPT,
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
@@ -23,15 +23,16 @@ from app.load_planner import LoadPlanner, LoadSettings
 from app.log_setup import configure_logging
 from app.mem_command import add_mem_parser, final_report, memory_json
 from app.paths import AppPaths
-from app.plan_command import PlanError, add_plan_parser
+from app.plan_command import PlanError, add_plan_parser, context_option
 from app.preset_command import PresetError, add_preset_parser, apply_chat_preset
 from app.pull_command import add_pull_parser
 from app.search_command import add_search_parser
 from app.serve_command import add_serve_parser
 from app.store import StoreError
 from engine.client import EngineClient, EngineNotRunning
-from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams, Token
+from engine.protocol import ChatMessage, Done, Error, Loaded, ModelInfo, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path
+from models.plan import Plan
 
 # After Ctrl+C stops a reply, how long the engine has to end it before the command gives up on it.
 CANCEL_GRACE_S = 3.0
@@ -55,7 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--system", default=DEFAULT_SYSTEM_PROMPT, help='system prompt (default: a short helpful one; "" for none)'
     )
-    chat.add_argument("--ctx", type=_positive_int, default=DEFAULT_N_CTX, help="context length in tokens (%(default)s)")
+    chat.add_argument(
+        "--ctx", type=context_option, metavar="auto|N",
+        help="context length in tokens, or auto: the largest that fits this machine, up to --ctx-cap and the "
+        "model's trained length (default: auto)",
+    )
+    chat.add_argument(
+        "--ctx-cap", type=_positive_int, metavar="N",
+        help=f"the most tokens --ctx auto picks (default: {DEFAULT_AUTO_CTX_CAP})",
+    )
     chat.add_argument(
         "--max-tokens", type=_positive_int, default=DEFAULT_MAX_TOKENS, help="most tokens to generate (%(default)s)"
     )
@@ -146,6 +155,8 @@ def run_chat(args: argparse.Namespace) -> int:
         raise CliError("--speculative draft needs --draft DIR (a draft model folder)")
     if args.draft is not None and args.speculative not in (None, "draft"):
         raise CliError(f"--draft needs --speculative draft (or no --speculative), not {args.speculative}")
+    if args.ctx is not None and args.ctx_cap is not None:
+        raise CliError(f"--ctx-cap is the most tokens --ctx auto picks: it does nothing with --ctx {args.ctx}")
     try:
         model = args.model or starter_model_path()
     except StarterModelMissing as exc:
@@ -166,10 +177,12 @@ def run_chat(args: argparse.Namespace) -> int:
         settings = LoadSettings(
             n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, gpu_memory_fraction=args.gpu_memory_fraction,
             speculative=args.speculative or "auto", draft_path=str(args.draft) if args.draft else None,
+            auto_ctx_cap=args.ctx_cap or DEFAULT_AUTO_CTX_CAP,
         )
         planned = LoadPlanner(prefix_cache_dir=paths.prefix_cache).plan_load(str(model), settings)
         client.load(planned.request)
-        _wait_loaded(client)
+        info = _wait_loaded(client)
+        print(f"tailor: {_loaded_line(info, args.ctx is None, planned.plan)}", file=sys.stderr)
         request_id = client.generate(messages, sampling)
         previous = signal.getsignal(signal.SIGINT)
         interrupts = _ReplyInterrupts(client, request_id)
@@ -193,15 +206,31 @@ def run_chat(args: argparse.Namespace) -> int:
     return 130 if done.finish_reason == "cancelled" else 0
 
 
-def _wait_loaded(client: EngineClient) -> None:
+def _wait_loaded(client: EngineClient) -> ModelInfo:
     while True:
         event = client.next_event()
         if isinstance(event, Loaded):
             if event.info.notice:
                 print(f"tailor: {event.info.notice}", file=sys.stderr)
-            return
+            return event.info
         if isinstance(event, Error):
             raise CliError(event.message)
+
+
+def _loaded_line(info: ModelInfo, auto: bool, plan: Plan | None) -> str:
+    """The startup line: the model and the context it was loaded with (the engine's figure), and why."""
+    line = f"loaded {info.name} with {info.n_ctx:,} tokens of context"
+    if not auto:
+        return line
+    if plan is None:
+        return f"{line} (auto: the default, as the model could not be planned)"
+    if info.n_ctx == info.n_ctx_train:
+        return f"{line} (auto: the model's trained length)"
+    if not plan.fits:
+        return f"{line} (auto: the least it takes, though the plan says the model does not fit)"
+    if plan.max_context > info.n_ctx:
+        return f"{line} (auto: the cap; {plan.max_context:,} would fit, see --ctx-cap)"
+    return f"{line} (auto: the most that fits)"
 
 
 class _ReplyInterrupts:

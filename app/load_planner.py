@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from app.chat_defaults import DEFAULT_AUTO_CTX_CAP, DEFAULT_N_CTX
 from app.machine import detect_machine
 from app.paths import AppPaths
 from engine.protocol import LoadRequest
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 class LoadSettings:
     """What the user chose for a load: context length, KV cache type, flash attention."""
 
-    n_ctx: int
+    n_ctx: int | None = None  # None: Context: Auto, the largest that fits (at most auto_ctx_cap tokens)
     kv_type: str = "f16"  # "f16", "q8_0" or "q4_0"
     flash_attn: str = "auto"  # "on", "off" or "auto" (on: every llama.cpp backend Tailor uses has it)
     # System prompts of pinned presets, prefilled at load. Not compared: a changed pin takes
@@ -39,6 +40,7 @@ class LoadSettings:
     cpu_kv_bytes: int | None = None
     speculative: str = "auto"  # "auto", "off", "lookup" or "draft"
     draft_path: str | None = None
+    auto_ctx_cap: int = DEFAULT_AUTO_CTX_CAP  # the most tokens Auto picks (below the trained length)
 
     def torch_fields(self) -> dict:
         """The LoadRequest fields of the PyTorch engine's settings."""
@@ -76,8 +78,10 @@ class LoadPlanner:
         return self._profile
 
     def plan_load(self, path: str, settings: LoadSettings) -> PlannedLoad:
+        """The request for `path`: a context of Auto becomes the plan's context (the engine always
+        gets a number), or DEFAULT_N_CTX when there is no plan."""
         flash_attn, overruled = settings.resolved_flash_attn()
-        kv_type, n_ctx = settings.kv_type, settings.n_ctx
+        kv_type = settings.kv_type
         if is_model_folder(path):
             return self._plan_folder(path, settings, flash_attn)
         try:
@@ -86,8 +90,8 @@ class LoadPlanner:
             # The engine checks the file again and sends the user-facing error.
             log.info("no plan for %s: %s", path, exc)
             return PlannedLoad(self._request(path, settings, None, kv_type=kv_type, flash_attn=flash_attn), None)
-        plan = make_plan(Machine.from_profile(self.profile), [candidate], context=n_ctx, kv_type=kv_type,
-                         flash_attn=flash_attn)
+        plan = make_plan(Machine.from_profile(self.profile), [candidate], context=settings.n_ctx, kv_type=kv_type,
+                         flash_attn=flash_attn, auto_context_cap=settings.auto_ctx_cap)
         if overruled:
             plan = replace(plan, reasons=(*plan.reasons, overruled))
         request = self._request(
@@ -107,6 +111,7 @@ class LoadPlanner:
                 Machine.from_profile(self.profile), candidate, settings.n_ctx,
                 torch_ok=importlib.util.find_spec("torch") is not None,
                 gpu_memory_fraction=settings.gpu_memory_fraction, cpu_kv_bytes=settings.cpu_kv_bytes,
+                auto_context_cap=settings.auto_ctx_cap,
             )
         return PlannedLoad(self._request(path, settings, plan, kv_type=settings.kv_type, flash_attn=flash_attn), plan)
 
@@ -115,8 +120,15 @@ class LoadPlanner:
         n_gpu_layers: int = 0,
     ) -> LoadRequest:
         """The LoadRequest of a load: how the plan (if any) says to load it, and the user's settings."""
+        if plan is not None:
+            n_ctx = plan.context
+        elif settings.n_ctx is not None:
+            n_ctx = settings.n_ctx
+        else:
+            log.info("context: auto needs a plan, and %s has none: loading with %d tokens", path, DEFAULT_N_CTX)
+            n_ctx = DEFAULT_N_CTX
         return LoadRequest(
-            path, n_ctx=settings.n_ctx, n_gpu_layers=n_gpu_layers, kv_type=kv_type, flash_attn=flash_attn,
+            path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, kv_type=kv_type, flash_attn=flash_attn,
             swa_full=plan.swa_full if plan else True, prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
             forecast=plan.forecast.to_dict() if plan and plan.forecast else None,
             pinned_prompts=settings.pinned_prompts, **settings.torch_fields(),

@@ -12,7 +12,7 @@ from models.errors import InvalidModelFile
 from models.folder_plan import folder_candidate, is_model_folder, plan_folder
 from models.hardware import NvmlApi, profile_for
 from models.hub import HubClient, HubError
-from models.plan import Candidate, Machine, Plan, make_plan
+from models.plan import AUTO_CONTEXT_CAP, Candidate, Machine, Plan, make_plan
 from models.plan_sources import gguf_file_candidate, repo_candidates
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
@@ -20,6 +20,29 @@ KV_TYPES = ("f16", "q8_0", "q4_0")
 
 class PlanError(Exception):
     """A bad file, repo or option; printed as one line."""
+
+
+def context_option(text: str) -> int | None:
+    """`--ctx auto|N`: None for auto (the largest context that fits), else a positive number of tokens."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be auto or a positive integer, not {text}")
+    return value
+
+
+def _cap_option(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
+    return value
 
 
 def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -31,7 +54,13 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     source.add_argument("--repo", help="a Hugging Face repo id (HF_ENDPOINT selects the hub); one header is read")
     parser.add_argument("--revision", default="main", help="the repo's branch, tag or commit (%(default)s)")
-    parser.add_argument("--ctx", type=int, default=4096, help="context length wanted (%(default)s)")
+    parser.add_argument(
+        "--ctx", type=context_option, metavar="auto|N",
+        help="context length wanted, or auto: the largest that fits, up to --ctx-cap and the model's trained "
+        "length (default: auto)",
+    )
+    parser.add_argument("--ctx-cap", type=_cap_option, metavar="N",
+                        help=f"the most tokens --ctx auto picks (default: {AUTO_CONTEXT_CAP})")
     parser.add_argument("--kv", choices=KV_TYPES, default="f16", help="KV cache type (%(default)s)")
     parser.add_argument("--vram", type=float, help="plan for a GPU with this many GiB instead of this machine's")
     parser.add_argument("--gpu-name", help='the GPU to plan for, e.g. "RTX 4090"')
@@ -44,6 +73,9 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_plan(args: argparse.Namespace, nvml: NvmlApi | None = None) -> int:
     """Plan and print; `nvml` is the NVML to ask for this machine's GPUs (tests), default pynvml."""
+    if args.ctx is not None and args.ctx_cap is not None:
+        raise PlanError(f"--ctx-cap is the most tokens --ctx auto picks: it does nothing with --ctx {args.ctx}")
+    cap = args.ctx_cap or AUTO_CONTEXT_CAP
     machine = Machine.from_profile(_profile(args, nvml))
     torch_ok = importlib.util.find_spec("torch") is not None
     if args.file and is_model_folder(args.file):  # one checkpoint, run by the PyTorch engine
@@ -51,11 +83,12 @@ def run_plan(args: argparse.Namespace, nvml: NvmlApi | None = None) -> int:
             candidate = folder_candidate(args.file)
         except (InvalidModelFile, ValueError, OSError) as exc:
             raise PlanError(str(exc)) from None
-        plan = plan_folder(machine, candidate, context=args.ctx, torch_ok=torch_ok)
+        plan = plan_folder(machine, candidate, context=args.ctx, torch_ok=torch_ok, auto_context_cap=cap)
         print(json.dumps(plan.to_dict()) if args.json else format_plan(plan))
         return 0
     candidates = _candidates(args)
-    plan = make_plan(machine, candidates, context=args.ctx, kv_type=args.kv, torch_ok=torch_ok)
+    plan = make_plan(machine, candidates, context=args.ctx, kv_type=args.kv, torch_ok=torch_ok,
+                     auto_context_cap=cap)
     print(json.dumps(plan.to_dict()) if args.json else format_plan(plan))
     return 0
 
@@ -96,6 +129,8 @@ def format_plan(plan: Plan) -> str:
         f"{'Fits' if plan.fits else 'Does not fit'}: {plan.format.upper()} {plan.quant or ''} {plan.files[0]}",
         f"  {_layers(plan)}, context {plan.context:,}, KV cache {plan.kv_type}, "
         f"flash attention {'on' if plan.flash_attn else 'off'}",
+        f"  largest context that fits: {plan.max_context:,} tokens" if plan.max_context
+        else "  not even 256 tokens of context fit",
     ]
     if plan.forecast:
         for device, d in plan.forecast.devices.items():

@@ -14,7 +14,9 @@ from models.forecast import DeviceForecast, Forecast, ForecastSettings, ModelSha
 from models.hf_config import read_hf_config
 from models.hub import RepoFile
 from models.plan import (
+    AUTO_CONTEXT_CAP,
     GPU_RESERVE_BYTES,
+    MIN_CONTEXT,
     PAGED_BLOCK_SIZE,
     RAM_RESERVE_BYTES,
     SAFETY_MARGIN,
@@ -22,6 +24,7 @@ from models.plan import (
     Machine,
     Plan,
     gb,
+    largest_fitting_context,
 )
 from models.plan_sources import checkpoint_candidate
 from models.repo_files import group_files
@@ -106,12 +109,17 @@ def default_cpu_kv_bytes(ram_available_bytes: int) -> int:
 def plan_folder(
     machine: Machine,
     candidate: Candidate,
-    context: int = 4096,
+    context: int | None = 4096,
     torch_ok: bool = True,
     gpu_memory_fraction: float = 0.9,
     cpu_kv_bytes: int | None = None,
+    auto_context_cap: int = AUTO_CONTEXT_CAP,
 ) -> Plan:
-    """Where and whether the PyTorch engine runs the folder of `candidate` (from folder_candidate)."""
+    """Where and whether the PyTorch engine runs the folder of `candidate` (from folder_candidate).
+
+    `context` None is Context: Auto: the largest context that fits, at most `auto_context_cap` and the
+    model's trained length (at least MIN_CONTEXT, or the cap if lower, even when that does not fit).
+    """
     reasons: list[str] = []
     shape, on_gpu = candidate.shape, machine.has_gpu
     label = candidate.quant or ("AWQ 4-bit" if candidate.format == "awq" else "dense")
@@ -143,11 +151,24 @@ def plan_folder(
         else:
             how = f"fp32 ({gb(weights)} of weights)"
         reasons.append(f"No NVIDIA GPU: the PyTorch engine runs on the CPU in {how}, {gb(budget)} of RAM to plan with.")
-    settings = ForecastSettings(n_ctx=context, kv_type="f16", n_gpu_layers=shape.n_layers + 1 if on_gpu else 0,
-                                paged_block_size=PAGED_BLOCK_SIZE)
-    base = forecast(scaled_to(shape, weights), settings)
     scale = 1 if on_gpu else 2  # the KV cache and activations are in the weights' dtype: fp32 on the CPU
-    needed_kv, compute = scale * base.total("kv_cache_bytes"), scale * base.total("compute_bytes")
+
+    def at(n_ctx: int) -> tuple[ForecastSettings, int, int]:
+        """The settings at `n_ctx`, and the bytes of its KV cache and activations."""
+        s = ForecastSettings(n_ctx=n_ctx, kv_type="f16", n_gpu_layers=shape.n_layers + 1 if on_gpu else 0,
+                             paged_block_size=PAGED_BLOCK_SIZE)
+        base = forecast(scaled_to(shape, weights), s)
+        return s, scale * base.total("kv_cache_bytes"), scale * base.total("compute_bytes")
+
+    most = largest_fitting_context(lambda n: weights + sum(at(n)[1:]) <= budget, shape.n_ctx_train)
+    auto_reason = None
+    if context is None:
+        cap = min(auto_context_cap, shape.n_ctx_train) if shape.n_ctx_train else auto_context_cap
+        context = max(min(MIN_CONTEXT, cap), min(most, cap))
+        why = ("the model's trained length" if context == shape.n_ctx_train else
+               f"the auto cap; {most:,} would fit" if most > context else "the most that fits")
+        auto_reason = f"Context: auto — {context:,} tokens ({why})."
+    settings, needed_kv, compute = at(context)
     needed = weights + needed_kv + compute
     fits = usable and needed <= budget
     if on_gpu:
@@ -173,6 +194,10 @@ def plan_folder(
         tokens = int(pool / per_token) if per_token else 0
         reasons.append(f"The KV block pool takes {where}: {gb(pool)}, about {tokens:,} tokens "
                        "shared by all chats (a common prefix is stored once).")
+        if most:
+            reasons.append(f"One chat's context fits up to {most:,} tokens.")
+        if auto_reason:
+            reasons.append(auto_reason)
     device = "cuda:0" if on_gpu else "cpu"
     devices = {device: DeviceForecast(weights_bytes=weights, kv_cache_bytes=pool, compute_bytes=compute)}
     trained = shape.n_ctx_train
@@ -182,5 +207,5 @@ def plan_folder(
         format=candidate.format, files=candidate.files, quant=candidate.quant, n_layers=shape.n_layers,
         n_gpu_layers=settings.n_gpu_layers, context=context, kv_type="f16" if on_gpu else "f32", flash_attn=True,
         n_batch=settings.n_batch, n_ubatch=settings.n_ubatch, fits=fits,
-        forecast=Forecast(settings, devices), reasons=tuple(reasons),
+        forecast=Forecast(settings, devices), reasons=tuple(reasons), max_context=most,
     )

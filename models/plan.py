@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from models.cpu_repack import cpu_repack_of
-from models.forecast import Forecast, ForecastSettings, ModelShape, forecast, scaled_to
+from models.forecast import KV_PADDING, Forecast, ForecastSettings, ModelShape, forecast, scaled_to
 from models.gpu_catalog import find_gpu
 from models.quant_levels import CPU_DEFAULT, quality_key, quant_from_name
 
@@ -23,6 +24,11 @@ SAFETY_MARGIN = 0.05
 # Kept free in RAM for the OS, the window and everything else the user runs.
 RAM_RESERVE_BYTES = 2 * GIB
 MIN_CONTEXT = 2048
+# The most Context: Auto takes unless raised: past it the KV cache holds room few chats use, and a
+# full window takes long to prefill on a workstation.
+AUTO_CONTEXT_CAP = 32768
+# Where the search for the largest context stops for a model whose header gives no trained length.
+MAX_SEARCH_CONTEXT = 1 << 20
 # Tokens per KV block of the PyTorch engine's paged cache.
 PAGED_BLOCK_SIZE = 16
 
@@ -135,6 +141,9 @@ class Plan:
     reasons: tuple[str, ...] = field(default_factory=tuple)
     # Why the machine's GPU is left unused by llama.cpp (a CPU-only build, a hidden or unusable GPU).
     gpu_unused_reason: str | None = None
+    # The largest context (tokens) whose KV cache and compute buffer fit beside these weights with
+    # these GPU layers, at most the model's trained length; 0 when not even KV_PADDING tokens fit.
+    max_context: int = 0
     # llama.cpp's full-size cache for sliding-window layers; False when only the windowed one fits.
     swa_full: bool = True
 
@@ -155,12 +164,34 @@ class Plan:
             "reasons": list(self.reasons),
             "gpu_unused_reason": self.gpu_unused_reason,
             "swa_full": self.swa_full,
+            "max_context": self.max_context,
             "forecast": self.forecast.to_dict() if self.forecast else None,
         }
 
 
 def gb(n: int) -> str:
     return f"{n / GIB:.1f} GiB"
+
+
+def largest_fitting_context(fits_at: Callable[[int], bool], trained: int) -> int:
+    """The largest context `fits_at` accepts: `trained` (the model's trained length; 0: unknown, searched
+    up to MAX_SEARCH_CONTEXT) if it fits, else the largest multiple of KV_PADDING that does, as llama.cpp
+    pads its cache to one; 0 when not even KV_PADDING tokens fit.
+
+    The memory grows with the context, so a binary search finds it in about a dozen checks.
+    """
+    top = trained or MAX_SEARCH_CONTEXT
+    if fits_at(top):
+        return top
+    # Invariant: lo * KV_PADDING fits (or lo is 0); hi * KV_PADDING, at least `top`, does not.
+    lo, hi = 0, -(-top // KV_PADDING)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits_at(mid * KV_PADDING):
+            lo = mid
+        else:
+            hi = mid
+    return lo * KV_PADDING
 
 
 class _Tree:
@@ -215,6 +246,52 @@ class _Tree:
             gpu_unused_reason=None if self.m.gguf_gpu or c.format != "gguf" else self.m.gpu_note,
             swa_full=s.swa_full,
         )
+
+    # ------------------------------------------------------------ the context
+
+    def candidate_of(self, plan: Plan) -> Candidate:
+        return next(c for c in self.candidates if c.files == plan.files)
+
+    def largest_context(self, c: Candidate, n_gpu_layers: int) -> int:
+        """The largest context at which `c` with `n_gpu_layers` on the GPU passes this tree's fits()."""
+        return largest_fitting_context(
+            lambda n: self.fits(forecast(c.shape, self.settings(c, n_gpu_layers, n))), c.shape.n_ctx_train)
+
+    def with_context(self, plan: Plan, auto_cap: int | None) -> Plan:
+        """`plan` with its largest context, said in the reasons. Under Context: Auto (`auto_cap` set, and
+        already at most the trained length) the tree walked at the least context auto accepts; the plan
+        then moves to the largest context that fits, at most `auto_cap`."""
+        c = self.candidate_of(plan)
+        most = self.largest_context(c, plan.n_gpu_layers)
+        if most:
+            if plan.n_gpu_layers > plan.n_layers:
+                where = "fully on the GPU"
+            elif plan.n_gpu_layers == 0:
+                where = "in RAM"
+            else:
+                where = f"with {plan.n_gpu_layers} of {plan.n_layers} layers on the GPU"
+            trained = ", the model's trained length" if most == c.shape.n_ctx_train else ""
+            self.reasons.append(f"{plan.quant or plan.format.upper()} {'fits' if plan.fits else 'would fit'} "
+                                f"{where} up to {most:,} tokens of context{trained}.")
+        if auto_cap is None:
+            return replace(plan, max_context=most, reasons=tuple(self.reasons))
+        if not plan.fits:
+            self.reasons.append(f"Context: auto needs at least {self.context:,} tokens; not even that fits.")
+            return replace(plan, max_context=most, reasons=tuple(self.reasons))
+        context = max(self.context, min(most, auto_cap))
+        if context == c.shape.n_ctx_train:
+            why = "the model's trained length: all of it fits"
+        elif most > context:
+            why = f"the auto cap; {most:,} would fit, raise the cap for more"
+        elif len(self.candidates) > 1:
+            why = f"the most that fits; files are compared at {self.context:,} tokens, the least auto accepts"
+        else:
+            why = "the most that fits"
+        self.reasons.append(f"Context: auto — {context:,} tokens ({why}).")
+        if not plan.swa_full:
+            # plan() says it again, with the bytes the window saves at the new context.
+            self.reasons.remove(plan.reasons[-1])
+        return replace(self.plan(c, plan.n_gpu_layers, True, context, plan.kv_type), max_context=most)
 
     # ------------------------------------------------------------ the tree
 
@@ -342,18 +419,32 @@ class _Tree:
 def make_plan(
     machine: Machine,
     candidates: list[Candidate],
-    context: int = 4096,
+    context: int | None = 4096,
     kv_type: str = "f16",
     torch_ok: bool = False,
     flash_attn: bool = True,
+    auto_context_cap: int = AUTO_CONTEXT_CAP,
 ) -> Plan:
     """Walk the decision tree for `candidates` on `machine`.
 
+    Args:
+        context: Tokens of context; None is Context: Auto, the largest that fits, at most
+            `auto_context_cap` and the model's trained length (a file fits if MIN_CONTEXT of it does).
+
     Raises:
-        ValueError: no candidates.
+        ValueError: no candidates, or a cap that is not positive.
     """
-    plan = _Tree(machine, candidates, context, kv_type, torch_ok, flash_attn).walk()
     trained = plan_context_cap(candidates)
+    auto_cap = None
+    if context is None:
+        if auto_context_cap <= 0:
+            raise ValueError(f"auto_context_cap must be a positive number of tokens, not {auto_context_cap}")
+        # llama.cpp pads its cache to KV_PADDING tokens: a cap between two steps takes the lower one.
+        auto_cap = max(KV_PADDING, auto_context_cap // KV_PADDING * KV_PADDING)
+        auto_cap = min(auto_cap, trained) if trained else auto_cap
+        context = min(MIN_CONTEXT, auto_cap)
+    tree = _Tree(machine, candidates, context, kv_type, torch_ok, flash_attn)
+    plan = tree.with_context(tree.walk(), auto_cap)
     if trained and plan.context > trained:
         return replace(plan, reasons=(*plan.reasons, f"Note: the model was trained for {trained:,} tokens of context."))
     return plan

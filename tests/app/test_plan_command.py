@@ -19,7 +19,7 @@ def plan(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_plan_for_the_starter_model_on_this_machine(starter_model: Path):
-    result = plan("--file", str(starter_model), "--json")
+    result = plan("--file", str(starter_model), "--json", "--ctx", "4096")
     assert result.returncode == 0, result.stderr
     d = json.loads(result.stdout)
     assert d["fits"] is True and d["format"] == "gguf" and d["quant"] == "Q4_1"
