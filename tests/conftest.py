@@ -36,3 +36,12 @@ def _tailor_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "tailor-home"
     monkeypatch.setenv("TAILOR_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="session")
+def family_corpus(starter_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny architecture families at every quant (tests/fixtures/tiny_families.py), built once."""
+    from tests.fixtures.tiny_families import corpus
+    from tests.fixtures.tiny_gguf import borrow_tokenizer
+
+    return corpus(tmp_path_factory.mktemp("tiny-families"), borrow_tokenizer(starter_model))
