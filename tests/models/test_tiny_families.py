@@ -37,7 +37,7 @@ MIX = {
     "f16": {"F16"},
     "q8_0": {"Q8_0"},
     "q6_k": {"Q6_K"},
-    "q4_k_m": {"Q4_K", "Q5_K", "Q6_K"},  # Q5_K: phi3's attn_qkv, Mixtral's attn_output
+    "q4_k_m": {"Q4_K", "Q5_K", "Q6_K"},  # Q5_K: Mixtral's attn_output
     "iq4_xs": {"IQ4_XS", "Q5_K", "Q6_K"},  # Q5_K: attn_v where GQA >= 4, the first ffn_down
 }
 # llama.cpp gives 8-expert (Mixtral) models Q8_0 attn_k and attn_v whatever the quant
@@ -167,7 +167,7 @@ def test_tensor_types_are_llama_cpps_mix_for_the_quant(name: str, headers):
         allowed = MIX[quant] | (EIGHT_EXPERT_KV if spec.n_expert == 8 and ".attn_" in t.name else set())
         assert t.type_name in allowed, f"{t.name} is {t.type_name}"
         assert t.shape[0] % SUPER_BLOCK == 0, f"{t.name}: rows of {t.shape[0]}"
-    main = "blk.0.ffn_up.weight" if spec.fused_qkv else "blk.0.attn_q.weight"
+    main = "blk.0.attn_qkv.weight" if spec.fused_qkv else "blk.0.attn_q.weight"
     assert h.tensor(main).type_name == MAIN_TYPE[quant]
     if quant == "q4_k_m":
         # the output layer (the embedding, when tied) at Q6_K, and ffn_down at Q6_K in some layers only
