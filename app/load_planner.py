@@ -97,7 +97,8 @@ class LoadPlanner:
         request = self._request(
             path, settings, plan, kv_type=plan.kv_type, flash_attn=plan.flash_attn, n_gpu_layers=plan.n_gpu_layers
         )
-        return PlannedLoad(request, plan)
+        # Over several GPUs, the split the forecast placed the layers by (not llama.cpp's own at load time).
+        return PlannedLoad(replace(request, tensor_split=plan.tensor_split), plan)
 
     def _plan_folder(self, path: str, settings: LoadSettings, flash_attn: bool) -> PlannedLoad:
         """A Hugging Face folder: the PyTorch engine's plan (the KV type and GPU layers are its own)."""

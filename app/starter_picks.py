@@ -51,12 +51,13 @@ STARTER_PICKS: tuple[Pick, ...] = (
 def recommend(profile: HardwareProfile, picks: tuple[Pick, ...] = STARTER_PICKS) -> Pick:
     """The largest pick whose Q4_K_M file plus ~1 GiB fits this machine, with the reason; else the smallest.
 
-    With a GPU that llama.cpp here can use, the budget is its free memory (the one with the most); without,
+    With GPUs that llama.cpp here can use, the budget is their free memory together; without,
     the available RAM less 4 GiB, and models above ~8B parameters are left out (too slow on a CPU).
     """
     machine = Machine.from_profile(profile)  # the GPU llama.cpp here can use, if any
     if machine.gguf_on_gpu:
-        budget, where = machine.gpu_free_bytes, f"{_gib(machine.gpu_free_bytes)} free on the {machine.gpu_name}"
+        # A GGUF model is split over every GPU llama.cpp can use: their free memory together.
+        budget, where = machine.gpus_free_bytes, f"{_gib(machine.gpus_free_bytes)} free on the {machine.gpu_label}"
         candidates = picks
     else:
         budget = max(0, profile.ram_available_bytes - RAM_RESERVED_BYTES)

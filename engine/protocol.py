@@ -42,6 +42,10 @@ class LoadRequest:
     # every cell, so any earlier prefix can be reused; False keeps only each window (less memory;
     # a prompt that goes back further than the window is prefilled again). The plan decides.
     swa_full: bool = True
+    # Each GPU's share of the GPU layers, in llama.cpp's device order (its tensor_split, with the
+    # layer split); the plan gives it for several GPUs so the engine loads what was forecast.
+    # Empty: llama.cpp's own split, by each GPU's free memory at load time.
+    tensor_split: tuple[float, ...] = ()
     # RAM budget of the prefix cache (saved KV states of recent conversations); 0 turns it off,
     # with parking (other sequences kept in the KV cache): only the live sequence is reused.
     prefix_cache_bytes: int = 1 << 30

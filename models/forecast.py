@@ -2,8 +2,9 @@
 
 The parts follow what llama.cpp allocates (and logs as "model/KV/compute buffer size"):
 - weights: the real tensor sizes from the header, per layer, placed where llama.cpp
-  places them (the token embedding stays on the CPU; the last `n_gpu_layers` repeating
-  layers go to the GPU, the output layer too once every repeating layer is there);
+  places them (models/layer_split.py: the token embedding stays on the CPU; the output layer
+  goes to the GPU first, then the last repeating layers; with several GPUs the layers are
+  dealt out by `tensor_split`, and the output layer goes to the last one);
 - KV cache: per layer, K and V rows of `head_dim x n_kv_heads` in the KV type, over the
   context padded as llama.cpp pads it; sliding-window layers hold the whole context too (the
   engine asks for llama.cpp's full-size SWA cache, which keeps prefixes reusable) unless the
@@ -20,6 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from models.cpu_repack import parts_by_type
+from models.layer_split import PIPELINE_COPIES, layer_devices, pipeline_parallel
 from models.quant_mix import estimated_layer_parts, estimated_output_type
 
 # Bytes per element of the KV cache types llama.cpp offers (block size / type size).
@@ -78,6 +80,9 @@ class ForecastSettings:
     swa_full: bool = True
     # ggml types the CPU backend repacks (models.cpu_repack.repack_types); empty: none.
     repack_types: frozenset[int] = frozenset()
+    # llama.cpp's tensor_split: each GPU's share of the GPU layers, in llama.cpp's device order
+    # (models/layer_split.py); empty: one GPU.
+    tensor_split: tuple[float, ...] = ()
 
 
 @dataclass(slots=True, frozen=True)
@@ -161,28 +166,52 @@ def compute_bytes(shape: ModelShape, s: ForecastSettings, with_logits: bool = Tr
 
 
 def forecast(shape: ModelShape, settings: ForecastSettings, gpu: str = "cuda:0") -> Forecast:
-    """Bytes per device for `shape` under `settings`; the GPU is named `gpu` when layers go there."""
-    n_gpu = max(0, min(settings.n_gpu_layers, shape.n_layers + 1))
-    first_gpu_layer = shape.n_layers - min(n_gpu, shape.n_layers)
+    """Bytes per device for `shape` under `settings`, each layer where llama.cpp puts it.
+
+    The GPU is named `gpu`; with several in `settings.tensor_split`, the i-th is named by `gpu`'s
+    prefix and i ("cuda:0", "cuda:1", ...), as the engine's memory report names llama.cpp's devices.
+    """
+    split = settings.tensor_split
+    names = (gpu,) if len(split) <= 1 else tuple(f"{gpu.rstrip('0123456789')}{i}" for i in range(len(split)))
+    placed = [("cpu" if d is None else names[d]) for d in layer_devices(shape.n_layers, settings.n_gpu_layers, split)]
     parts: dict[str, dict[str, int]] = {"cpu": _zero()}
-    if n_gpu:
-        parts[gpu] = _zero()
     for i in range(shape.n_layers):
-        device = gpu if i >= first_gpu_layer and n_gpu else "cpu"
-        parts[device]["weights_bytes"] += shape.layer_weight_bytes[i]
-        parts[device]["kv_cache_bytes"] += kv_layer_bytes(shape, i, settings)
+        device = parts.setdefault(placed[i], _zero())
+        device["weights_bytes"] += shape.layer_weight_bytes[i]
+        device["kv_cache_bytes"] += kv_layer_bytes(shape, i, settings)
     parts["cpu"]["weights_bytes"] += shape.input_weight_bytes
-    out_device = gpu if n_gpu > shape.n_layers else "cpu"
-    parts[out_device]["weights_bytes"] += shape.output_weight_bytes
+    out_device = placed[shape.n_layers]
+    parts.setdefault(out_device, _zero())["weights_bytes"] += shape.output_weight_bytes
     if shape.output_tied and out_device != "cpu":
         parts[out_device]["weights_bytes"] += shape.input_weight_bytes
-    parts["cpu"]["weights_bytes"] += cpu_repack_bytes(shape, settings, first_gpu_layer if n_gpu else shape.n_layers,
-                                                      output_on_cpu=out_device == "cpu")
+    n_cpu_layers = placed[:shape.n_layers].count("cpu")  # always the first ones
+    parts["cpu"]["weights_bytes"] += cpu_repack_bytes(shape, settings, n_cpu_layers, output_on_cpu=out_device == "cpu")
     # The logits are computed where the output layer is; every device running layers
     # needs room for one ubatch's attention and activations.
     for device in parts:
         parts[device]["compute_bytes"] += compute_bytes(shape, settings, with_logits=device == out_device)
+    if pipeline_parallel(shape.n_layers, settings.n_gpu_layers, split):
+        gpu_copies, cpu_copies = pipeline_copy_bytes(shape, settings)
+        for device in parts:
+            parts[device]["compute_bytes"] += cpu_copies if device == "cpu" else gpu_copies
     return Forecast(settings, {name: DeviceForecast(**p) for name, p in parts.items()})
+
+
+def pipeline_copy_bytes(shape: ModelShape, s: ForecastSettings) -> tuple[int, int]:
+    """The inputs ggml's scheduler keeps PIPELINE_COPIES of under pipeline parallelism: (per GPU, CPU) bytes.
+
+    Each GPU's part of the graph takes in one ubatch's hidden state (f32) from the device before it
+    and the attention masks (f16 with flash attention, else f32; one per kind of layer, over its KV
+    cells), which the CPU builds (ggml-backend.cpp, split inputs and graph inputs). Without pipeline
+    parallelism these are one short-lived copy, already in compute_bytes; here every copy stays.
+    """
+    n_ubatch = min(s.n_ubatch, s.n_batch, s.n_ctx)
+    kinds: dict[bool, int] = {}
+    for i in range(shape.n_layers):
+        kinds[shape.swa_layers[i]] = max(kinds.get(shape.swa_layers[i], 0), kv_cells(shape, i, s))
+    masks = sum(kinds.values()) * n_ubatch * (2 if s.flash_attn else 4)
+    hidden = shape.n_embd * n_ubatch * 4
+    return PIPELINE_COPIES * (hidden + masks), (PIPELINE_COPIES - 1) * masks
 
 
 def cpu_repack_bytes(shape: ModelShape, s: ForecastSettings, n_cpu_layers: int, output_on_cpu: bool) -> int:

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field, replace
 
 from models.cpu_repack import cpu_repack_of
 from models.forecast import KV_PADDING, Forecast, ForecastSettings, ModelShape, forecast, scaled_to
+from models.gpu_cards import GpuCard, cards_label, cuda_cards, ggml_cards, nvml_cards
 from models.gpu_catalog import find_gpu
+from models.layer_split import layer_devices, layer_ranges, shares_of
 from models.quant_levels import CPU_DEFAULT, quality_key, quant_from_name
 
 GIB = 1024**3
@@ -44,13 +46,21 @@ class Candidate:
     shape: ModelShape
 
 
+def card_budget(free_bytes: int) -> int:
+    """What a plan may use of a GPU with `free_bytes` free: less the reserve, with the margin."""
+    return int(max(0, free_bytes - GPU_RESERVE_BYTES) * (1 - SAFETY_MARGIN))
+
+
 @dataclass(slots=True, frozen=True)
 class Machine:
-    """What the plan needs of the hardware profile (one GPU: the one with most free memory).
+    """What the plan needs of the hardware profile.
 
-    `gguf_gpu` says whether llama.cpp here can offload to that GPU (the PyTorch engine reaches it
+    `gpus` are every GPU llama.cpp can put layers on, in its order (the i-th is `cuda:i`); GGUF
+    layers are split over all of them. The single-GPU fields describe the first, which is also the
+    one the PyTorch engine runs on; a machine made with them alone has that one card in `gpus`.
+    `gguf_gpu` says whether llama.cpp here can offload to the GPUs (the PyTorch engine reaches them
     through torch either way); `gpu_note`, when set, is the first reason of every plan: why
-    llama.cpp cannot use the GPU, or which of llama.cpp's devices stands in for NVML's.
+    llama.cpp cannot use the GPU, or which of llama.cpp's devices stand in for NVML's.
     """
 
     gpu_name: str | None
@@ -62,10 +72,38 @@ class Machine:
     gpu_note: str | None = None
     # ggml types llama.cpp's CPU backend here repacks into a second copy (models/cpu_repack.py).
     cpu_repack: frozenset[int] = frozenset()
+    gpus: tuple[GpuCard, ...] = ()
+
+    def __post_init__(self) -> None:
+        # The single-GPU fields are the first card: a machine made (or `replace`d) with them has it so.
+        if not self.has_gpu:
+            object.__setattr__(self, "gpus", ())
+            return
+        first = GpuCard(self.gpu_name, self.gpu_free_bytes, self.gpu_total_bytes, self.compute_capability)
+        if self.gpus[:1] != (first,):
+            object.__setattr__(self, "gpus", (first, *self.gpus[1:]))
+
+    @classmethod
+    def with_gpus(cls, gpus: tuple[GpuCard, ...], ram_available_bytes: int, **kw) -> Machine:  # noqa: ANN003
+        """A machine with these GPUs (llama.cpp's order; none: a CPU machine); `kw` are the other fields."""
+        if not gpus:
+            return cls(None, 0, 0, None, ram_available_bytes, **kw)
+        g = gpus[0]
+        return cls(g.name, g.free_bytes, g.total_bytes, g.compute_capability, ram_available_bytes, gpus=gpus, **kw)
 
     @property
     def has_gpu(self) -> bool:
         return self.gpu_name is not None and self.gpu_total_bytes > 0
+
+    @property
+    def gpu_label(self) -> str:
+        """The GPUs in a few words: the name of one, '2x NVIDIA GeForce RTX 4090', 'A + B'."""
+        return cards_label(self.gpus) if self.gpus else "no GPU"
+
+    @property
+    def gpus_free_bytes(self) -> int:
+        """Free memory of all the GPUs together (what a GGUF model split over them can use)."""
+        return sum(g.free_bytes for g in self.gpus)
 
     @property
     def gguf_on_gpu(self) -> bool:
@@ -83,31 +121,31 @@ class Machine:
 
     @classmethod
     def _gpus_from_profile(cls, profile) -> Machine:  # noqa: ANN001 - models.hardware.HardwareProfile
-        gpus = sorted(profile.gpus, key=lambda g: g.free_bytes, reverse=True)
+        nvml = nvml_cards(profile.gpus)
         ram = profile.ram_available_bytes
         llama = profile.llama
-        if llama is not None and not llama.known and gpus:
-            g = gpus[0]
-            note = f"{llama.error}: planning with the GPU NVML reports."
-            return cls(g.name, g.free_bytes, g.total_bytes, g.compute_capability, ram, gpu_note=note)
-        if llama is None or not llama.known or (gpus and llama.cuda):
-            if not gpus:
-                return cls(None, 0, 0, None, ram)
-            g = gpus[0]
-            return cls(g.name, g.free_bytes, g.total_bytes, g.compute_capability, ram)
-        ggml_gpus = sorted(llama.gpus, key=lambda d: d.free_bytes, reverse=True) if llama.gpu_offload else []
-        if ggml_gpus:
+        if llama is not None and not llama.known and nvml:
+            note = f"{llama.error}: planning with the GPU{'s' if len(nvml) > 1 else ''} NVML reports."
+            return cls.with_gpus(nvml, ram, gpu_note=note)
+        if llama is None or not llama.known:
+            return cls.with_gpus(nvml, ram)
+        if nvml and llama.cuda:
+            return cls.with_gpus(cuda_cards(llama.gpus, profile.gpus), ram)
+        ggml = ggml_cards(llama.gpus, profile.gpus) if llama.gpu_offload else ()
+        if ggml:
             # A Metal, Vulkan or ROCm build, or a GPU NVML cannot read: plan with what ggml reports.
-            d = ggml_gpus[0]
-            cc = gpus[0].compute_capability if gpus else None
-            note = (f"GPU: {d.description or d.name} through llama.cpp's {d.name} device; planning with the "
-                    f"{gb(d.free_bytes)} free that it reports.")
-            return cls(d.description or d.name, d.free_bytes, d.total_bytes, cc, ram, gpu_note=note)
-        if not gpus:
-            return cls(None, 0, 0, None, ram)
-        g = gpus[0]
-        return cls(g.name, g.free_bytes, g.total_bytes, g.compute_capability, ram, gguf_gpu=False,
-                   gpu_note=no_offload_reason(llama, g.name))
+            devices = [d for d in llama.gpus if (d.description or d.name) in {c.name for c in ggml}]
+            if len(ggml) == 1:
+                d = devices[0]
+                note = (f"GPU: {d.description or d.name} through llama.cpp's {d.name} device; planning with the "
+                        f"{gb(d.free_bytes)} free that it reports.")
+            else:
+                note = (f"GPUs: {cards_label(ggml)} through llama.cpp's {', '.join(d.name for d in devices)} "
+                        f"devices; planning with the {gb(sum(c.free_bytes for c in ggml))} free that they report.")
+            return cls.with_gpus(ggml, ram, gpu_note=note)
+        if not nvml:
+            return cls.with_gpus((), ram)
+        return cls.with_gpus(nvml, ram, gguf_gpu=False, gpu_note=no_offload_reason(llama, cards_label(nvml)))
 
 
 def no_offload_reason(llama, gpu_name: str) -> str:  # noqa: ANN001 - models.backend_devices.LlamaDevices
@@ -146,6 +184,8 @@ class Plan:
     max_context: int = 0
     # llama.cpp's full-size cache for sliding-window layers; False when only the windowed one fits.
     swa_full: bool = True
+    # Each GPU's share of the GPU layers (llama.cpp's tensor_split, in its device order); empty: one GPU.
+    tensor_split: tuple[float, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -164,6 +204,7 @@ class Plan:
             "reasons": list(self.reasons),
             "gpu_unused_reason": self.gpu_unused_reason,
             "swa_full": self.swa_full,
+            "tensor_split": list(self.tensor_split),
             "max_context": self.max_context,
             "forecast": self.forecast.to_dict() if self.forecast else None,
         }
@@ -203,8 +244,11 @@ class _Tree:
         self.flash_attn = flash_attn
         self.candidates = sorted(candidates, key=lambda c: quality_key(c.quant), reverse=True)
         self.reasons: list[str] = []
-        gpu_room = max(0, machine.gpu_free_bytes - GPU_RESERVE_BYTES)
-        self.gpu_budget = int(gpu_room * (1 - SAFETY_MARGIN))
+        # Each card has its own budget: a model split over several must fit on each.
+        self.gpu_budgets = {f"cuda:{i}": card_budget(g.free_bytes) for i, g in enumerate(machine.gpus)}
+        self.gpu_budget = sum(self.gpu_budgets.values())
+        # Layers in proportion to each card's free memory, passed to llama.cpp as is.
+        self.tensor_split = shares_of([g.free_bytes for g in machine.gpus]) if machine.gguf_gpu else ()
         self.ram_budget = int(max(0, machine.ram_available_bytes - RAM_RESERVE_BYTES) * (1 - SAFETY_MARGIN))
 
     def settings(self, c: Candidate, n_gpu_layers: int, context: int | None = None, kv: str | None = None):
@@ -214,7 +258,7 @@ class _Tree:
                                     paged_block_size=PAGED_BLOCK_SIZE)
         s = ForecastSettings(
             n_ctx=context or self.context, kv_type=kv or self.kv_type, flash_attn=self.flash_attn,
-            n_gpu_layers=n_gpu_layers, repack_types=self.m.cpu_repack,
+            n_gpu_layers=n_gpu_layers, repack_types=self.m.cpu_repack, tensor_split=self.tensor_split,
         )
         # Sliding-window layers: llama.cpp's full-size cache keeps every prefix reusable; only
         # when it does not fit do they keep just their window (see Plan.swa_full).
@@ -225,9 +269,9 @@ class _Tree:
         return s
 
     def fits(self, f: Forecast) -> bool:
-        gpu = sum(d.total_bytes for name, d in f.devices.items() if name != "cpu")
-        cpu = f.devices["cpu"].total_bytes if "cpu" in f.devices else 0
-        return gpu <= self.gpu_budget and cpu <= self.ram_budget
+        """Every GPU's part within that card's budget, and the host's within the RAM budget."""
+        return all(d.total_bytes <= (self.ram_budget if name == "cpu" else self.gpu_budgets.get(name, 0))
+                   for name, d in f.devices.items())
 
     def plan(self, c: Candidate, n_gpu_layers: int, fits: bool, context: int | None = None, kv: str | None = None):
         s = self.settings(c, n_gpu_layers, context, kv)
@@ -244,7 +288,7 @@ class _Tree:
             context=s.n_ctx, kv_type=s.kv_type, flash_attn=s.flash_attn, n_batch=s.n_batch, n_ubatch=s.n_ubatch,
             fits=fits, forecast=forecast(c.shape, s), reasons=tuple(self.reasons),
             gpu_unused_reason=None if self.m.gguf_gpu or c.format != "gguf" else self.m.gpu_note,
-            swa_full=s.swa_full,
+            swa_full=s.swa_full, tensor_split=s.tensor_split if n_gpu_layers else (),
         )
 
     # ------------------------------------------------------------ the context
@@ -265,11 +309,11 @@ class _Tree:
         most = self.largest_context(c, plan.n_gpu_layers)
         if most:
             if plan.n_gpu_layers > plan.n_layers:
-                where = "fully on the GPU"
+                where = f"fully on {self.on_gpus()}"
             elif plan.n_gpu_layers == 0:
                 where = "in RAM"
             else:
-                where = f"with {plan.n_gpu_layers} of {plan.n_layers} layers on the GPU"
+                where = f"with {plan.n_gpu_layers} of {plan.n_layers} layers on {self.on_gpus()}"
             trained = ", the model's trained length" if most == c.shape.n_ctx_train else ""
             self.reasons.append(f"{plan.quant or plan.format.upper()} {'fits' if plan.fits else 'would fit'} "
                                 f"{where} up to {most:,} tokens of context{trained}.")
@@ -302,12 +346,7 @@ class _Tree:
         if m.gpu_note:
             self.reasons.append(m.gpu_note)
         if m.has_gpu:
-            cc = ".".join(map(str, m.compute_capability)) if m.compute_capability else "unknown"
-            self.reasons.append(
-                f"GPU: {m.gpu_name} (compute capability {cc}), {gb(m.gpu_free_bytes)} free of {gb(m.gpu_total_bytes)}; "
-                f"planning with {gb(self.gpu_budget)} after a {gb(GPU_RESERVE_BYTES)} reserve and a "
-                f"{SAFETY_MARGIN:.0%} margin."
-            )
+            self.reasons.append(self.gpus_reason())
             native = self.gpu_native()
             if native:
                 return native
@@ -319,10 +358,42 @@ class _Tree:
         self.reasons.append(f"No NVIDIA GPU: running on the CPU with {gb(self.ram_budget)} of RAM to plan with.")
         return self.cpu_only() or self.nothing_fits()
 
+    def gpus_reason(self) -> str:
+        """The first GPU reason: the cards, their free memory, the budget and (several) the split."""
+        m = self.m
+        ccs = list(dict.fromkeys(".".join(map(str, g.compute_capability)) if g.compute_capability else "unknown"
+                                 for g in m.gpus))
+        cc = f"compute capability {' / '.join(ccs)}"
+        if len(m.gpus) == 1:
+            return (f"GPU: {m.gpu_name} ({cc}), {gb(m.gpu_free_bytes)} free of {gb(m.gpu_total_bytes)}; "
+                    f"planning with {gb(self.gpu_budget)} after a {gb(GPU_RESERVE_BYTES)} reserve and a "
+                    f"{SAFETY_MARGIN:.0%} margin.")
+        free = [g.free_bytes for g in m.gpus]
+        each = "" if len(set(free)) == 1 else f" ({' + '.join(f'{n / GIB:.1f}' for n in free)} GiB)"
+        text = (f"GPUs: {m.gpu_label} ({cc}), {gb(m.gpus_free_bytes)} free in all{each} of "
+                f"{gb(sum(g.total_bytes for g in m.gpus))}; planning with "
+                f"{' + '.join(f'{b / GIB:.1f}' for b in self.gpu_budgets.values())} GiB after a "
+                f"{gb(GPU_RESERVE_BYTES)} reserve on each card and a {SAFETY_MARGIN:.0%} margin")
+        if self.tensor_split:
+            text += f"; layers split {'/'.join(str(round(100 * s)) for s in self.tensor_split)} by free memory"
+        return text + "."
+
+    def on_gpus(self) -> str:
+        """Where GPU layers go, in words: 'the GPU', or 'the 2 GPUs'."""
+        return "the GPU" if len(self.m.gpus) < 2 else f"the {len(self.m.gpus)} GPUs"
+
+    def split_words(self, c: Candidate, n_gpu_layers: int) -> str:
+        """With several GPUs, which layers each one holds: ' (cuda:0: layers 0-40; cuda:1: ...)'."""
+        if len(self.tensor_split) < 2:
+            return ""
+        placed = layer_devices(c.shape.n_layers, n_gpu_layers, self.tensor_split)
+        return " (" + "; ".join(f"cuda:{i}: {layer_ranges(placed, i)}" for i in range(len(self.tensor_split))) + ")"
+
     def gpu_too_small(self) -> Plan | None:
         """Not one layer fits on the GPU: the CPU plan, if the model fits in RAM."""
+        where = "the GPU's" if len(self.m.gpus) < 2 else "the GPUs'"
         self.reasons.append(
-            f"Not even one layer fits in the GPU's {gb(self.gpu_budget)}: running on the CPU with "
+            f"Not even one layer fits in {where} {gb(self.gpu_budget)}: running on the CPU with "
             f"{gb(self.ram_budget)} of RAM to plan with."
         )
         return self.cpu_only()
@@ -355,11 +426,11 @@ class _Tree:
             all_layers = c.shape.n_layers + 1
             if self.fits(forecast(c.shape, self.settings(c, all_layers))):
                 self.reasons.append(
-                    f"{c.quant} is the highest-quality level that fits entirely on the GPU at "
-                    f"{self.context:,} tokens of context ({self.kv_type} KV cache)."
+                    f"{c.quant} is the highest-quality level that fits entirely on {self.on_gpus()} at "
+                    f"{self.context:,} tokens of context ({self.kv_type} KV cache){self.split_words(c, all_layers)}."
                 )
                 return self.plan(c, all_layers, True)
-            self.reasons.append(f"{c.quant} ({gb(c.size_bytes)}) does not fit entirely on the GPU.")
+            self.reasons.append(f"{c.quant} ({gb(c.size_bytes)}) does not fit entirely on {self.on_gpus()}.")
         return None
 
     def gguf_partial_offload(self) -> Plan | None:
@@ -370,21 +441,23 @@ class _Tree:
             return None
         half = [(c, n) for c, n in options if 2 * n >= c.shape.n_layers]
         c, layers = half[0] if half else max(options, key=lambda o: o[1] / o[0].shape.n_layers)
+        which = self.split_words(c, layers) or (
+            f" (the output layer and the last {layers - 1} repeating layers)" if layers > 1 else " (the output layer)")
         self.reasons.append(
-            f"{c.quant} fits with {layers} of {c.shape.n_layers} layers on the GPU and the rest in RAM "
-            "(partial offload: slower than a full fit"
+            f"{c.quant} fits with {layers} of {c.shape.n_layers} layers on {self.on_gpus()}{which} and the rest in "
+            "RAM (partial offload: slower than a full fit"
             + ("; the best level with at least half of its layers on the GPU)." if half else ").")
         )
         return self.plan(c, layers, True)
 
     def max_gpu_layers(self, c: Candidate) -> int:
-        best = 0
-        for n in range(1, c.shape.n_layers + 1):
-            if self.fits(forecast(c.shape, self.settings(c, n))):
-                best = n
-            elif best:
-                break
-        return best
+        """The most GPU layers (the output layer counted, as llama.cpp does) that fit; 0: not even one.
+
+        Every count is tried: over several cards, one more layer deals the split anew, so a card's
+        part does not grow with every layer.
+        """
+        return max((n for n in range(1, c.shape.n_layers + 1) if self.fits(forecast(c.shape, self.settings(c, n)))),
+                   default=0)
 
     def cpu_only(self) -> Plan | None:
         """Q4_K_M where the repo has it and it fits; otherwise the best level that fits in RAM."""

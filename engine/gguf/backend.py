@@ -39,6 +39,7 @@ from engine.protocol import (
     ModelInfo,
 )
 from engine.reply_stream import ReplyStream, check_fits, render_chat, render_pinned
+from models.layer_split import split_points
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,7 @@ class GgufBackend:
             )
         if request.kv_type != "f16" and not request.flash_attn:
             raise BackendError("bad_request", f"A {request.kv_type} KV cache needs flash attention on.")
+        check_tensor_split(request.tensor_split)
         self.close()
         llm, n_gpu_layers, notice = self._open(path, request, kv_type)
         try:
@@ -152,6 +154,7 @@ class GgufBackend:
                     n_batch=min(512, request.n_ctx),
                     flash_attn=request.flash_attn,
                     swa_full=request.swa_full,
+                    tensor_split=list(request.tensor_split) or None,
                     type_k=kv_type,
                     type_v=kv_type,
                     verbose=False,
@@ -256,6 +259,17 @@ class GgufBackend:
     def memory(self) -> MemoryReport:
         """llama.cpp's buffers per device, KV cells in use, the prefix cache and the rest (memory_report.py)."""
         return gguf_memory_report(self)
+
+
+def check_tensor_split(tensor_split: tuple[float, ...]) -> None:
+    """A tensor_split llama.cpp can take (a share per GPU, at most its device limit), else a bad_request."""
+    try:
+        split_points(tensor_split)
+    except ValueError as exc:
+        raise BackendError("bad_request", f"Bad tensor_split {list(tensor_split)}: {exc}.") from None
+    if len(tensor_split) > llama_cpp.LLAMA_MAX_DEVICES:
+        raise BackendError("bad_request", f"Bad tensor_split {list(tensor_split)}: llama.cpp takes at most "
+                                          f"{llama_cpp.LLAMA_MAX_DEVICES} GPUs.")
 
 
 def _token_text(llm: llama_cpp.Llama, token: int) -> str:

@@ -70,9 +70,12 @@ def test_the_cpu_layers_and_output_carry_a_second_copy():
     plain = forecast(shape(), ForecastSettings(n_ctx=2048)).devices["cpu"].weights_bytes
     assert plain == 2 * 1000 + 500 + 400
     assert forecast(shape(), s).devices["cpu"].weights_bytes == plain + 2 * 800  # Q6_K is not repacked on x86
-    # One layer on the GPU: only the CPU's layer is repacked.
-    one = forecast(shape(), ForecastSettings(n_ctx=2048, n_gpu_layers=1, repack_types=x86))
-    assert one.devices["cpu"].weights_bytes == 1000 + 500 + 400 + 800
+    # The output layer and one layer on the GPU (llama.cpp offloads the output first): only the CPU's layer is repacked.
+    one = forecast(shape(), ForecastSettings(n_ctx=2048, n_gpu_layers=2, repack_types=x86))
+    assert one.devices["cpu"].weights_bytes == 1000 + 500 + 800
+    # Only the output layer on the GPU: both layers stay, and are repacked.
+    output = forecast(shape(), ForecastSettings(n_ctx=2048, n_gpu_layers=1, repack_types=x86))
+    assert output.devices["cpu"].weights_bytes == 2 * 1000 + 500 + 2 * 800
     # A tied output is the token embedding loaded again as a matrix, and repacked as such.
     tied = forecast(shape(output_tied=True, output_weight_bytes=0, output_repack=()), s)
     assert tied.devices["cpu"].weights_bytes == 2 * 1000 + 500 + 2 * 800 + 500

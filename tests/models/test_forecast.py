@@ -39,15 +39,19 @@ def test_context_is_padded_like_llama_cpp():
     assert padded_context(3000) == 3072
 
 
-def test_partial_offload_puts_the_last_layers_and_their_kv_on_the_gpu(starter_shape):
+def test_partial_offload_puts_the_output_layer_first_then_the_last_layers_and_their_kv_on_the_gpu(starter_shape):
+    # llama.cpp offloads the output layer first: 10 GPU layers are the output and the last 9.
     s = ForecastSettings(n_ctx=4096, n_gpu_layers=10)
     f = forecast(starter_shape, s)
     gpu, cpu = f.devices["cuda:0"], f.devices["cpu"]
     per_layer = starter_shape.layer_weight_bytes[0]
-    assert gpu.weights_bytes == 10 * per_layer
-    assert cpu.weights_bytes == 20 * per_layer + starter_shape.input_weight_bytes + starter_shape.output_weight_bytes
-    assert gpu.kv_cache_bytes * 2 == cpu.kv_cache_bytes  # 10 vs 20 layers
-    assert cpu.compute_bytes > gpu.compute_bytes  # the logits stay with the output layer on the CPU
+    # SmolLM2's output is its token embedding, copied to the GPU as the output matrix.
+    assert gpu.weights_bytes == 9 * per_layer + starter_shape.output_weight_bytes + starter_shape.input_weight_bytes
+    assert cpu.weights_bytes == 21 * per_layer + starter_shape.input_weight_bytes
+    assert gpu.kv_cache_bytes * 21 == cpu.kv_cache_bytes * 9  # 9 vs 21 layers
+    assert gpu.compute_bytes > cpu.compute_bytes  # the logits go with the output layer to the GPU
+    one = forecast(starter_shape, ForecastSettings(n_ctx=4096, n_gpu_layers=1)).devices
+    assert one["cuda:0"].kv_cache_bytes == 0 and one["cpu"].kv_cache_bytes == cpu.kv_cache_bytes * 30 // 21
 
 
 def test_full_offload_copies_a_tied_embedding_to_the_gpu(starter_shape):
