@@ -87,6 +87,7 @@ def llama_log():
     with kept_llama_log():
         yield LlamaLogBridge(logger), handler.lines
     logger.removeHandler(handler)
+    logger.propagate = True
 
 
 def load(path: Path, **kwargs) -> None:
@@ -215,7 +216,9 @@ def test_every_family_generates(family: str, files):
     llm = llama_cpp.Llama(str(files[f"{family}-q4_k_m"]), n_ctx=2048, verbose=False)
     try:
         prompt = llm.tokenize(b"The capital of France is")
-        tokens = list(islice(llm.generate(prompt, temp=0.0), 2))
+        generation = llm.generate(prompt, temp=0.0)
+        tokens = list(islice(generation, 2))
+        generation.close()
         assert len(tokens) == 2 and all(0 <= t < llm.n_vocab() for t in tokens)
         assert np.isfinite(llm.scores[llm.n_tokens - 1]).all()
     finally:
@@ -235,6 +238,6 @@ def test_a_family_whose_rows_do_not_fit_the_k_quant_blocks_is_refused(tmp_path: 
 def test_padding_the_vocabulary_adds_unique_unused_tokens(borrowed: Tokenizer):
     padded = padded_tokenizer(borrowed, len(borrowed.tokens) + 1000)
     assert len(set(padded.tokens)) == len(padded.tokens) == len(borrowed.tokens) + 1000
-    assert padded.token_types[len(borrowed.tokens):] == [5] * 1000  # llama.cpp's unused token type
+    assert padded.token_types[len(borrowed.tokens):] == [llama_cpp.LLAMA_TOKEN_TYPE_UNUSED] * 1000
     with pytest.raises(ValueError, match="smaller than the borrowed vocabulary"):
         padded_tokenizer(borrowed, 10)
