@@ -44,6 +44,7 @@ class DeviceMeter:
         self._pid = pid or os.getpid()
         self._process = psutil.Process(self._pid)
         self._handles: dict[int, object] = {}
+        self._indices: dict[int, int] = {}  # CUDA ordinal -> NVML index
 
     def host(self) -> DeviceUsage:
         vm = psutil.virtual_memory()
@@ -53,14 +54,19 @@ class DeviceMeter:
             rss = None
         return DeviceUsage("cpu", "RAM", rss, int(vm.available), int(vm.total))
 
-    def gpu(self, ordinal: int) -> DeviceUsage | None:
-        """CUDA device `ordinal` of this process, or None when NVML cannot read it."""
+    def gpu(self, ordinal: int, name: str | None = None) -> DeviceUsage | None:
+        """CUDA device `ordinal` of this process, or None when NVML cannot read it.
+
+        `name`, what CUDA (llama.cpp's device list) calls that card, picks NVML's card of that name
+        where the two number them differently: CUDA puts the fastest card first, NVML the first on
+        the PCI bus, so a 4090 beside a 3060 in the first slot is CUDA's 0 and NVML's 1.
+        """
         if not self._start_nvml():
             return None
         nvml = self._nvml
         assert nvml is not None
         try:
-            handle = self._handle(ordinal)
+            handle = self._handle(ordinal, name)
             total, free, _used = nvml.memory(handle)
             name = nvml.name(handle)
             try:
@@ -80,6 +86,7 @@ class DeviceMeter:
                 pass
         self._nvml_ready = None
         self._handles.clear()
+        self._indices.clear()
 
     def _start_nvml(self) -> bool:
         if self._nvml_ready is None:
@@ -93,10 +100,17 @@ class DeviceMeter:
                 self._nvml_ready = False
         return self._nvml_ready
 
-    def _handle(self, ordinal: int) -> object:
+    def _handle(self, ordinal: int, name: str | None = None) -> object:
         if ordinal not in self._handles:
-            assert self._nvml is not None
-            self._handles[ordinal] = self._nvml.device(nvml_index(ordinal, self._nvml))
+            nvml = self._nvml
+            assert nvml is not None
+            index = nvml_index(ordinal, nvml)
+            if name and nvml.name(nvml.device(index)) != name:
+                taken = set(self._indices.values())
+                index = next((i for i in range(nvml.device_count())
+                              if i not in taken and nvml.name(nvml.device(i)) == name), index)
+            self._indices[ordinal] = index
+            self._handles[ordinal] = nvml.device(index)
         return self._handles[ordinal]
 
 
@@ -129,6 +143,7 @@ def build_report(
     kv_total: int,
     prefix_ram_bytes: int = 0,
     prefix_disk_bytes: int = 0,
+    gpu_names: Mapping[str, str] | None = None,
 ) -> MemoryReport:
     """A MemoryReport from a backend's parts per device and what the OS and driver say.
 
@@ -137,6 +152,7 @@ def build_report(
         meter: reads the process's use and the free memory of each device.
         kv_used: KV cells holding tokens (shared prefixes once); kv_total: cells allocated.
         prefix_ram_bytes / prefix_disk_bytes: the prefix cache's tiers.
+        gpu_names: per "cuda:N", the card's name as CUDA gives it, to find NVML's card (DeviceMeter.gpu).
     """
     devices = []
     for device, p in parts.items():
@@ -145,7 +161,7 @@ def build_report(
         if device == "cpu":
             usage = meter.host()
         elif device.startswith("cuda:"):
-            usage = meter.gpu(int(device.partition(":")[2]))
+            usage = meter.gpu(int(device.partition(":")[2]), (gpu_names or {}).get(device))
         else:
             usage = None  # a backend NVML cannot see (Vulkan, Metal): our parts only
         ours = weights + kv + compute + prefix

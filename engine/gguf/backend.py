@@ -72,6 +72,7 @@ class GgufBackend:
         self._cache_key: CacheKey | None = None
         self._store: PrefixStore | None = None
         self._prefixes: PrefixReuse | None = None
+        self._gpu_names: dict[str, str] = {}
 
     # ------------------------------------------------------------ loading
 
@@ -140,7 +141,10 @@ class GgufBackend:
     def _open(self, path: Path, request: LoadRequest, kv_type: int) -> tuple[llama_cpp.Llama, int, str | None]:
         """The model with as many of the plan's GPU layers as can be had; the count used, and why it differs."""
         gpu_usable = bool(llama_cpp.llama_supports_gpu_offload())
-        log.info("llama.cpp devices: %s", read_devices().summary())
+        devices = read_devices()
+        log.info("llama.cpp devices: %s", devices.summary())
+        # What CUDA calls each card, so the memory report reads NVML's figures of that very card.
+        self._gpu_names = {f"cuda:{i}": d.description for i, d in enumerate(d for d in devices.gpus if d.is_cuda)}
         attempts = layer_attempts(request.n_gpu_layers, gpu_usable)
         n_gpu_layers, why = attempts[0], ""
         while True:

@@ -106,5 +106,6 @@ def gguf_memory_report(backend: Any) -> MemoryReport:
     # beside a pinned prompt holds the same first tokens in cells of its own).
     used = prefixes.seqs.used_cells()
     return build_report(
-        parts_by_device(backend._logs.buffers), meter, used, llama_cpp.llama_n_ctx(llm._ctx.ctx), prefix_ram, prefix_disk
+        parts_by_device(backend._logs.buffers), meter, used, llama_cpp.llama_n_ctx(llm._ctx.ctx), prefix_ram, prefix_disk,
+        gpu_names=getattr(backend, "_gpu_names", None),
     )
