@@ -49,15 +49,21 @@ class LlamaLogBridge:
     current model, which the memory report uses.
     """
 
+    # llama.cpp keeps one log callback for the whole process and calls it until another is set,
+    # so the callback installed last must outlive its bridge: a bridge freed while still installed
+    # (a test's) left llama.cpp calling freed memory at the next model load. This mirrors that one
+    # C-side pointer, nothing more.
+    _installed: object = None
+
     def __init__(self, logger: logging.Logger | None = None):
         self._logger = logger or logging.getLogger("llama_cpp")
         self._last_level = logging.INFO
         self._partial = ""
         self.recent_errors: deque[str] = deque(maxlen=8)
         self.buffers = BufferSizes()
-        # ctypes must keep the callback object alive as long as llama.cpp may call it.
-        self._callback = llama_cpp.llama_log_callback(self._on_log)
-        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
+        callback = llama_cpp.llama_log_callback(self._on_log)
+        llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+        LlamaLogBridge._installed = callback
 
     def reset_buffers(self) -> None:
         self.buffers = BufferSizes()
