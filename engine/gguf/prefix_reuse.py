@@ -93,8 +93,9 @@ class PrefixReuse:
             self._restore(saved, max(room, len(saved.tokens)))
         cached = min(common_prefix_len(seqs.live_tokens, tokens), len(tokens) - 1)
         # Recurrent models cannot drop a tail of their state, and a sliding-window cache may
-        # have dropped cells the new tokens attend to: start over there.
-        if cached <= 0 or not seqs.trim_live(cached) or not self._window_intact(cached):
+        # have dropped cells the new tokens attend to: start over there. The window is checked
+        # before trimming, which would leave it empty (and llama.cpp's minimum position unknown).
+        if cached <= 0 or not self._window_intact(cached) or not seqs.trim_live(cached):
             cached = 0
             seqs.clear_live()
         self._make_room(room - cached)  # the cached part already has its cells
@@ -106,7 +107,7 @@ class PrefixReuse:
         if n_swa <= 0:
             return True
         first = llama_cpp.llama_memory_seq_pos_min(llama_cpp.llama_get_memory(self._llm._ctx.ctx), LIVE)
-        return first <= max(0, cached - n_swa)
+        return 0 <= first <= max(0, cached - n_swa)  # -1: the sequence holds no cell at all
 
     def _keep_live(self, live: tuple[int, ...]) -> None:
         """Save the live sequence's state in the RAM tier (and on disk) before it is dropped.

@@ -8,7 +8,7 @@ import pytest
 
 from models.forecast import ForecastSettings, forecast, padded_context, shape_from_gguf
 from models.gguf_header import read_gguf_header
-from tests.bench.forecast_accuracy import relative_error, rows
+from tests.bench.forecast_accuracy import models, relative_error, rows
 
 TOLERANCE = 0.05
 
@@ -19,7 +19,8 @@ def starter_shape(starter_model: Path):
 
 
 def test_each_part_is_within_5_percent_of_llama_cpp(tmp_path: Path):
-    cases = list(rows(tmp_path, contexts=(2048, 8192), kv_configs=(("f16", False), ("q8_0", True))))
+    files = models(tmp_path, families=False)  # the families: tests/models/test_forecast_families.py
+    cases = list(rows(files, contexts=(2048, 8192), kv_configs=(("f16", False), ("q8_0", True))))
     assert len(cases) == 12
     for name, settings, parts in cases:
         for part, (predicted, actual) in parts.items():
