@@ -90,3 +90,15 @@ def test_other_levels_of_a_repo_get_llama_cpp_s_usual_mix():
     assert forecast(q8, s).devices["cpu"].weights_bytes == 2 * 2900
     q4_0 = scaled_to(shape(), 2900, "Q4_0")  # every layer matrix is Q4_0, the output Q6_K
     assert forecast(q4_0, s).devices["cpu"].weights_bytes == 2900 + sum(q4_0.layer_weight_bytes)
+
+
+def test_the_usual_q4_k_m_mix_is_llama_cpp_s_on_a_real_8b_layout():
+    from models.quant_mix import estimated_layer_parts
+    from tests.fixtures.real_shapes import LLAMA_3_1_8B, q4_k_m_header
+
+    header = q4_k_m_header(LLAMA_3_1_8B)  # the types llama.cpp's quantizer gives each tensor
+    layers = [t for t in header.tensors if t.name.startswith("blk.")]
+    total = sum(t.nbytes for t in layers)
+    exact = sum(t.nbytes for t in layers if t.type_name == "Q4_K") / total
+    estimated = dict(estimated_layer_parts("Q4_K_M", total))[ID["Q4_K"]] / total
+    assert abs(estimated - exact) < 0.03, (estimated, exact)
