@@ -36,6 +36,15 @@ BITS_PER_WEIGHT: dict[str, float] = {
     "IQ2_XXS": 2.06,
     "IQ1_M": 1.75,
     "IQ1_S": 1.56,
+    # Newer types (bits from their block layout in ggml): gpt-oss's MXFP4 experts, NVIDIA's FP4,
+    # the ternary TQ types, and llama.cpp's 2- and 1-bit Q2_0 (64 values in 18 bytes) and Q1_0.
+    "MXFP4_MOE": 4.25,
+    "MXFP4": 4.25,
+    "NVFP4": 4.5,
+    "TQ2_0": 2.06,
+    "TQ1_0": 1.69,
+    "Q2_0": 2.25,
+    "Q1_0": 1.13,
 }
 # The guide's order puts F16 above Q8_0 and K-quants above legacy ones of similar size.
 _PREFERENCE = ["F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", "Q3_K_M", "Q2_K"]
