@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -39,9 +40,16 @@ def _tailor_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(scope="session")
-def family_corpus(starter_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The tiny architecture families at every quant (tests/fixtures/tiny_families.py), built once."""
+def family_corpus_dir(tmp_path_factory: pytest.TempPathFactory):
+    folder = tmp_path_factory.mktemp("tiny-families")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)  # 1.2 GB; pytest would keep it for three sessions
+
+
+@pytest.fixture(scope="session")
+def family_corpus(starter_model: Path, family_corpus_dir: Path) -> dict[str, Path]:
+    """The tiny architecture families at every quant (tests/fixtures/tiny_families.py), built once a session."""
     from tests.fixtures.tiny_families import corpus
     from tests.fixtures.tiny_gguf import borrow_tokenizer
 
-    return corpus(tmp_path_factory.mktemp("tiny-families"), borrow_tokenizer(starter_model))
+    return corpus(family_corpus_dir, borrow_tokenizer(starter_model))

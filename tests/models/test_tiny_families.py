@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 from itertools import islice
 from pathlib import Path
 
@@ -51,15 +50,13 @@ def borrowed(starter_model: Path) -> Tokenizer:
 
 
 @pytest.fixture(scope="session")
-def corpus_dir(tmp_path_factory: pytest.TempPathFactory):
-    folder = tmp_path_factory.mktemp("tiny-families")
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)  # 1.2 GB; pytest would keep it for three sessions
+def corpus_dir(family_corpus_dir: Path) -> Path:
+    return family_corpus_dir  # shared with the forecast's tests (tests/conftest.py): built once
 
 
 @pytest.fixture(scope="session")
-def files(corpus_dir: Path, borrowed: Tokenizer) -> dict[str, Path]:
-    return corpus(corpus_dir, borrowed)
+def files(family_corpus: dict[str, Path]) -> dict[str, Path]:
+    return family_corpus
 
 
 @pytest.fixture(scope="session")
