@@ -29,6 +29,10 @@ MIN_CONTEXT = 2048
 # The most Context: Auto takes unless raised: past it the KV cache holds room few chats use, and a
 # full window takes long to prefill on a workstation.
 AUTO_CONTEXT_CAP = 32768
+# Context: Auto compares a repo's files at this many tokens: on a tight GPU the best level that
+# holds a real conversation beats a higher one that fits 2,048 tokens (70B on a 4090: Q2_K whole
+# at 3k tokens, against a partial offload with 8k and more).
+AUTO_WALK_CONTEXT = 8192
 # Where the search for the largest context stops for a model whose header gives no trained length.
 MAX_SEARCH_CONTEXT = 1 << 20
 # Tokens per KV block of the PyTorch engine's paged cache.
@@ -328,7 +332,7 @@ class _Tree:
         elif most > context:
             why = f"the auto cap; {most:,} would fit, raise the cap for more"
         elif len(self.candidates) > 1:
-            why = f"the most that fits; files are compared at {self.context:,} tokens, the least auto accepts"
+            why = f"the most that fits; files are compared at {self.context:,} tokens of context"
         else:
             why = "the most that fits"
         self.reasons.append(f"Context: auto — {context:,} tokens ({why}).")
@@ -502,7 +506,9 @@ def make_plan(
 
     Args:
         context: Tokens of context; None is Context: Auto, the largest that fits, at most
-            `auto_context_cap` and the model's trained length (a file fits if MIN_CONTEXT of it does).
+            `auto_context_cap` and the model's trained length. Files are compared at
+            AUTO_WALK_CONTEXT (a file that fits only a few turns is not worth its quality), or at
+            MIN_CONTEXT when none fits that much.
 
     Raises:
         ValueError: no candidates, or a cap that is not positive.
@@ -515,9 +521,14 @@ def make_plan(
         # llama.cpp pads its cache to KV_PADDING tokens: a cap between two steps takes the lower one.
         auto_cap = max(KV_PADDING, auto_context_cap // KV_PADDING * KV_PADDING)
         auto_cap = min(auto_cap, trained) if trained else auto_cap
-        context = min(MIN_CONTEXT, auto_cap)
+        context = min(AUTO_WALK_CONTEXT, auto_cap)
     tree = _Tree(machine, candidates, context, kv_type, torch_ok, flash_attn)
-    plan = tree.with_context(tree.walk(), auto_cap)
+    plan = tree.walk()
+    if auto_cap is not None and not plan.fits and context > MIN_CONTEXT:
+        # Nothing holds a working conversation: the best file that fits at the least context.
+        tree = _Tree(machine, candidates, min(MIN_CONTEXT, auto_cap), kv_type, torch_ok, flash_attn)
+        plan = tree.walk()
+    plan = tree.with_context(plan, auto_cap)
     if trained and plan.context > trained:
         return replace(plan, reasons=(*plan.reasons, f"Note: the model was trained for {trained:,} tokens of context."))
     return plan

@@ -14,6 +14,7 @@ from models.forecast import KV_PADDING
 from models.hardware import detect_hardware
 from models.plan import (
     AUTO_CONTEXT_CAP,
+    AUTO_WALK_CONTEXT,
     GIB,
     MIN_CONTEXT,
     Candidate,
@@ -103,17 +104,28 @@ def test_auto_on_a_3060_takes_everything_q8_0_leaves():
     plan = make_plan(RTX_3060, REPO_8B, context=None)
     assert plan.quant == "Q8_0" and plan.n_gpu_layers == plan.n_layers + 1
     assert MIN_CONTEXT < plan.context == plan.max_context < AUTO_CONTEXT_CAP
-    assert "(the most that fits; files are compared at 2,048 tokens" in plan.reasons[-1]
+    assert f"(the most that fits; files are compared at {AUTO_WALK_CONTEXT:,} tokens" in plan.reasons[-1]
 
 
-def test_auto_compares_files_at_the_least_context_it_accepts():
-    # F16 of the 8B fits on this GPU with a little over 2,048 tokens, not with 4,096: auto keeps
-    # F16 at what fits (2,560), a fixed 4,096 takes the next level down.
+def test_auto_compares_files_at_8k_tokens():
+    # F16 of the 8B fits on this GPU with a little over 2,048 tokens only: auto takes Q8_0, whole on
+    # the GPU with every token that fits beside it (a fixed 4,096 takes Q8_0 too).
     tight = replace(FAKE_4090, gpu_free_bytes=14 * GIB)
     fixed = make_plan(tight, REPO_8B, context=4096)
     auto = make_plan(tight, REPO_8B, context=None)
-    assert fixed.quant == "Q8_0"
-    assert auto.quant == "F16" and MIN_CONTEXT <= auto.context == auto.max_context < 4096
+    assert fixed.quant == auto.quant == "Q8_0"
+    assert auto.n_gpu_layers == auto.n_layers + 1
+    assert auto.context == AUTO_CONTEXT_CAP < auto.max_context  # 50,688 would fit
+    assert any(f"at {AUTO_WALK_CONTEXT:,} tokens of context" in r for r in auto.reasons)
+
+
+def test_auto_falls_back_to_the_least_context_when_nothing_fits_8k():
+    # 5.6 GiB of RAM: no file of the 8B fits with 8,192 tokens, Q2_K does with some 4,000.
+    small = Machine(None, 0, 0, None, int(5.6 * GIB))
+    plan = make_plan(small, REPO_8B, context=None)
+    assert plan.fits and plan.quant == "Q2_K", plan.reasons
+    assert MIN_CONTEXT < plan.context == plan.max_context < AUTO_WALK_CONTEXT
+    assert f"files are compared at {MIN_CONTEXT:,} tokens" in plan.reasons[-1]
 
 
 def test_auto_of_a_model_trained_for_less_than_the_least_context_takes_its_length():
