@@ -235,7 +235,11 @@ def _loaded_line(info: ModelInfo, auto: bool, plan: Plan | None) -> str:
 
 class _ReplyInterrupts:
     """Ctrl+C while a reply streams: the first stops the reply (its text stays, exit 130); a second, or
-    an engine that has not stopped it CANCEL_GRACE_S later (hung, or stopped by a debugger), interrupts."""
+    an engine silent for CANCEL_GRACE_S since (hung, or stopped by a debugger), interrupts.
+
+    Silent, not slow: the tokens it made before it saw the cancel still arrive, and a busy machine
+    can take seconds to deliver them; an engine that answers is alive and about to stop.
+    """
 
     def __init__(self, client: EngineClient, request_id: int):
         self.client, self.request_id = client, request_id
@@ -246,6 +250,11 @@ class _ReplyInterrupts:
             raise KeyboardInterrupt
         self.cancelled_at = time.monotonic()
         self.client.cancel(self.request_id)
+
+    def heard(self) -> None:
+        """The reply sent a token: after a cancel, the grace starts again."""
+        if self.cancelled_at is not None:
+            self.cancelled_at = time.monotonic()
 
     def overdue(self) -> bool:
         return self.cancelled_at is not None and time.monotonic() - self.cancelled_at > CANCEL_GRACE_S
@@ -259,6 +268,7 @@ def _stream(client: EngineClient, request_id: int, interrupts: _ReplyInterrupts)
         if event is None or getattr(event, "request_id", request_id) not in (request_id, None):
             continue
         if isinstance(event, Token):
+            interrupts.heard()  # the reply's own loop is alive (memory reports come from another thread)
             sys.stdout.write(event.text)
             sys.stdout.flush()
         elif isinstance(event, Done):
