@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from engine.backend import BackendError
-from engine.chat_template import ChatTemplate, ChatTemplateError
+from engine.chat_template import REFUSED, ChatTemplate, ChatTemplateError
 from engine.protocol import ChatMessage, Done, FinishReason, GenerateRequest, GenerationStats
 from engine.stop_strings import StopStringFilter
 
@@ -31,13 +31,36 @@ def check_fits(prompt_tokens: int, n_ctx: int) -> None:
 
 
 def render_chat(template: ChatTemplate | None, template_error: str | None, messages: Sequence[ChatMessage]) -> str:
-    """The prompt text of a chat; BackendError "template" when the model has no usable template."""
+    """The prompt text of a chat; BackendError "template" when the model has no usable template.
+
+    A template that refuses system messages (Gemma 2's "System role not supported") gets the
+    system prompt at the head of the first user message instead, as Ollama and LM Studio do: the
+    window sends a default system prompt, and the chat must not fail for it.
+    """
     if template is None:
         raise BackendError("template", template_error or "The model has no usable chat template.")
     try:
         return template.render(list(messages))
     except ChatTemplateError as exc:
+        folded = _system_folded(messages) if str(exc).startswith(REFUSED) else None
+        if folded is not None:
+            try:
+                return template.render(folded)
+            except ChatTemplateError:
+                pass
         raise BackendError("template", str(exc)) from None
+
+
+def _system_folded(messages: Sequence[ChatMessage]) -> list[ChatMessage] | None:
+    """`messages` with the system messages joined onto the first user message; None if there is nothing to fold."""
+    system = [m.content for m in messages if m.role == "system" and m.content]
+    rest = [m for m in messages if m.role != "system"]
+    first_user = next((i for i, m in enumerate(rest) if m.role == "user"), None)
+    if not system or first_user is None:
+        return None
+    head = rest[first_user]
+    rest[first_user] = ChatMessage("user", "\n\n".join([*system, head.content]))
+    return rest
 
 
 def render_pinned(template: ChatTemplate | None, system_prompt: str) -> str | None:
