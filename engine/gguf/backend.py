@@ -1,5 +1,6 @@
 """GGUF backend on llama-cpp-python: load, render the chat template, stream, reuse the KV prefix.
 
+llama_handle.py holds the model, its context and batch (every call into llama-cpp-python).
 Generation runs in sequence 0 of a context with several sequence ids; prefix_reuse.py
 decides which prefix sequence 0 starts from (the live one, a parked sequence, a saved state
 in RAM or on disk), and kv_sequences.py keeps the books of the cells they share.
@@ -14,17 +15,23 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import llama_cpp
 import psutil
 
 from engine.backend import BackendError
 from engine.chat_template import ChatTemplate, ChatTemplateError
+from engine.device_memory import DeviceMeter
 from engine.gguf.backends import load_backends
 from engine.gguf.devices import read_devices
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
-from engine.gguf.kv_sequences import KvCacheFull, open_parking_context
+from engine.gguf.kv_sequences import KvCacheFull
+from engine.gguf.llama_handle import (
+    MAX_DEVICES,
+    LlamaHandle,
+    LlamaSettings,
+    gpu_offload_supported,
+)
 from engine.gguf.log_bridge import LlamaLogBridge
-from engine.gguf.memory_report import gguf_memory_report
+from engine.gguf.memory_report import GgufMemoryFigures, gguf_memory_report
 from engine.gguf.offload_fallback import fallback_notice, is_out_of_memory, layer_attempts, next_attempt
 from engine.gguf.prefix_cache import CacheKey, PrefixCache, model_identity, settings_key
 from engine.gguf.prefix_reuse import PrefixReuse
@@ -52,7 +59,8 @@ FALLBACK_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 # Sequence ids beyond the live one: pinned system prompts stay in the KV cache under them,
-# and a chat that starts with one shares its cells (nothing copied).
+# and a chat that starts with one shares its cells (nothing copied). Recurrent, hybrid and
+# sliding-window models get the live one alone (llama_handle.py says why).
 PARKED_SEQUENCES = 4
 
 
@@ -62,7 +70,7 @@ class GgufBackend:
     def __init__(self, log_bridge: LlamaLogBridge):
         load_backends()  # after the log bridge, so ggml's own lines about its backends reach the log
         self._logs = log_bridge
-        self._llm: llama_cpp.Llama | None = None
+        self._llama: LlamaHandle | None = None
         self._template: ChatTemplate | None = None
         self._template_error: str | None = None
         self._info: ModelInfo | None = None
@@ -73,6 +81,7 @@ class GgufBackend:
         self._store: PrefixStore | None = None
         self._prefixes: PrefixReuse | None = None
         self._gpu_names: dict[str, str] = {}
+        self._meter: DeviceMeter | None = None  # made at the first report, so NVML starts once
 
     # ------------------------------------------------------------ loading
 
@@ -91,25 +100,18 @@ class GgufBackend:
             raise BackendError("bad_request", f"A {request.kv_type} KV cache needs flash attention on.")
         check_tensor_split(request.tensor_split)
         self.close()
-        llm, n_gpu_layers, notice = self._open(path, request, kv_type)
-        try:
-            # No prefix cache, no parking: only the live sequence is reused.
-            n_seq = PARKED_SEQUENCES + 1 if request.prefix_cache_bytes > 0 else 1
-            n_seq = open_parking_context(llm, n_seq, lambda: self._logs.buffers.forget("kv", "compute"))
-        except RuntimeError as exc:
-            llm.close()
-            raise BackendError("invalid_model", f"{path.name}: {exc}") from None
-        self._llm = llm
+        llama, n_gpu_layers, notice = self._open(path, request, kv_type)
+        self._llama = llama
         self._cache.budget_bytes = max(0, request.prefix_cache_bytes)
         self._cache_key = CacheKey(
             model_identity(path),
-            settings_key(llm.n_ctx(), request.kv_type, request.flash_attn, n_gpu_layers, request.swa_full),
+            settings_key(llama.n_ctx, request.kv_type, request.flash_attn, n_gpu_layers, request.swa_full),
         )
         if request.prefix_cache_dir:
             self._store = PrefixStore(Path(request.prefix_cache_dir), request.prefix_cache_disk_bytes)
-        self._prefixes = PrefixReuse(llm, n_seq, self._cache_key, self._cache, self._store)
-        meta = llm.metadata
-        self._bos_text = _token_text(llm, llm.token_bos())
+        self._prefixes = PrefixReuse(llama, self._cache_key, self._cache, self._store)
+        meta = llama.metadata
+        self._bos_text = _token_text(llama, llama.bos)
         self._add_bos = meta.get("tokenizer.ggml.add_bos_token", "true") != "false"
         source = meta.get("tokenizer.chat_template")
         # A template that fails to compile is reported when the user sends, not at load:
@@ -118,52 +120,53 @@ class GgufBackend:
             self._template = ChatTemplate(
                 source or FALLBACK_TEMPLATE,
                 bos_token=self._bos_text,
-                eos_token=_token_text(llm, llm.token_eos()),
+                eos_token=_token_text(llama, llama.eos),
             )
             self._template_error = None
         except ChatTemplateError as exc:
             self._template, self._template_error = None, str(exc)
-        model = llm.model
         self._info = ModelInfo(
             path=str(path),
             name=meta.get("general.name") or path.stem,
             architecture=meta.get("general.architecture", "unknown"),
-            n_ctx=llm.n_ctx(),
-            n_ctx_train=llama_cpp.llama_model_n_ctx_train(model),
-            n_params=llama_cpp.llama_model_n_params(model),
-            size_bytes=llama_cpp.llama_model_size(model),
+            n_ctx=llama.n_ctx,
+            n_ctx_train=llama.n_ctx_train,
+            n_params=llama.n_params,
+            size_bytes=llama.size_bytes,
             has_chat_template=bool(source),
             notice=notice,
         )
         self._pin(request.pinned_prompts)
         return self._info
 
-    def _open(self, path: Path, request: LoadRequest, kv_type: int) -> tuple[llama_cpp.Llama, int, str | None]:
+    def _open(self, path: Path, request: LoadRequest, kv_type: int) -> tuple[LlamaHandle, int, str | None]:
         """The model with as many of the plan's GPU layers as can be had; the count used, and why it differs."""
-        gpu_usable = bool(llama_cpp.llama_supports_gpu_offload())
+        gpu_usable = gpu_offload_supported()
         devices = read_devices()
         log.info("llama.cpp devices: %s", devices.summary())
         # What CUDA calls each card, so the memory report reads NVML's figures of that very card.
         self._gpu_names = {f"cuda:{i}": d.description for i, d in enumerate(d for d in devices.gpus if d.is_cuda)}
         attempts = layer_attempts(request.n_gpu_layers, gpu_usable)
         n_gpu_layers, why = attempts[0], ""
+        # No prefix cache, no parking: only the live sequence is reused.
+        n_seq = PARKED_SEQUENCES + 1 if request.prefix_cache_bytes > 0 else 1
         while True:
             self._logs.reset_buffers()
+            settings = LlamaSettings(
+                n_ctx=request.n_ctx,
+                n_threads=request.n_threads or default_threads(),
+                n_batch=min(512, request.n_ctx),
+                n_gpu_layers=n_gpu_layers,
+                tensor_split=request.tensor_split,
+                flash_attn=request.flash_attn,
+                swa_full=request.swa_full,
+                kv_type=kv_type,
+                n_seq=n_seq,
+            )
             try:
-                llm = llama_cpp.Llama(
-                    model_path=str(path),
-                    n_ctx=request.n_ctx,
-                    n_gpu_layers=n_gpu_layers,
-                    n_threads=request.n_threads or default_threads(),
-                    n_batch=min(512, request.n_ctx),
-                    flash_attn=request.flash_attn,
-                    swa_full=request.swa_full,
-                    tensor_split=list(request.tensor_split) or None,
-                    type_k=kv_type,
-                    type_v=kv_type,
-                    verbose=False,
-                )
-                return llm, n_gpu_layers, fallback_notice(request.n_gpu_layers, n_gpu_layers, gpu_usable, why)
+                # A context llama.cpp refuses logged its buffers: they are not the one that stays.
+                llama = LlamaHandle(path, settings, lambda: self._logs.buffers.forget("kv", "compute"))
+                return llama, n_gpu_layers, fallback_notice(request.n_gpu_layers, n_gpu_layers, gpu_usable, why)
             except (ValueError, RuntimeError, OSError) as exc:
                 detail = "; ".join(self._logs.recent_errors) or str(exc)
                 out_of_memory = is_out_of_memory(self._logs.recent_errors)
@@ -183,29 +186,29 @@ class GgufBackend:
             if prompt is None:
                 continue
             tokens = self._tokenize(prompt)
-            if 1 < len(tokens) < self._llm.n_ctx() // 2:
+            if 1 < len(tokens) < self._llama.n_ctx // 2:
                 self._prefixes.pin(tokens)
 
     def close(self) -> None:
         if self._prefixes is not None:
             # What the context holds now is what is most likely resumed after a reload or restart.
             self._prefixes.keep_for_later()
-        if self._llm is not None:
-            self._llm.close()
+        if self._llama is not None:
+            self._llama.close()
         if self._store is not None:
             self._store.close()
             self._store = None
-        self._llm = self._template = self._info = self._cache_key = self._prefixes = None
+        self._llama = self._template = self._info = self._cache_key = self._prefixes = None
 
     # ------------------------------------------------------------ generation
 
     def generate(
         self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]
     ) -> Done:
-        llm = self._require_model()
+        llama = self._require_model()
         t_start = time.perf_counter()
         tokens = self._prompt_tokens(request)
-        n_ctx = llm.n_ctx()
+        n_ctx = llama.n_ctx
         check_fits(len(tokens), n_ctx)
         s = request.sampling
         prefixes = self._prefixes
@@ -217,19 +220,19 @@ class GgufBackend:
         try:
             prefixes.seqs.decode(tokens[cached:], prefixes.on_full)
             while True:
-                token = sampler.sample(llm._ctx, -1)
+                token = sampler.sample(llama)
                 reply.token()
                 if cancelled():
                     finish = "cancelled"
                     break
-                if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
+                if llama.is_end_of_generation(token):
                     finish = "stop"
                     break
-                reply.add(decoder.decode(llm.detokenize([token])))
+                reply.add(decoder.decode(llama.detokenize([token])))
                 if reply.stopped:
                     finish = "stop"
                     break
-                if reply.n_gen >= s.max_tokens or llm.n_tokens + 1 >= n_ctx:
+                if reply.n_gen >= s.max_tokens or prefixes.seqs.n_live + 1 >= n_ctx:
                     break
                 prefixes.seqs.decode([token], prefixes.on_full)
         except KvCacheFull:
@@ -240,14 +243,14 @@ class GgufBackend:
             sampler.close()
         return reply.done(finish, cached, decoder.decode(b"", final=True))
 
-    def _require_model(self) -> llama_cpp.Llama:
-        if self._llm is None:
+    def _require_model(self) -> LlamaHandle:
+        if self._llama is None:
             raise BackendError("no_model", "No model is loaded.")
-        return self._llm
+        return self._llama
 
     def _prompt_tokens(self, request: GenerateRequest) -> list[int]:
         if request.prompt is not None:  # a raw completion: no chat template
-            raw = self._llm.tokenize(request.prompt.encode("utf-8"), add_bos=self._add_bos, special=True)
+            raw = self._llama.tokenize(request.prompt.encode("utf-8"), add_bos=self._add_bos, special=True)
             if not raw:
                 raise BackendError("bad_request", "The prompt is empty.")
             return raw
@@ -256,13 +259,27 @@ class GgufBackend:
     def _tokenize(self, prompt: str) -> list[int]:
         """Tokens of a rendered prompt; BOS is added unless the template wrote it already."""
         add_bos = self._add_bos and not (self._bos_text and prompt.startswith(self._bos_text))
-        return self._llm.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
+        return self._llama.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
 
     # ------------------------------------------------------------ memory
 
     def memory(self) -> MemoryReport:
         """llama.cpp's buffers per device, KV cells in use, the prefix cache and the rest (memory_report.py)."""
-        return gguf_memory_report(self)
+        if self._meter is None:
+            self._meter = DeviceMeter()
+        return gguf_memory_report(self.memory_figures(), self._meter)
+
+    def memory_figures(self) -> GgufMemoryFigures:
+        """What this backend holds, for the memory report: llama.cpp's logged buffers, the KV cells in use,
+        the prefix cache's tiers."""
+        ram = self._cache.total_bytes
+        disk = self._store.total_bytes if self._store is not None else 0
+        if self._llama is None or self._prefixes is None:
+            return GgufMemoryFigures(None, prefix_ram_bytes=ram, prefix_disk_bytes=disk)
+        # Exact: the ledger knows which cells sequences share (a state restored from RAM beside a
+        # pinned prompt holds the same first tokens in cells of its own).
+        return GgufMemoryFigures(self._logs.buffers, self._prefixes.seqs.used_cells(), self._llama.n_ctx, ram, disk,
+                                 dict(self._gpu_names))
 
 
 def check_tensor_split(tensor_split: tuple[float, ...]) -> None:
@@ -271,15 +288,15 @@ def check_tensor_split(tensor_split: tuple[float, ...]) -> None:
         split_points(tensor_split)
     except ValueError as exc:
         raise BackendError("bad_request", f"Bad tensor_split {list(tensor_split)}: {exc}.") from None
-    if len(tensor_split) > llama_cpp.LLAMA_MAX_DEVICES:
+    if len(tensor_split) > MAX_DEVICES:
         raise BackendError("bad_request", f"Bad tensor_split {list(tensor_split)}: llama.cpp takes at most "
-                                          f"{llama_cpp.LLAMA_MAX_DEVICES} GPUs.")
+                                          f"{MAX_DEVICES} GPUs.")
 
 
-def _token_text(llm: llama_cpp.Llama, token: int) -> str:
+def _token_text(llama: LlamaHandle, token: int) -> str:
     if token < 0:
         return ""
-    return llm.detokenize([token], special=True).decode("utf-8", errors="replace")
+    return llama.detokenize([token], special=True).decode("utf-8", errors="replace")
 
 
 def default_threads() -> int:

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 VERSION = llama_cpp.__version__  # pins llama.cpp's state format: part of every saved prefix's key
 MAX_DEVICES = llama_cpp.LLAMA_MAX_DEVICES  # the longest tensor_split llama.cpp takes
-DEFAULT_SEED = llama_cpp.LLAMA_DEFAULT_SEED
+DEFAULT_SEED = llama_cpp.LLAMA_DEFAULT_SEED  # llama.cpp draws a seed of its own
 _ALL_LAYERS = 0x7FFFFFFF  # n_gpu_layers -1: llama.cpp caps INT32_MAX at the model's layer count
 _MAX_UBATCH = 512
 
@@ -96,9 +96,8 @@ def _init_backend() -> None:
 def _quiet_stdio() -> Iterator[None]:
     """File descriptors 1 and 2 to /dev/null while llama.cpp loads (as Llama(verbose=False) had it):
     what ggml prints there itself, not through the log callback, stays off the user's terminal."""
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            stream.flush()
+    for stream in (s for s in (sys.stdout, sys.stderr) if s is not None):
+        stream.flush()
     saved = [os.dup(1), os.dup(2)]
     null = os.open(os.devnull, os.O_WRONLY)
     try:
@@ -180,7 +179,6 @@ class _Batch:
     def __init__(self, size: int):
         self.size = size
         self.batch = llama_cpp.llama_batch_init(size, 0, 1)
-        self._freed = False
 
     def fill(self, tokens: Sequence[int], first_pos: int, seq_id: int) -> None:
         """`tokens` at positions first_pos…, logits for the last one only."""
@@ -194,38 +192,26 @@ class _Batch:
         b.logits[len(tokens) - 1] = True
 
     def close(self) -> None:
-        if not self._freed:
+        if self.batch is not None:
             llama_cpp.llama_batch_free(self.batch)
-            self._freed = True
+            self.batch = None
+
+
+# The samplers a chain can hold, by the name sampling.py gives each step.
+_SAMPLERS = {
+    "greedy": llama_cpp.llama_sampler_init_greedy, "top_k": llama_cpp.llama_sampler_init_top_k,
+    "top_p": llama_cpp.llama_sampler_init_top_p, "min_p": llama_cpp.llama_sampler_init_min_p,
+    "temp": llama_cpp.llama_sampler_init_temp, "dist": llama_cpp.llama_sampler_init_dist,
+}
 
 
 class Sampler:
-    """A llama.cpp sampler chain: samplers run in the order added; close() frees it."""
+    """A llama.cpp sampler chain of `steps`, (name, *arguments) run in order; close() frees it."""
 
-    def __init__(self) -> None:
+    def __init__(self, steps: Sequence[tuple]):
         self._chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-
-    def _add(self, sampler) -> None:
-        llama_cpp.llama_sampler_chain_add(self._chain, sampler)  # the chain owns it now
-
-    def greedy(self) -> None:
-        self._add(llama_cpp.llama_sampler_init_greedy())
-
-    def top_k(self, k: int) -> None:
-        self._add(llama_cpp.llama_sampler_init_top_k(k))
-
-    def top_p(self, p: float, min_keep: int) -> None:
-        self._add(llama_cpp.llama_sampler_init_top_p(p, min_keep))
-
-    def min_p(self, p: float, min_keep: int) -> None:
-        self._add(llama_cpp.llama_sampler_init_min_p(p, min_keep))
-
-    def temperature(self, t: float) -> None:
-        self._add(llama_cpp.llama_sampler_init_temp(t))
-
-    def draw(self, seed: int) -> None:
-        """The final, seeded random draw."""
-        self._add(llama_cpp.llama_sampler_init_dist(seed))
+        for name, *args in steps:  # a name not in _SAMPLERS: KeyError
+            llama_cpp.llama_sampler_chain_add(self._chain, _SAMPLERS[name](*args))  # the chain owns it
 
     def sample(self, llama: LlamaHandle) -> int:
         """The next token, from the logits of the last token decoded."""
@@ -237,9 +223,6 @@ class Sampler:
             self._chain = None
 
 
-# ---------------------------------------------------------------- parameters
-
-
 def _model_params(settings: LlamaSettings) -> tuple[llama_cpp.llama_model_params, object]:
     """The model parameters, and the C array of the split they point to (kept alive with them)."""
     params = llama_cpp.llama_model_default_params()
@@ -247,9 +230,8 @@ def _model_params(settings: LlamaSettings) -> tuple[llama_cpp.llama_model_params
     params.split_mode = llama_cpp.LLAMA_SPLIT_MODE_LAYER
     params.main_gpu = 0
     params.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP
-    split = None
-    if settings.tensor_split:
-        split = (ctypes.c_float * MAX_DEVICES)(*settings.tensor_split)  # the rest of the devices: 0
+    split = (ctypes.c_float * MAX_DEVICES)(*settings.tensor_split) if settings.tensor_split else None
+    if split is not None:  # the devices past the split get 0
         params.tensor_split = split
     return params, split
 
@@ -274,16 +256,16 @@ def _context_params(settings: LlamaSettings, n_seq: int) -> llama_cpp.llama_cont
     return params
 
 
-# ---------------------------------------------------------------- the handle
-
-
 class LlamaHandle:
-    """One loaded model, its context and its batch, made by `open_llama`; close() frees all three.
+    """One loaded model, its context and its batch; close() frees all three.
 
+    Loads `path` and creates its context and batch; LlamaError (or OSError) if llama.cpp cannot.
+    `on_context_refused` is called after each context llama.cpp would not create, before the next
+    try with one sequence (the log bridge forgets the buffers it logged for the refused one).
     Sequence ids, positions and cells are llama.cpp's (kv_sequences.py keeps the books of them).
     """
 
-    def __init__(self, path: str, settings: LlamaSettings, on_context_refused: Callable[[], None]):
+    def __init__(self, path: Path, settings: LlamaSettings, on_context_refused: Callable[[], None]):
         _init_backend()
         self._stack = contextlib.ExitStack()
         self._closer = weakref.finalize(self, self._stack.close)  # a handle dropped unclosed frees too
@@ -291,7 +273,7 @@ class LlamaHandle:
         try:
             self.model_params, self._split = _model_params(settings)
             self.tensor_split = list(settings.tensor_split) or None
-            self._model = self._stack.enter_context(contextlib.closing(_Model(path, self.model_params)))
+            self._model = self._stack.enter_context(contextlib.closing(_Model(str(path), self.model_params)))
             self._context, self.n_seq = self._open_context(settings, on_context_refused)
             self.n_batch = settings.n_batch
             self._batch = self._stack.enter_context(contextlib.closing(_Batch(self.n_batch)))
@@ -326,29 +308,26 @@ class LlamaHandle:
     def close(self) -> None:
         self._closer()
 
+    # The raw llama_context and llama_model, for tests and benches that ask llama.cpp directly.
     @property
     def context_pointer(self) -> llama_cpp.llama_context_p:
-        """The raw llama_context, for tests and benches that ask llama.cpp directly."""
         return self._context.ptr
 
     @property
     def model_pointer(self) -> llama_cpp.llama_model_p:
-        """The raw llama_model, for tests and benches that ask llama.cpp directly."""
         return self._model.ptr
 
     # ------------------------------------------------------------ tokens
 
     def tokenize(self, text: bytes, add_bos: bool, special: bool) -> list[int]:
-        vocab, room = self._model.vocab, len(text) + 2
-        tokens = (llama_cpp.llama_token * room)()
-        n = llama_cpp.llama_tokenize(vocab, text, len(text), tokens, room, add_bos, special)
-        if n < 0:  # more tokens than bytes (added specials): llama.cpp says how many
-            room = -n
+        room = len(text) + 2
+        for _ in range(2):
             tokens = (llama_cpp.llama_token * room)()
-            n = llama_cpp.llama_tokenize(vocab, text, len(text), tokens, room, add_bos, special)
-            if n < 0:
-                raise LlamaError(f"llama.cpp could not tokenize {len(text)} bytes")
-        return list(tokens[:n])
+            n = llama_cpp.llama_tokenize(self._model.vocab, text, len(text), tokens, room, add_bos, special)
+            if n >= 0:
+                return list(tokens[:n])
+            room = -n  # more tokens than bytes (added specials): llama.cpp says how many
+        raise LlamaError(f"llama.cpp could not tokenize {len(text)} bytes")
 
     def detokenize(self, tokens: Sequence[int], special: bool = False) -> bytes:
         """The bytes of `tokens` (a piece may end inside a UTF-8 character)."""
@@ -386,20 +365,14 @@ class LlamaHandle:
         llama_cpp.llama_memory_clear(self._context.memory, True)
 
     def seq_pos_min(self, seq_id: int) -> int:
-        """The lowest position a sequence holds; -1 where it holds none."""
-        return int(llama_cpp.llama_memory_seq_pos_min(self._context.memory, seq_id))
-
-    def seq_spans(self) -> dict[int, tuple[int, int]]:
-        """Per sequence id holding cells: the (first, last) position llama.cpp holds."""
+        """The lowest position a sequence holds; -1 where it holds none (or the model keeps no KV)."""
         memory = self._context.memory
-        if not memory:
-            return {}
-        spans = {}
-        for seq in range(self.n_seq):
-            last = llama_cpp.llama_memory_seq_pos_max(memory, seq)
-            if last >= 0:
-                spans[seq] = (max(0, llama_cpp.llama_memory_seq_pos_min(memory, seq)), last)
-        return spans
+        return int(llama_cpp.llama_memory_seq_pos_min(memory, seq_id)) if memory else -1
+
+    def seq_pos_max(self, seq_id: int) -> int:
+        """The highest position a sequence holds; -1 where it holds none (or the model keeps no KV)."""
+        memory = self._context.memory
+        return int(llama_cpp.llama_memory_seq_pos_max(memory, seq_id)) if memory else -1
 
     def save_state(self, seq_id: int) -> bytearray | None:
         """The KV state of one sequence (no logits), or None if llama.cpp could not write it."""
@@ -417,11 +390,3 @@ class LlamaHandle:
         ptr = (ctypes.c_uint8 * size).from_buffer(state)
         return llama_cpp.llama_state_seq_set_data(self._context.ptr, ptr, size, seq_id) > 0
 
-
-def open_llama(path: Path, settings: LlamaSettings, on_context_refused: Callable[[], None]) -> LlamaHandle:
-    """Load `path` and create its context and batch; LlamaError (or OSError) if llama.cpp cannot.
-
-    `on_context_refused` is called after each context llama.cpp would not create, before the next
-    try with one sequence (the log bridge forgets the buffers it logged for the refused one).
-    """
-    return LlamaHandle(str(path), settings, on_context_refused)

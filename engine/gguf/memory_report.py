@@ -3,20 +3,21 @@
 Sizes come from llama.cpp itself, never from a formula: the "model/KV/compute/output buffer
 size" lines it logs while loading (captured by LlamaLogBridge), attributed to a device by
 the buffer's backend name ("CUDA0" is cuda:0; "CPU", "CPU_Mapped", "CUDA_Host" live in host
-RAM). The KV cells in use come from llama.cpp's memory API (the position span of every
-sequence id of the context). The rest of the process and the free memory come from the OS
-and the driver (engine.device_memory).
+RAM). The KV cells in use come from the backend's ledger of the cells its sequences share
+(kv_sequences.py); `kv_cells_in_use` reads the same from llama.cpp's memory API (the position span
+of every sequence id of the context). The rest of the process and the free memory come from the OS
+and the driver (engine.device_memory). The backend hands over its figures through
+`GgufBackend.memory_figures()`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import llama_cpp
+from dataclasses import dataclass, field
 
 from engine.device_memory import DeviceMeter, build_report
+from engine.gguf.llama_handle import LlamaHandle
 from engine.gguf.log_bridge import BufferSizes
 from engine.gguf.prefix_cache import common_prefix_len
 from engine.protocol import MemoryReport
@@ -75,37 +76,33 @@ def count_cells(spans: Mapping[int, tuple[int, int]], known: Mapping[int, Sequen
     return total + distinct_prefix_tokens(prefixes)
 
 
-def kv_cells_in_use(ctx: llama_cpp.llama_context_p, known: Mapping[int, Sequence[int]], shared: bool) -> int:
+def kv_cells_in_use(llama: LlamaHandle, known: Mapping[int, Sequence[int]], shared: bool) -> int:
     """KV cells holding tokens in a llama.cpp context, over all its sequence ids."""
-    memory = llama_cpp.llama_get_memory(ctx)
-    if not memory:
-        return 0
     spans: dict[int, tuple[int, int]] = {}
-    for seq in range(llama_cpp.llama_n_seq_max(ctx)):
-        last = llama_cpp.llama_memory_seq_pos_max(memory, seq)
+    for seq in range(llama.n_seq):
+        last = llama.seq_pos_max(seq)
         if last >= 0:
-            spans[seq] = (max(0, llama_cpp.llama_memory_seq_pos_min(memory, seq)), last)
+            spans[seq] = (max(0, llama.seq_pos_min(seq)), last)
     return count_cells(spans, known, shared)
 
 
-def gguf_memory_report(backend: Any) -> MemoryReport:
-    """The report of a GgufBackend, read through its attributes (llama.cpp model, log, caches)."""
-    meter = getattr(backend, "_device_meter", None)
-    if meter is None:
-        # Kept on the backend, so NVML is initialised once, not at every report.
-        meter = backend._device_meter = DeviceMeter()
-    llm = backend._llm
-    cache = getattr(backend, "_cache", None)
-    store = getattr(backend, "_store", None)
-    prefix_ram = cache.total_bytes if cache is not None else 0
-    prefix_disk = store.total_bytes if store is not None else 0
-    prefixes = getattr(backend, "_prefixes", None)
-    if llm is None or prefixes is None:
-        return build_report({"cpu": {}}, meter, 0, 0, prefix_ram, prefix_disk)
-    # Exact: the backend's ledger knows which cells sequences share (a state restored from RAM
-    # beside a pinned prompt holds the same first tokens in cells of its own).
-    used = prefixes.seqs.used_cells()
+@dataclass(slots=True, frozen=True)
+class GgufMemoryFigures:
+    """What a GgufBackend knows of its memory (GgufBackend.memory_figures)."""
+
+    buffers: BufferSizes | None  # llama.cpp's logged buffers of the loaded model; None: no model
+    kv_cells_used: int = 0  # shared cells counted once
+    kv_cells_total: int = 0
+    prefix_ram_bytes: int = 0
+    prefix_disk_bytes: int = 0
+    gpu_names: Mapping[str, str] = field(default_factory=dict)  # "cuda:N" -> the card's name as CUDA gives it
+
+
+def gguf_memory_report(figures: GgufMemoryFigures, meter: DeviceMeter) -> MemoryReport:
+    """The report of a GgufBackend's figures, with what the OS and the driver say (`meter`)."""
+    if figures.buffers is None:
+        return build_report({"cpu": {}}, meter, 0, 0, figures.prefix_ram_bytes, figures.prefix_disk_bytes)
     return build_report(
-        parts_by_device(backend._logs.buffers), meter, used, llama_cpp.llama_n_ctx(llm._ctx.ctx), prefix_ram, prefix_disk,
-        gpu_names=getattr(backend, "_gpu_names", None),
+        parts_by_device(figures.buffers), meter, figures.kv_cells_used, figures.kv_cells_total,
+        figures.prefix_ram_bytes, figures.prefix_disk_bytes, gpu_names=figures.gpu_names,
     )

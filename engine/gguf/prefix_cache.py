@@ -8,13 +8,12 @@ the cells past that prefix leaves exactly the KV of the shared prefix.
 
 from __future__ import annotations
 
-import ctypes
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import llama_cpp
+from engine.gguf.llama_handle import VERSION
 
 
 @dataclass(slots=True, frozen=True)
@@ -45,7 +44,7 @@ def model_identity(path: Path) -> str:
 
 def settings_key(n_ctx: int, kv_type: str, flash_attn: bool, n_gpu_layers: int, swa_full: bool = True) -> str:
     """The load settings that change what a KV state holds or how it was computed."""
-    key = f"llama-cpp-python={llama_cpp.__version__};n_ctx={n_ctx};kv={kv_type};fa={int(flash_attn)};ngl={n_gpu_layers}"
+    key = f"llama-cpp-python={VERSION};n_ctx={n_ctx};kv={kv_type};fa={int(flash_attn)};ngl={n_gpu_layers}"
     return key if swa_full else key + ";swa=window"  # a windowed state holds fewer cells
 
 
@@ -132,19 +131,3 @@ class PrefixCache:
         self._entries.clear()
         self._total = 0
 
-
-def save_state(ctx: llama_cpp.llama_context_p, seq_id: int = 0) -> bytearray | None:
-    """The KV state of one sequence (no logits), or None if llama.cpp could not write it."""
-    size = llama_cpp.llama_state_seq_get_size(ctx, seq_id)
-    if size <= 0:
-        return None
-    buf = bytearray(size)
-    written = llama_cpp.llama_state_seq_get_data(ctx, (ctypes.c_uint8 * size).from_buffer(buf), size, seq_id)
-    return buf if written == size else None
-
-
-def restore_state(ctx: llama_cpp.llama_context_p, state: bytearray, seq_id: int = 0) -> bool:
-    """Load a saved state into `seq_id` (its cells are replaced); False if llama.cpp refused it."""
-    size = len(state)
-    ptr = (ctypes.c_uint8 * size).from_buffer(state)
-    return llama_cpp.llama_state_seq_set_data(ctx, ptr, size, seq_id) > 0

@@ -17,17 +17,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import llama_cpp
-
 from engine.gguf.kv_sequences import LIVE, KvCacheFull, KvSequences, ParkedSequence
-from engine.gguf.prefix_cache import (
-    CacheEntry,
-    CacheKey,
-    PrefixCache,
-    common_prefix_len,
-    restore_state,
-    save_state,
-)
+from engine.gguf.llama_handle import LlamaHandle
+from engine.gguf.prefix_cache import CacheEntry, CacheKey, PrefixCache, common_prefix_len
 from engine.gguf.prefix_store import PrefixStore
 
 log = logging.getLogger(__name__)
@@ -43,19 +35,16 @@ class PrefixReuse:
     """The prefix tiers of one loaded model.
 
     Args:
-        llm: the loaded model, its context made by kv_sequences.open_parking_context.
-        n_seq: sequence ids of the context (1: no parking).
+        llama: the loaded model and its context (`n_seq` sequence ids; 1: no parking).
         key: model identity + KV settings; saved states of another key are never used.
         cache: the RAM tier (budget 0 turns it off).
         store: the disk tier, or None.
     """
 
-    def __init__(
-        self, llm: llama_cpp.Llama, n_seq: int, key: CacheKey, cache: PrefixCache, store: PrefixStore | None
-    ):
-        self._llm = llm
-        self.seqs = KvSequences(llm, n_seq)
-        self._parking = n_seq > 1
+    def __init__(self, llama: LlamaHandle, key: CacheKey, cache: PrefixCache, store: PrefixStore | None):
+        self._llama = llama
+        self.seqs = KvSequences(llama)
+        self._parking = llama.n_seq > 1
         self._key = key
         self._cache = cache
         self._store = store
@@ -103,10 +92,10 @@ class PrefixReuse:
 
     def _window_intact(self, cached: int) -> bool:
         """With a sliding-window cache, the last window before `cached` must still be there."""
-        n_swa = llama_cpp.llama_model_n_swa(self._llm._model.model)
+        n_swa = self._llama.n_swa
         if n_swa <= 0:
             return True
-        first = llama_cpp.llama_memory_seq_pos_min(llama_cpp.llama_get_memory(self._llm._ctx.ctx), LIVE)
+        first = self._llama.seq_pos_min(LIVE)
         return 0 <= first <= max(0, cached - n_swa)  # -1: the sequence holds no cell at all
 
     def _keep_live(self, live: tuple[int, ...]) -> None:
@@ -126,13 +115,12 @@ class PrefixReuse:
         """Load a saved state into sequence 0; an entry llama.cpp refuses twice is dropped."""
         self.seqs.clear_live()
         self._make_room(room)
-        ctx = self._llm._ctx.ctx
-        if not restore_state(ctx, entry.state, LIVE):
+        if not self._llama.restore_state(entry.state, LIVE):
             # A state needs its cells in one run: free cells scattered between parked
             # sequences may not do. Evict them all and try once more.
             while (victim := self.seqs.eviction_candidate()) is not None:
                 self._evict(victim)
-            if not restore_state(ctx, entry.state, LIVE):
+            if not self._llama.restore_state(entry.state, LIVE):
                 log.warning("llama.cpp refused a cached state of %d tokens; dropped it", len(entry.tokens))
                 self._cache.remove(entry)
                 self.seqs.clear_live()
@@ -143,7 +131,7 @@ class PrefixReuse:
 
     def _make_room(self, room: int) -> None:
         """Evict parked sequences until `room` cells are free (by the ledger)."""
-        n_ctx = self._llm.n_ctx()
+        n_ctx = self._llama.n_ctx
         while self.seqs.used_cells() + room > n_ctx:
             victim = self.seqs.eviction_candidate()
             if victim is None:
@@ -171,7 +159,7 @@ class PrefixReuse:
         for entry in self._cache:
             if entry.key == self._key and entry.tokens == tokens:
                 return entry
-        state = save_state(self._llm._ctx.ctx, seq_id)
+        state = self._llama.save_state(seq_id)
         if state is None:
             return None
         entry = CacheEntry(self._key, tokens, state, pinned)

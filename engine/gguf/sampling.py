@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import llama_cpp
-from llama_cpp import _internals
-
+from engine.gguf.llama_handle import DEFAULT_SEED, Sampler
 from engine.protocol import SamplingParams
 
 # Drops tokens far less likely than the best one: llama.cpp's default, and what keeps
@@ -12,16 +10,11 @@ from engine.protocol import SamplingParams
 MIN_P = 0.05
 
 
-def make_sampler(params: SamplingParams) -> _internals.LlamaSampler:
+def make_sampler(params: SamplingParams) -> Sampler:
     """Greedy at temperature 0; otherwise top-k, top-p, min-p, temperature, then a seeded draw."""
-    sampler = _internals.LlamaSampler()
     if params.temperature <= 0:
-        sampler.add_greedy()
-        return sampler
-    if params.top_k > 0:
-        sampler.add_top_k(params.top_k)
-    sampler.add_top_p(params.top_p, 1)
-    sampler.add_min_p(MIN_P, 1)
-    sampler.add_temp(params.temperature)
-    sampler.add_dist(params.seed if params.seed is not None else llama_cpp.LLAMA_DEFAULT_SEED)
-    return sampler
+        return Sampler([("greedy",)])
+    steps = [("top_k", params.top_k)] if params.top_k > 0 else []
+    steps += [("top_p", params.top_p, 1), ("min_p", MIN_P, 1), ("temp", params.temperature),
+              ("dist", params.seed if params.seed is not None else DEFAULT_SEED)]
+    return Sampler(steps)

@@ -52,8 +52,8 @@ FILLS = ("Hi!", "Tell me about the history of bread, in some detail please.")
 
 def llama_api_sizes(backend: GgufBackend) -> dict[str, int | None]:
     """Weights and KV bytes as llama.cpp's API gives them (not its log); compute: None (log only)."""
-    llm = backend._llm
-    ctx = llm._ctx.ctx
+    llm = backend._llama
+    ctx = llm.context_pointer
     fills = []
     for text in FILLS:
         backend.generate(GenerateRequest(1, (ChatMessage("user", text),), SamplingParams(temperature=0.0, max_tokens=4)),
@@ -62,7 +62,7 @@ def llama_api_sizes(backend: GgufBackend) -> dict[str, int | None]:
         fills.append((cells, llama_cpp.llama_state_seq_get_size(ctx, seq)))
     (n1, b1), (n2, b2) = fills
     per_cell = (b2 - b1) / (n2 - n1)
-    return {"weights": llama_cpp.llama_model_size(llm.model), "kv": round(per_cell * llama_cpp.llama_n_ctx(ctx)),
+    return {"weights": llama_cpp.llama_model_size(llm.model_pointer), "kv": round(per_cell * llama_cpp.llama_n_ctx(ctx)),
             "compute": None}
 
 

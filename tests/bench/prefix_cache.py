@@ -18,8 +18,8 @@ from pathlib import Path
 import llama_cpp
 
 from engine.gguf.backend import GgufBackend
+from engine.gguf.llama_handle import LlamaHandle
 from engine.gguf.log_bridge import LlamaLogBridge
-from engine.gguf.prefix_cache import restore_state, save_state
 from engine.gguf.sampling import make_sampler
 from engine.protocol import ChatMessage, GenerateRequest, LoadRequest, SamplingParams
 from engine.starter import starter_model_path
@@ -130,16 +130,16 @@ def prefix_scenarios() -> list[str]:
             restart.append(disk.ttft(next_turn(f"{sys_a} (disk)", disk_reply, NEW_MESSAGE)))
             disk.close()
 
-            llm, seqs = warm.backend._llm, warm.backend._prefixes.seqs
+            llm, seqs = warm.backend._llama, warm.backend._prefixes.seqs
             warm.ask(first_turn(sys_a))
             live = seqs.live_tokens
             t0 = time.perf_counter()
-            state = save_state(llm._ctx.ctx)
+            state = llm.save_state(0)
             seqs.clear_live()
-            assert state is not None and restore_state(llm._ctx.ctx, state)
+            assert state is not None and llm.restore_state(state, 0)
             save_restore.append((time.perf_counter() - t0) / cold[-1])
             seqs.live_restored(live)
-            state_ratio = len(state) / (kv_bytes_per_token(llm) * llm.n_tokens)
+            state_ratio = len(state) / (kv_bytes_per_token(llm) * seqs.n_live)
             print(f"  round {r + 1}/{ROUNDS}: cold {cold[-1]:.2f} s, next turn {same[-1] * 1000:.0f} ms", flush=True)
     for engine in (cold_engine, warm):
         engine.close()
@@ -190,8 +190,8 @@ def bare_next_turn() -> list[str]:
     return [ratio_line("bare llama-cpp-python, same next turn, prefix in its context", warm, c, 0.03)]
 
 
-def kv_bytes_per_token(llm: llama_cpp.Llama) -> int:
-    model = llm.model
+def kv_bytes_per_token(llm: LlamaHandle) -> int:
+    model = llm.model_pointer
     head_dim = llama_cpp.llama_model_n_embd(model) // llama_cpp.llama_model_n_head(model)
     return 2 * llama_cpp.llama_model_n_layer(model) * llama_cpp.llama_model_n_head_kv(model) * head_dim * 2
 
@@ -199,13 +199,13 @@ def kv_bytes_per_token(llm: llama_cpp.Llama) -> int:
 def decode_speed_at_depth(engine: Engine, depth_tokens: list[int]) -> float:
     """Tokens per second of single-token decode steps with `depth_tokens` in the cache."""
     seqs = engine.backend._prefixes.seqs
-    llm = engine.backend._llm
+    llm = engine.backend._llama
     seqs.clear()
     seqs.decode(depth_tokens, lambda: None)
     sampler = make_sampler(GREEDY)
     t0 = time.perf_counter()
     for _ in range(DECODE_STEPS):
-        token = sampler.sample(llm._ctx, -1)
+        token = sampler.sample(llm)
         seqs.decode([token], lambda: None)
     elapsed = time.perf_counter() - t0
     sampler.close()
@@ -215,9 +215,9 @@ def decode_speed_at_depth(engine: Engine, depth_tokens: list[int]) -> float:
 def kv_types() -> list[str]:
     engines = {kv: Engine(DEPTH + 512, kv_type=kv, flash_attn=True) for kv in ("f16", "q8_0")}
     kv_bytes = {kv: e.backend._logs.buffers.total("kv") for kv, e in engines.items()}
-    llm = engines["f16"].backend._llm
+    llm = engines["f16"].backend._llama
     text = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(DEPTH // 10))
-    depth = llm.tokenize(text.encode(), add_bos=True)[:DEPTH]
+    depth = llm.tokenize(text.encode(), add_bos=True, special=False)[:DEPTH]
     speeds: dict[str, list[float]] = {"f16": [], "q8_0": []}
     for r in range(ROUNDS):
         for kv in ("f16", "q8_0") if r % 2 == 0 else ("q8_0", "f16"):

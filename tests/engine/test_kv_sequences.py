@@ -8,7 +8,6 @@ import llama_cpp
 import numpy as np
 
 from engine.gguf.backend import GgufBackend
-from engine.gguf.prefix_cache import restore_state, save_state
 from engine.protocol import ChatMessage, Done, LoadRequest, SamplingParams
 from tests.engine.helpers import reply
 
@@ -34,14 +33,14 @@ def tokens_of(backend: GgufBackend, messages: list[ChatMessage], **kw) -> tuple[
 
 def seq_span(backend: GgufBackend, seq_id: int) -> tuple[int, int]:
     """What llama.cpp itself says sequence `seq_id` holds: (first position, last position)."""
-    mem = llama_cpp.llama_get_memory(backend._llm._ctx.ctx)
+    mem = llama_cpp.llama_get_memory(backend._llama.context_pointer)
     return llama_cpp.llama_memory_seq_pos_min(mem, seq_id), llama_cpp.llama_memory_seq_pos_max(mem, seq_id)
 
 
 def test_a_conversation_switched_away_from_is_saved_and_leaves_the_kv_cache(backend, starter_model: Path):
     """Not parked: a parked chat would widen the live chat's attention over the unified cache."""
     backend.load(LoadRequest(str(starter_model), n_ctx=2048))
-    assert llama_cpp.llama_n_seq_max(backend._llm._ctx.ctx) > 1  # for pinned prompts
+    assert llama_cpp.llama_n_seq_max(backend._llama.context_pointer) > 1  # for pinned prompts
     a, b = topic("apples"), topic("boats")
     a1 = generate(backend, a)
     generate(backend, b)
@@ -77,7 +76,7 @@ def test_a_full_cache_keeps_conversations_in_ram_and_keeps_answering(backend, st
     backend.load(LoadRequest(str(starter_model), n_ctx=1024))
     conversations = [topic(name, sentences=20) for name in ("ants", "bees", "cats", "dogs", "eels", "fish")]
     firsts = [generate(backend, c) for c in conversations]
-    n_ctx = backend._llm.n_ctx()
+    n_ctx = backend._llama.n_ctx
     seqs = backend._prefixes.seqs
     assert all(d.finish_reason in ("stop", "length") for d in firsts)
     assert firsts[0].stats.prompt_tokens * len(conversations) > n_ctx  # they cannot all stay
@@ -92,23 +91,23 @@ def test_a_state_restored_from_ram_gives_the_logits_of_a_recomputation(backend, 
     """Bit for bit: restoring is exact. (Comparing the text of two runs would also compare how
     llama.cpp splits batches: its kernels round differently for one token and for many.)"""
     backend.load(LoadRequest(str(starter_model), n_ctx=1024))
-    llm, seqs = backend._llm, backend._prefixes.seqs
+    llm, seqs = backend._llama, backend._prefixes.seqs
     tokens = list(tokens_of(backend, topic("ants")))
     unused = lambda: None  # noqa: E731 - the cache never fills here
 
     def last_logits() -> np.ndarray:
-        row = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
-        return np.ctypeslib.as_array(row, shape=(llm.n_vocab(),)).copy()
+        row = llama_cpp.llama_get_logits_ith(llm.context_pointer, -1)
+        return np.ctypeslib.as_array(row, shape=(llm.n_vocab,)).copy()
 
     seqs.clear_live()
     seqs.decode(tokens, unused)
-    state = save_state(llm._ctx.ctx, 0)
+    state = llm.save_state(0)
     seqs.clear_live()
     seqs.decode(tokens[:-1], unused)
     seqs.decode(tokens[-1:], unused)
     recomputed = last_logits()
     seqs.clear_live()
-    assert state is not None and restore_state(llm._ctx.ctx, state, 0)
+    assert state is not None and llm.restore_state(state, 0)
     seqs.live_restored(tokens)
     assert seqs.trim_live(len(tokens) - 1)
     seqs.decode(tokens[-1:], unused)

@@ -11,6 +11,7 @@ import pytest
 from engine.client import EngineClient
 from engine.device_memory import DeviceMeter, build_report, nvml_index
 from engine.gguf.backend import GgufBackend
+from engine.gguf.llama_handle import LlamaHandle, LlamaSettings
 from engine.gguf.log_bridge import BufferSizes, LlamaLogBridge
 from engine.gguf.memory_report import (
     count_cells,
@@ -171,10 +172,10 @@ def test_report_parts_agree_with_llama_cpp_s_own_figures(backend: GgufBackend):
     """The report reads llama.cpp's load log; llama.cpp's API says the same another way."""
     report = backend.memory()
     cpu = report.device("cpu")
-    llm = backend._llm
+    llm = backend._llama
     # The log states sizes in MiB with two decimals: each buffer is within 0.005 MiB of its bytes.
-    assert abs(cpu.weights_bytes - llama_cpp.llama_model_size(llm.model)) <= 0.005 * MIB
-    assert report.kv_tokens_total == cpu.kv_total_tokens == llama_cpp.llama_n_ctx(llm._ctx.ctx) == 2048
+    assert abs(cpu.weights_bytes - llama_cpp.llama_model_size(llm.model_pointer)) <= 0.005 * MIB
+    assert report.kv_tokens_total == cpu.kv_total_tokens == llama_cpp.llama_n_ctx(llm.context_pointer) == 2048
     assert cpu.kv_allocated_bytes == 30 * 2048 * 192 * 2 * 2  # 30 layers, 3 KV heads of 64, f16 K and V
     assert cpu.compute_bytes > 0  # llama.cpp states its compute buffers only in that log
 
@@ -182,7 +183,7 @@ def test_report_parts_agree_with_llama_cpp_s_own_figures(backend: GgufBackend):
 def test_kv_bytes_per_cell_are_what_llama_cpp_saves_per_cell(backend: GgufBackend):
     """llama.cpp's state of a sequence holds each cell's K and V (and 12 bytes of position and ids):
     two fills tell the bytes of one cell, which times the context is the KV cache allocated."""
-    ctx = backend._llm._ctx.ctx
+    ctx = backend._llama.context_pointer
     sizes = []
     for question in ("Hi!", "Tell me about the history of bread, in some detail please."):
         backend.generate(GenerateRequest(1, (ChatMessage("user", question),), GREEDY), lambda _t: None,
@@ -202,7 +203,7 @@ def test_kv_cells_in_use_come_from_llama_cpp(backend: GgufBackend):
                             lambda: False)
     report = backend.memory()
     # What llama.cpp's memory holds, read from its own API, not from Tailor's or llama-cpp-python's counters.
-    (cells,) = cells_llama_cpp_holds(backend._llm._ctx.ctx).values()
+    (cells,) = cells_llama_cpp_holds(backend._llama.context_pointer).values()
     assert report.kv_tokens_used == cells
     # The last sampled token is evaluated only when another one follows it.
     assert done.stats.prompt_tokens + done.stats.gen_tokens - 1 <= cells <= done.stats.prompt_tokens + done.stats.gen_tokens
@@ -226,7 +227,7 @@ def test_a_pinned_prompt_and_the_chats_using_it_share_their_prefix_once(backend:
             backend.generate(GenerateRequest(i, messages, GREEDY), lambda _t: None, lambda: False)
             counts.append((backend.memory().kv_tokens_used, len(seqs.live_tokens)))
             # llama.cpp's own view: the live sequence holds its positions from 0.
-            assert llama_cpp.llama_memory_seq_pos_min(llama_cpp.llama_get_memory(backend._llm._ctx.ctx), 0) == 0
+            assert llama_cpp.llama_memory_seq_pos_min(llama_cpp.llama_get_memory(backend._llama.context_pointer), 0) == 0
         # The first two chats continue the pinned prompt's cells: counted once.
         assert counts[0][0] == counts[0][1] and counts[1][0] == counts[1][1]
         # The third comes back from the RAM tier: the same first tokens again, in cells of its own.
@@ -237,34 +238,20 @@ def test_a_pinned_prompt_and_the_chats_using_it_share_their_prefix_once(backend:
 
 def test_cells_shared_between_sequences_count_once(starter_model: Path):
     """A prefix copied to a second sequence (llama_memory_seq_cp) occupies its cells once."""
-    llm = llama_cpp.Llama(str(starter_model), n_ctx=512, n_threads=2, verbose=False)
-    params = llm.context_params
-    params.n_seq_max, params.kv_unified = 2, True
-    ctx = llama_cpp._internals.LlamaContext(model=llm._model, params=params, verbose=False)
+    llama = LlamaHandle(starter_model, LlamaSettings(n_ctx=512, n_threads=2, n_seq=2), lambda: None)
     try:
-        prefix = llm.tokenize(b"The quick brown fox jumps over the lazy dog.")
-        tail_a, tail_b = llm.tokenize(b" Red", add_bos=False), llm.tokenize(b" Blue green", add_bos=False)
-        _decode(ctx, prefix + tail_a, seq=0, start=0)
-        llama_cpp.llama_memory_seq_cp(ctx.memory, 0, 1, 0, len(prefix))
-        _decode(ctx, tail_b, seq=1, start=len(prefix))
+        assert llama.n_seq == 2 and llama_cpp.llama_n_seq_max(llama.context_pointer) == 2
+        prefix = llama.tokenize(b"The quick brown fox jumps over the lazy dog.", add_bos=True, special=False)
+        tail_a = llama.tokenize(b" Red", add_bos=False, special=False)
+        tail_b = llama.tokenize(b" Blue green", add_bos=False, special=False)
+        assert llama.decode(prefix + tail_a, 0, seq_id=0) == 0
+        llama.seq_cp(0, 1, 0, len(prefix))
+        assert llama.decode(tail_b, len(prefix), seq_id=1) == 0
         known = {0: prefix + tail_a, 1: prefix + tail_b}
-        assert kv_cells_in_use(ctx.ctx, known, shared=True) == len(prefix) + len(tail_a) + len(tail_b)
-        assert kv_cells_in_use(ctx.ctx, {}, shared=True) == 2 * len(prefix) + len(tail_a) + len(tail_b)
+        assert kv_cells_in_use(llama, known, shared=True) == len(prefix) + len(tail_a) + len(tail_b)
+        assert kv_cells_in_use(llama, {}, shared=True) == 2 * len(prefix) + len(tail_a) + len(tail_b)
     finally:
-        ctx.close()
-        llm.close()
-
-
-def _decode(ctx, tokens: list[int], seq: int, start: int) -> None:
-    batch = llama_cpp.llama_batch_init(len(tokens), 0, 1)
-    try:
-        for i, token in enumerate(tokens):
-            batch.token[i], batch.pos[i] = token, start + i
-            batch.seq_id[i][0], batch.n_seq_id[i], batch.logits[i] = seq, 1, i == len(tokens) - 1
-        batch.n_tokens = len(tokens)
-        assert llama_cpp.llama_decode(ctx.ctx, batch) == 0
-    finally:
-        llama_cpp.llama_batch_free(batch)
+        llama.close()
 
 
 # ---------------------------------------------------------------- the engine process

@@ -198,8 +198,7 @@ def test_a_saved_state_holds_kv_bytes_only(backend: GgufBackend, starter_model: 
     backend.load(LoadRequest(str(starter_model), n_ctx=2048))
     generate(backend, A)
     generate(backend, B)
-    llm = backend._llm
-    model = llm.model
+    model = backend._llama.model_pointer
     head_dim = llama_cpp.llama_model_n_embd(model) // llama_cpp.llama_model_n_head(model)
     per_token = (
         2 * llama_cpp.llama_model_n_layer(model) * llama_cpp.llama_model_n_head_kv(model) * head_dim * 2

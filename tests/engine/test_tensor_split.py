@@ -25,11 +25,11 @@ FRANCE = [ChatMessage("user", "What is the capital of France?")]
 def test_the_split_is_handed_to_llama_cpp(backend: GgufBackend, starter_model: Path):
     plain = LoadRequest(str(starter_model), n_ctx=2048, n_threads=2, prefix_cache_bytes=0)
     backend.load(plain)
-    assert backend._llm.tensor_split is None  # no split asked for: llama.cpp's own
+    assert backend._llama.tensor_split is None  # no split asked for: llama.cpp's own
     expected = reply(backend, FRANCE, GREEDY).text
     backend.load(replace(plain, tensor_split=(0.6, 0.4)))
-    assert backend._llm.tensor_split == [0.6, 0.4]
-    split = backend._llm.model_params.tensor_split
+    assert backend._llama.tensor_split == [0.6, 0.4]
+    split = backend._llama.model_params.tensor_split
     assert (split[0], split[1], split[2]) == pytest.approx((0.6, 0.4, 0.0))  # the rest of LLAMA_MAX_DEVICES: 0
     # Where the layers stay on the CPU the split changes nothing: the same greedy reply.
     if not llama_cpp.llama_supports_gpu_offload():
