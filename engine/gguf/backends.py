@@ -44,25 +44,25 @@ class _Registry:
 
 def llama_lib_dir() -> Path:
     """Where llama-cpp-python keeps libllama and ggml's libraries."""
-    import llama_cpp
+    from engine.gguf.llama_handle import library_dir
 
-    return Path(llama_cpp.__file__).parent / "lib"
+    return library_dir()
 
 
 def registered_backends() -> dict[str, int]:
     """ggml's backends as registered now (name -> number of devices)."""
-    from llama_cpp import _ggml
+    from engine.gguf.llama_handle import ggml_library
 
-    return _Registry(_ggml.libggml).backends()
+    return _Registry(ggml_library()).backends()
 
 
 @functools.cache
 def load_backends() -> None:
     """Register the backend libraries beside libllama with ggml, once per process. Never raises for a
     backend that cannot load: that backend is left out (and said why in one line) and the others run."""
-    from llama_cpp import _ggml
+    from engine.gguf.llama_handle import ggml_library
 
-    registry = _Registry(_ggml.libggml)
+    registry = _Registry(ggml_library())
     if registry.count() > 0:
         return  # backends built into libggml (the normal build)
     lib_dir = llama_lib_dir()

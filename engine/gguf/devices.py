@@ -1,7 +1,7 @@
 """ggml's device list, read in this process through the llama.cpp that llama-cpp-python loaded.
 
 llama-cpp-python binds none of ggml's device functions, so the few needed are declared here on its
-own libggml handle (the same library, hence the same registry, that model loading uses).
+own libggml (llama_handle.ggml_library) (the same library, hence the same registry, that model loading uses).
 """
 
 from __future__ import annotations
@@ -50,24 +50,22 @@ class _GgmlDevices:
 def read_devices() -> LlamaDevices:
     """The devices llama.cpp here can use. Never raises: a failure is the answer's `error`."""
     try:
-        import llama_cpp
-        from llama_cpp import _ggml
-
         from engine.gguf.backends import (
             cuda_fallback_reason,
             llama_lib_dir,
             load_backends,
             registered_backends,
         )
+        from engine.gguf.llama_handle import ggml_library, gpu_offload_supported, system_info
 
         load_backends()  # a build with dynamically loaded backends lists nothing before
-        ggml = _GgmlDevices(_ggml.libggml)
+        ggml = _GgmlDevices(ggml_library())
         devices = tuple(ggml.device(i) for i in range(ggml.count()))
         backends = registered_backends()
         return LlamaDevices(
-            gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()), devices=devices, backends=tuple(backends),
+            gpu_offload=gpu_offload_supported(), devices=devices, backends=tuple(backends),
             cuda_problem=cuda_fallback_reason(llama_lib_dir(), backends),
-            cpu_features=tuple(sorted(parse_system_info(llama_cpp.llama_print_system_info().decode(errors="replace")))),
+            cpu_features=tuple(sorted(parse_system_info(system_info()))),
         )
     except Exception as exc:  # an old or odd build: say what failed, plan as if nothing were known
         log.warning("could not read llama.cpp's device list: %s", exc)

@@ -12,7 +12,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-import llama_cpp
+from engine.gguf.llama_handle import install_log_callback
 
 # enum ggml_log_level of the vendored llama.cpp (llama-cpp-python's own comment is out of date)
 _LEVELS = {0: logging.CRITICAL, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
@@ -61,9 +61,7 @@ class LlamaLogBridge:
         self._partial = ""
         self.recent_errors: deque[str] = deque(maxlen=8)
         self.buffers = BufferSizes()
-        callback = llama_cpp.llama_log_callback(self._on_log)
-        llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
-        LlamaLogBridge._installed = callback
+        LlamaLogBridge._installed = install_log_callback(self._on_log)
 
     def reset_buffers(self) -> None:
         self.buffers = BufferSizes()

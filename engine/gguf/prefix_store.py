@@ -27,8 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import llama_cpp
-
+from engine.gguf.llama_handle import VERSION
 from engine.gguf.prefix_cache import CacheEntry, CacheKey, common_prefix_len, model_identity
 
 log = logging.getLogger(__name__)
@@ -53,7 +52,7 @@ class CorruptEntry(Exception):
 
 
 def engine_version() -> str:
-    return f"llama-cpp-python {llama_cpp.__version__}"
+    return f"llama-cpp-python {VERSION}"
 
 
 def _digest(tokens: bytes, state: bytes | bytearray | memoryview) -> str:
