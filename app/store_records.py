@@ -7,8 +7,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
 from app.chat_defaults import (
+    DEFAULT_AUTO_CTX_CAP,
+    DEFAULT_CONTEXT,
     DEFAULT_MAX_TOKENS,
-    DEFAULT_N_CTX,
     DEFAULT_SYSTEM_PROMPT,
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
@@ -29,7 +30,8 @@ class ChatSettings:
     temperature: float = DEFAULT_TEMPERATURE
     top_p: float = DEFAULT_TOP_P
     max_tokens: int = DEFAULT_MAX_TOKENS
-    n_ctx: int = DEFAULT_N_CTX
+    n_ctx: int | None = DEFAULT_CONTEXT  # None: Auto, the largest context that fits (up to auto_ctx_cap)
+    auto_ctx_cap: int = DEFAULT_AUTO_CTX_CAP  # the most tokens Auto chooses (LoadSettings.auto_ctx_cap)
     kv_type: str = "f16"  # "f16", "q8_0", "q4_0"
     flash_attn: str = "auto"  # "on", "off", "auto"
     # The PyTorch engine's load settings (a model folder; the GGUF backend ignores them), as LoadRequest's.

@@ -6,14 +6,24 @@ changes through its signals. No widgets here.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.gui.context_guard import ContextShortfall, shortfall
 from app.gui.engine_bridge import EngineBridge
 from app.gui.reply_runner import BUSY_HINT, ReplyRunner, format_stats, load_settings_of
 from app.load_planner import LoadSettings
 from app.store import DEFAULT_TITLE, ChatSettings, ChatStore, Conversation, Message, Preset, StoreError
+from engine.protocol import Loaded
+from models.plan import Plan
 
 __all__ = ["BUSY_HINT", "ChatController"]
+
+
+def _max_context(plan: Plan | None) -> int | None:
+    """The largest context that fits, as the plan found it; None without a plan."""
+    return (plan.max_context or None) if plan is not None else None
 
 
 class ChatController(QObject):
@@ -33,6 +43,9 @@ class ChatController(QObject):
         stream_finished(object): the final Message of the reply that streamed into it.
         busy_changed(bool), model_changed(str), stats_changed(str), notice(str),
         problem(str, bool), problem_cleared(), history_failed(): as ReplyRunner's.
+        context_loaded(str): the context the model was loaded with ("Context: Auto — 32,768 tokens").
+        context_outgrown(object): a `ContextShortfall`: the message was not sent, because the
+            conversation with it and its reply would not fit the context.
     """
 
     conversations_changed = Signal()
@@ -48,6 +61,8 @@ class ChatController(QObject):
     problem = Signal(str, bool)
     problem_cleared = Signal()
     history_failed = Signal()
+    context_loaded = Signal(str)
+    context_outgrown = Signal(object)
 
     def __init__(
         self, store: ChatStore, bridge: EngineBridge, model_path: str, parent: QObject | None = None
@@ -70,6 +85,8 @@ class ChatController(QObject):
         r.stream_started.connect(self._on_stream_started)
         r.stream_text.connect(self._on_stream_text)
         r.stream_finished.connect(self._on_stream_finished)
+        self._loaded_n_ctx = 0  # the context of the model loaded now (ModelInfo.n_ctx); 0 when unknown
+        bridge.loaded.connect(self._on_loaded)  # after the runner's own slot: runner.loaded is set
 
     # ------------------------------------------------------------ engine (delegated)
 
@@ -182,7 +199,8 @@ class ChatController(QObject):
     # ------------------------------------------------------------ messages
 
     def send(self, text: str) -> bool:
-        """Send a user message; False (the caller keeps the text) when it cannot be sent now."""
+        """Send a user message; False (the caller keeps the text) when it cannot be sent now, or when
+        the conversation would outgrow the context (then `context_outgrown` says so)."""
         text = text.strip()
         if not text or not self.runner.can_start():
             return False
@@ -190,6 +208,8 @@ class ChatController(QObject):
             if self.current is None:
                 self.new_conversation()
             conversation = self.current
+            if self._outgrows(self.store.list_messages(conversation.id), text, editing=False):
+                return False
             message = self.store.add_message(conversation.id, "user", text)
         except StoreError:  # the disk filled up meanwhile: the composer keeps the text
             self.history_failed.emit()
@@ -222,7 +242,7 @@ class ChatController(QObject):
             return False
         messages = self.store.list_messages(self.current.id)
         users = [i for i, m in enumerate(messages) if m.role == "user"]
-        if not users:
+        if not users or self._outgrows(messages[: users[-1]], text, editing=True):
             return False
         for later in messages[users[-1] + 1 :]:
             self.store.delete_message(later.id)
@@ -230,6 +250,61 @@ class ChatController(QObject):
         self.open_conversation(self.current.id)
         self.runner.start_reply(self.current.id)
         return True
+
+    # ------------------------------------------------------------ the context a conversation needs
+
+    def context_of(self, settings: ChatSettings) -> tuple[int, int | None] | None:
+        """(context, largest context that fits or None) a reply with `settings` gets; None when not
+        known: a remote server (its own context), or a file the planner cannot read (the load fails
+        and the engine says why)."""
+        wanted = load_settings_of(settings, self.store.pinned_prompts(), self.runner.model_path)
+        if self.runner.loaded == (self.runner.model_path, wanted) and self._loaded_n_ctx:
+            return self._loaded_n_ctx, _max_context(self.bridge.plan)  # the plan the loaded model follows
+        # A reload comes first; Auto decides its context only when planned. This is the plan that load
+        # makes (a header read and some arithmetic: ~20 ms for the starter model, on this thread as the
+        # load's own is), needed only for the first message after a change of model or settings.
+        plan = self.bridge.planner.plan_load(self.runner.model_path, wanted).plan
+        if plan is None:
+            return None
+        return settings.n_ctx or plan.context, _max_context(plan)
+
+    def _outgrows(self, messages: list[Message], text: str, editing: bool) -> bool:
+        """Whether answering `text` after `messages` would outgrow the context (`context_outgrown` is sent)."""
+        settings = self.current.settings
+        context = self.context_of(settings)
+        if context is None:
+            return False
+        short = shortfall(messages, settings.system_prompt, text, settings.max_tokens, *context, editing=editing)
+        if short is not None:
+            self.context_outgrown.emit(short)
+        return short is not None
+
+    def send_with_larger_context(self, short: ContextShortfall) -> bool:
+        """Set the open chat's context to `short.max_context` and send its message (the model reloads
+        first); False when it cannot be sent (the caller keeps the text).
+
+        Auto stays Auto with its cap raised to that figure; a fixed context becomes that figure.
+        """
+        if self.current is None or not short.can_reload:
+            return False
+        settings = self.current.settings
+        if settings.n_ctx is None:
+            larger = replace(settings, auto_ctx_cap=max(settings.auto_ctx_cap, short.max_context))
+        else:
+            larger = replace(settings, n_ctx=short.max_context)
+        self.update_settings(larger)
+        return self.edit_last_user_message(short.text) if short.editing else self.send(short.text)
+
+    @Slot(object)
+    def _on_loaded(self, event: Loaded) -> None:
+        self._loaded_n_ctx = event.info.n_ctx
+        loaded = self.runner.loaded
+        if not event.info.n_ctx:  # a remote server: its own context, not reported
+            self.context_loaded.emit("")
+        elif loaded is not None and loaded[1].n_ctx is None:
+            self.context_loaded.emit(f"Context: Auto — {event.info.n_ctx:,} tokens")
+        else:
+            self.context_loaded.emit(f"Context: {event.info.n_ctx:,} tokens")
 
     def last_user_text(self) -> str | None:
         return self._last("user")

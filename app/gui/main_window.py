@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 from app.gui.chat_controller import ChatController
 from app.gui.chat_view import ChatView
 from app.gui.composer import Composer
+from app.gui.context_dialog import ContextPrompt
 from app.gui.conversation_list import ConversationList
 from app.gui.crash_dialog import open_log_folder
 from app.gui.first_run import FirstRunDialog
@@ -100,6 +101,7 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.stats_label)
         self.statusBar().addPermanentWidget(self.memory_label)
         self._connect()
+        self.context_prompt = ContextPrompt(self)  # asks before a chat that outgrows its context is sent
         self._build_memory_dock()
         self.server_menu = ServerMenu(self)  # serve the loaded model; chat with a remote server
         self._open_initial()
@@ -188,6 +190,7 @@ class MainWindow(QMainWindow):
         # Every model switch (and a failed load that goes back to the last good one) says so here.
         c.model_changed.connect(lambda _text: self.settings_panel.set_model_path(c.runner.model_path))
         self.settings_panel.set_model_path(c.runner.model_path)
+        c.context_loaded.connect(self.settings_panel.show_loaded_context)
         c.stats_changed.connect(self.stats_label.setText)
         c.stats_changed.connect(self.stats_label.setToolTip)  # the whole line, when the bar cuts it
         c.notice.connect(lambda text: self.statusBar().showMessage(text, NOTICE_MS))

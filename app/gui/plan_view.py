@@ -11,7 +11,7 @@ GIB = 1024**3
 
 
 def plan_summary(plan: Plan | None) -> str:
-    """One line for the status bar, e.g. "CPU · KV f16 · forecast 0.30 GiB"."""
+    """One line for the status bar, e.g. "CPU · KV f16 · forecast 0.30 GiB · fits up to 8,192 tokens"."""
     if plan is None:
         return ""
     if plan.n_gpu_layers > plan.n_layers:
@@ -21,8 +21,23 @@ def plan_summary(plan: Plan | None) -> str:
     else:
         where = "CPU (GPU unused)" if plan.gpu_unused_reason else "CPU"
     total = plan.forecast.total("total_bytes") if plan.forecast else 0
-    fits = "" if plan.fits else " · may not fit"
+    if not plan.fits:
+        fits = " · may not fit"
+    else:
+        fits = f" · fits up to {plan.max_context:,} tokens" if plan.max_context else ""
     return f"{where} · KV {plan.kv_type} · forecast {total / GIB:.2f} GiB{fits}"
+
+
+def fit_text(plan: Plan) -> str:
+    """A file's verdict with the largest context that fits, e.g. "fits fully on GPU up to 28,672 tokens"."""
+    if not plan.fits:
+        return "too large"
+    most = f"up to {plan.max_context:,} tokens" if plan.max_context else ""
+    if plan.n_gpu_layers > plan.n_layers:
+        return f"fits fully on GPU {most}".rstrip()
+    if plan.n_gpu_layers == 0:
+        return f"CPU · fits in RAM {most}".rstrip()
+    return f"partial offload: {plan.n_gpu_layers}/{plan.n_layers} layers" + (f", {most}" if most else "")
 
 
 class PlanLabel(QLabel):

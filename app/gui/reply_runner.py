@@ -64,14 +64,16 @@ def load_settings_of(
     The PyTorch engine's settings count only for a model folder (`model_path`): two chats that
     differ only in them do not reload a GGUF model when you switch between them.
     """
+    # The cap counts only for Auto: changing it under a fixed context reloads nothing.
+    cap = {"auto_ctx_cap": settings.auto_ctx_cap} if settings.n_ctx is None else {}
     if model_path is not None and not is_model_folder(model_path):
-        return LoadSettings(settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts)
+        return LoadSettings(settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts, **cap)
     # The draft folder counts only while "Draft model" is chosen: the engine refuses a draft with another mode.
     draft = settings.draft_path if settings.speculative == "draft" else None
     return LoadSettings(
         settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts,
         gpu_memory_fraction=settings.gpu_memory_fraction, cpu_kv_bytes=settings.cpu_kv_bytes,
-        speculative=settings.speculative, draft_path=draft,
+        speculative=settings.speculative, draft_path=draft, **cap,
     )
 
 
@@ -141,6 +143,11 @@ class ReplyRunner(QObject):
     def partial_reply(self) -> str | None:
         """The text of the reply streaming now, if any."""
         return self._stream.text if self._stream else None
+
+    @property
+    def loaded(self) -> tuple[str, LoadSettings] | None:
+        """(path, settings asked for) of the model loaded now; None while loading or after a failure."""
+        return self._loaded if self._loading is None else None
 
     def streaming_in(self, conversation_id: int) -> tuple[int, str] | None:
         """(message id, text so far) of the reply streaming into that conversation, if any."""

@@ -8,6 +8,7 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFormLayout,
     QHBoxLayout,
+    QLabel,
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.context_box import AutoCapBox, ContextBox
 from app.gui.preset_dialog import PresetDialog
 from app.gui.torch_settings_group import TorchSettingsGroup
 from app.store import ChatSettings, Preset
@@ -48,8 +50,15 @@ class SettingsPanel(QWidget):
         self.temperature = _double(0.0, 2.0, 0.05)
         self.top_p = _double(0.0, 1.0, 0.01)
         self.max_tokens = _int(1, 32768, 64)
-        self.n_ctx = _int(256, 131072, 512)
-        self.n_ctx.setToolTip("Context length in tokens; changing it reloads the model.")
+        self.n_ctx = ContextBox()
+        self.n_ctx.setToolTip("Context length in tokens. Auto: the largest that fits this machine with this model "
+                              "(up to the auto cap and the model's trained length). Changing it reloads the model.")
+        self.auto_cap = AutoCapBox()
+        self.auto_cap.setToolTip("The most tokens Auto chooses: a longer context costs memory and slows every "
+                                 "reply a little. Raise it for long documents; reloads the model.")
+        # What the engine loaded, which Auto decides only at load time.
+        self.loaded_context = QLabel("", wordWrap=True)
+        self.loaded_context.setToolTip("The context the loaded model has, in tokens")
         self.kv_type = _choice(KV_TYPES, "KV cache type: q8_0 halves its memory, q4_0 quarters it; reloads the model.")
         self.flash_attn = _choice(FLASH_ATTN, "Flash attention; a quantized KV cache needs it on. Reloads the model.")
         self._presets: list[Preset] = []
@@ -74,15 +83,19 @@ class SettingsPanel(QWidget):
         form.addRow("Temperature", self.temperature)
         form.addRow("Top-p", self.top_p)
         form.addRow("Max tokens", self.max_tokens)
-        form.addRow("Context length", self.n_ctx)
+        form.addRow("Context", self.n_ctx)
+        form.addRow("Auto cap", self.auto_cap)
+        form.addRow("", self.loaded_context)
+        form.setRowVisible(self.loaded_context, False)  # until a model is loaded
         form.addRow("KV cache", self.kv_type)
         form.addRow("Flash attention", self.flash_attn)
         self._loading = False
         self._timer = QTimer(self, singleShot=True, interval=300)
         self._timer.timeout.connect(self._emit)
         self.system_prompt.textChanged.connect(self._changed)
-        for box in (self.temperature, self.top_p, self.max_tokens, self.n_ctx):
+        for box in (self.temperature, self.top_p, self.max_tokens, self.n_ctx, self.auto_cap):
             box.valueChanged.connect(self._changed)
+        self.n_ctx.valueChanged.connect(lambda _value: self.auto_cap.setEnabled(self.n_ctx.context() is None))
         for combo in (self.kv_type, self.flash_attn):
             combo.currentTextChanged.connect(self._changed)
         self.torch_group.changed.connect(self._changed)
@@ -141,7 +154,8 @@ class SettingsPanel(QWidget):
             self.temperature.setValue(settings.temperature)
             self.top_p.setValue(settings.top_p)
             self.max_tokens.setValue(settings.max_tokens)
-            self.n_ctx.setValue(settings.n_ctx)
+            self.n_ctx.set_context(settings.n_ctx)
+            self.auto_cap.setValue(settings.auto_ctx_cap)
             self.kv_type.setCurrentText(settings.kv_type)
             self.flash_attn.setCurrentText(settings.flash_attn)
             self.torch_group.set_values(settings)
@@ -154,7 +168,8 @@ class SettingsPanel(QWidget):
             temperature=round(self.temperature.value(), 3),
             top_p=round(self.top_p.value(), 3),
             max_tokens=self.max_tokens.value(),
-            n_ctx=self.n_ctx.value(),
+            n_ctx=self.n_ctx.context(),
+            auto_ctx_cap=self.auto_cap.value(),
             kv_type=self.kv_type.currentText(),
             flash_attn=self.flash_attn.currentText(),
             **self.torch_group.values(),
@@ -167,6 +182,11 @@ class SettingsPanel(QWidget):
         self.torch_group.setVisible(folder)
         for widget in (self.kv_type, self.flash_attn):
             self._form.setRowVisible(widget, not folder)
+
+    def show_loaded_context(self, text: str) -> None:
+        """Say what context the model was loaded with ("Context: Auto — 32,768 tokens"); "" hides the line."""
+        self.loaded_context.setText(text)
+        self._form.setRowVisible(self.loaded_context, bool(text))
 
     @Slot()
     def commit(self) -> None:
