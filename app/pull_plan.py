@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from models.downloads import DownloadFile, DownloadRequest
 from models.hub import HubClient, RepoDetails
-from models.plan import Candidate, Machine, Plan, make_plan
+from models.plan import AUTO_CONTEXT_CAP, Candidate, Machine, Plan, make_plan
 from models.plan_sources import repo_candidates
 from models.repo_files import FileGroup, group_files
 
@@ -95,23 +95,44 @@ def verdict_text(plan: Plan, machine: Machine) -> str:
     return f"partial offload: {plan.n_gpu_layers}/{plan.n_layers} layers"
 
 
-def assess_repo(client: HubClient, details: RepoDetails, machine: Machine, context: int = 4096,
-                torch_ok: bool | None = None) -> RepoAssessment:
+def assess_repo(client: HubClient, details: RepoDetails, machine: Machine, context: int | None = 4096,
+                torch_ok: bool | None = None, kv_type: str = "f16",
+                auto_context_cap: int = AUTO_CONTEXT_CAP) -> RepoAssessment:
     """A verdict for every file group of the repo, and the decision tree's pick.
 
-    Reads one GGUF header over HTTP (see `repo_candidates`).
+    Reads one GGUF header over HTTP (see `repo_candidates`); `context` None is Context: Auto.
 
     Raises:
         HubError: the repo cannot be read (not found, gated, offline...).
     """
+    candidates, note = read_candidates(client, details)
+    return assess_candidates(details, candidates, machine, context, torch_ok, kv_type, auto_context_cap, note)
+
+
+def read_candidates(client: HubClient, details: RepoDetails) -> tuple[list[Candidate], str | None]:
+    """The repo's candidates (one header read over HTTP), or none and why.
+
+    Raises:
+        HubError: the repo cannot be read (not found, gated, offline...).
+    """
+    try:
+        return repo_candidates(client, details.id, details.sha), None
+    except (ValueError, OSError) as exc:  # InvalidModelFile is a ValueError
+        return [], f"no verdicts: {exc}"
+
+
+def assess_candidates(details: RepoDetails, candidates: list[Candidate], machine: Machine,
+                      context: int | None = 4096, torch_ok: bool | None = None, kv_type: str = "f16",
+                      auto_context_cap: int = AUTO_CONTEXT_CAP, note: str | None = None) -> RepoAssessment:
+    """`assess_repo` for candidates already read: no network, so settings can change and re-plan."""
     torch_ok = torch_available() if torch_ok is None else torch_ok
     groups = group_files(details.files)
-    note = None
-    try:
-        candidates = repo_candidates(client, details.id, details.sha)
-    except (ValueError, OSError) as exc:  # InvalidModelFile is a ValueError
-        candidates, note = [], f"no verdicts: {exc}"
-    best = make_plan(machine, candidates, context=context, torch_ok=torch_ok) if candidates else None
+
+    def plan_of(chosen: list[Candidate]) -> Plan:
+        return make_plan(machine, chosen, context=context, kv_type=kv_type, torch_ok=torch_ok,
+                         auto_context_cap=auto_context_cap)
+
+    best = plan_of(candidates) if candidates else None
     by_files: dict[tuple[str, ...], Candidate] = {c.files: c for c in candidates}
     out = []
     for group in groups:
@@ -120,7 +141,7 @@ def assess_repo(client: HubClient, details: RepoDetails, machine: Machine, conte
             reason = _no_candidate_reason(group)
             out.append(GroupVerdict(group, reason, False, None, (reason,)))
             continue
-        plan = make_plan(machine, [candidate], context=context, torch_ok=torch_ok)
+        plan = plan_of([candidate])
         recommended = best is not None and best.files == group.paths
         reasons = best.reasons if recommended and best is not None else plan.reasons
         out.append(GroupVerdict(group, verdict_text(plan, machine), recommended, plan, tuple(reasons)))

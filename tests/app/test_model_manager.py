@@ -120,7 +120,7 @@ def test_repo_page_gives_each_group_a_verdict_and_stars_the_cpu_pick(qtbot, hub:
     row = page.row_of("Q4_K_M")
     assert page.table.item(row, COL_STAR).text() == STAR
     assert page.table.item(page.row_of("F16"), COL_STAR).text() == ""
-    assert page.table.item(row, COL_VERDICT).text() == "CPU · fits in RAM"
+    assert page.table.item(row, COL_VERDICT).text() == "CPU · fits in RAM up to 4,096 tokens"  # its trained length
     assert "Q4_K_M" in page.status.text() and STAR in page.status.text()
     projector = next(g for g in page.verdicts() if g.group.format == "mmproj")
     assert "projector" in projector.verdict
@@ -138,7 +138,7 @@ def test_on_a_big_gpu_the_best_quality_fits_fully(qtbot, hub: FakeHub, make_mana
     open_repo(qtbot, manager)
     page = manager.repo_page
     assert page.assessment.recommended.group.quant == "F16"
-    assert page.table.item(page.row_of("Q8_0"), COL_VERDICT).text() == "fits fully on GPU at 4,096 context"
+    assert page.table.item(page.row_of("Q8_0"), COL_VERDICT).text() == "fits fully on GPU up to 4,096 tokens"
 
 
 def test_a_repo_that_is_not_there_says_so_on_the_page(qtbot, hub: FakeHub, make_manager):

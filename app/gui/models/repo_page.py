@@ -1,7 +1,10 @@
 """RepoPage: a repo's file groups with their size, the plan's verdict for this machine and a Download button.
 
-The recommended group (the decision tree's pick) is marked ★; "Why?" shows the reasons.
-Reading the repo and its GGUF header runs on a pool thread.
+The recommended group (the decision tree's pick) is marked ★; "Why?" shows the reasons. Each
+verdict says the largest context that fits. The page plans at its Context and KV cache controls
+(the open chat's settings when the window opens: Context Auto unless the chat says otherwise); a
+change re-plans the files already read, without the network. Reading the repo and its GGUF header,
+and planning, run on a pool thread.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
     QMessageBox,
@@ -21,18 +26,27 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.context_box import AutoCapBox, ContextBox
 from app.gui.models.formatting import human_date, human_size
 from app.gui.models.search_page import describe_error
 from app.gui.models.workers import Jobs
+from app.gui.plan_view import fit_text
 from app.machine import detect_machine
-from app.pull_plan import GroupVerdict, RepoAssessment, assess_repo, build_request, with_extras
+from app.pull_plan import (
+    GroupVerdict,
+    RepoAssessment,
+    assess_candidates,
+    build_request,
+    read_candidates,
+    with_extras,
+)
 from models.hub import HubClient
-from models.plan import Machine
+from models.plan import Candidate, Machine
 
 STAR = "★"
 COLUMNS = ("", "File", "Quant", "Size", "On this machine", "", "")
 COL_STAR, COL_NAME, COL_QUANT, COL_SIZE, COL_VERDICT, COL_WHY, COL_DOWNLOAD = range(7)
-DEFAULT_CONTEXT = 4096
+KV_TYPES = ("f16", "q8_0", "q4_0")
 
 
 def this_machine() -> Machine:
@@ -58,7 +72,8 @@ class RepoPage(QWidget):
         parent: the Qt parent.
 
     Signals:
-        loaded(): the page shows a repo, or a message in `status` saying why not.
+        loaded(): the page shows a repo (read, or re-planned after a change of context or KV
+            type), or a message in `status` saying why not.
         download_requested(object, object): a `DownloadRequest` and the auth headers for it.
     """
 
@@ -71,11 +86,27 @@ class RepoPage(QWidget):
         self.jobs = jobs
         self.client_factory = client_factory
         self.machine_factory = machine_factory
-        self.context = DEFAULT_CONTEXT
         self.repo_id: str | None = None
         self.assessment: RepoAssessment | None = None
         self._client: HubClient | None = None
+        self._read: tuple[list[Candidate], str | None] | None = None  # the repo's candidates, and why none
         self._generation = 0
+        self.context = ContextBox()
+        self.context.setToolTip("The context to plan for: Auto is the largest that fits, up to the cap")
+        self.auto_cap = AutoCapBox()
+        self.auto_cap.setToolTip("The most tokens Auto chooses")
+        self.kv_type = QComboBox()
+        self.kv_type.addItems(KV_TYPES)
+        self.kv_type.setToolTip("KV cache type to plan for: q8_0 halves its memory, q4_0 quarters it")
+        controls = QHBoxLayout()
+        for label, widget in (("Context", self.context), ("Auto cap", self.auto_cap), ("KV cache", self.kv_type)):
+            controls.addWidget(QLabel(label))
+            controls.addWidget(widget)
+        controls.addStretch(1)
+        for box in (self.context, self.auto_cap):
+            box.valueChanged.connect(self.replan)
+        self.context.valueChanged.connect(lambda _v: self.auto_cap.setEnabled(self.context.context() is None))
+        self.kv_type.currentTextChanged.connect(self.replan)
         self.header = QLabel("Pick a repo on the Search tab.", wordWrap=True)
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status = QLabel("", wordWrap=True)
@@ -91,26 +122,74 @@ class RepoPage(QWidget):
             head.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
         layout = QVBoxLayout(self)
         layout.addWidget(self.header)
+        layout.addLayout(controls)
         layout.addWidget(self.status)
         layout.addWidget(self.table, 1)
+
+    def set_plan_settings(self, n_ctx: int | None, auto_cap: int, kv_type: str) -> None:
+        """Plan for these (the open chat's context, auto cap and KV type); a shown repo is planned again
+        if they differ from the page's."""
+        before = self._settings()
+        for widget in (self.context, self.auto_cap, self.kv_type):
+            widget.blockSignals(True)
+        try:
+            self.context.set_context(n_ctx)
+            self.auto_cap.setValue(auto_cap)
+            if kv_type in KV_TYPES:
+                self.kv_type.setCurrentText(kv_type)
+        finally:
+            for widget in (self.context, self.auto_cap, self.kv_type):
+                widget.blockSignals(False)
+        self.auto_cap.setEnabled(self.context.context() is None)
+        if self._settings() != before:
+            self.replan()
+
+    def _settings(self) -> dict:
+        return {"context": self.context.context(), "kv_type": self.kv_type.currentText(),
+                "auto_context_cap": self.auto_cap.value()}
+
+    def _context_text(self) -> str:
+        n_ctx = self.context.context()
+        if n_ctx is None:
+            return f"Context Auto (up to {self.auto_cap.value():,} tokens)"
+        return f"{n_ctx:,} tokens of context"
 
     @Slot(str)
     def load(self, repo_id: str) -> None:
         """Read `repo_id` in the background and show its groups when done."""
         self._generation += 1
         generation = self._generation
-        self.repo_id, self.assessment, self._client = repo_id, None, None
+        self.repo_id, self.assessment, self._client, self._read = repo_id, None, None, None
         self.table.setRowCount(0)
         self.header.setText(f"<b>{repo_id}</b>")
         self.status.setText("Reading the repo and planning its files for this machine…")
-        client_factory, machine_factory, context = self.client_factory, self.machine_factory, self.context
+        client_factory, machine_factory, settings = self.client_factory, self.machine_factory, self._settings()
 
-        def work() -> tuple[HubClient, RepoAssessment]:
+        def work() -> tuple[HubClient, tuple[list[Candidate], str | None], RepoAssessment]:
             client = client_factory()
             details = client.repo_details(repo_id)
-            return client, assess_repo(client, details, machine_factory(), context=context)
+            read = read_candidates(client, details)
+            return client, read, assess_candidates(details, read[0], machine_factory(), note=read[1], **settings)
 
-        self.jobs.run(work, lambda result: self._show(generation, *result), lambda exc: self._fail(generation, exc))
+        self.jobs.run(work, lambda result: self._show(generation, settings, *result),
+                      lambda exc: self._fail(generation, exc))
+
+    @Slot()
+    def replan(self) -> None:
+        """Plan the files already read again at the page's context and KV type (in the background)."""
+        if self.assessment is None or self._read is None or self._client is None:
+            return  # nothing read yet, or a read is under way: `_show` plans again if the settings changed
+        self._generation += 1
+        generation = self._generation
+        client, read, details = self._client, self._read, self.assessment.details
+        machine_factory, settings = self.machine_factory, self._settings()
+        self.status.setText(f"Planning its files at {self._context_text()}, {settings['kv_type']} KV cache…")
+
+        def work() -> tuple[HubClient, tuple[list[Candidate], str | None], RepoAssessment]:
+            return client, read, assess_candidates(details, read[0], machine_factory(), note=read[1], **settings)
+
+        self.jobs.run(work, lambda result: self._show(generation, settings, *result),
+                      lambda exc: self._fail(generation, exc))
 
     def verdicts(self) -> list[GroupVerdict]:
         return list(self.assessment.groups) if self.assessment else []
@@ -122,16 +201,25 @@ class RepoPage(QWidget):
                 return row
         raise KeyError(name)
 
+    @staticmethod
+    def verdict_of(g: GroupVerdict) -> str:
+        """The verdict the table shows: with the largest context that fits, when the group was planned."""
+        return fit_text(g.plan) if g.plan is not None else g.verdict
+
     def download_button(self, row: int) -> QPushButton:
         return self.table.cellWidget(row, COL_DOWNLOAD)
 
     def why_button(self, row: int) -> QPushButton:
         return self.table.cellWidget(row, COL_WHY)
 
-    def _show(self, generation: int, client: HubClient, assessment: RepoAssessment) -> None:
+    def _show(self, generation: int, settings: dict, client: HubClient, read: tuple[list[Candidate], str | None],
+              assessment: RepoAssessment) -> None:
         if generation != self._generation:
             return
-        self._client, self.assessment = client, assessment
+        self._client, self._read, self.assessment = client, read, assessment
+        if settings != self._settings():  # changed while the repo was read: plan for what the page shows now
+            self.replan()
+            return
         d = assessment.details
         bits = [f"commit {d.sha[:10]}", f"updated {human_date(d.last_modified)}"]
         if d.license:
@@ -141,8 +229,12 @@ class RepoPage(QWidget):
         self.header.setText(f"<b>{d.id}</b> · " + " · ".join(bits))
         pick = assessment.recommended
         if pick is not None:
+            at = self._context_text()
+            if pick.plan is not None and self.context.context() is None:
+                at += f": {pick.plan.context:,} tokens"
             self.status.setText(f"{STAR} {pick.group.quant or pick.group.name} is the recommended file for this "
-                                f"machine at {self.context:,} tokens of context: {pick.verdict}.")
+                                f"machine at {at}, {self.kv_type.currentText()} KV cache: "
+                                f"{self.verdict_of(pick)}.")
         else:
             self.status.setText(assessment.note or "No file of this repo fits this machine.")
         self.table.setRowCount(len(assessment.groups))
@@ -157,7 +249,7 @@ class RepoPage(QWidget):
             COL_NAME: group.name + (f" ({len(group.files)} parts)" if len(group.files) > 1 else ""),
             COL_QUANT: group.quant or group.format.upper(),
             COL_SIZE: human_size(group.total_size),
-            COL_VERDICT: g.verdict,
+            COL_VERDICT: self.verdict_of(g),
         }
         for col, text in cells.items():
             item = QTableWidgetItem(text)
