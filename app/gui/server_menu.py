@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtGui import QAction
 
+from app.chat_defaults import DEFAULT_N_CTX
 from app.gui.endpoints_dialog import EndpointsDialog
 from app.gui.server_toggle import ServerToggle
 from app.load_planner import LoadSettings, PlannedLoad
@@ -32,7 +33,8 @@ class _NoPlan:
     """Stands in for the load planner while chatting remotely: no local file is planned."""
 
     def plan_load(self, path: str, settings: LoadSettings) -> PlannedLoad:
-        return PlannedLoad(LoadRequest(path, n_ctx=settings.n_ctx), None)
+        # The server sizes its own context; Auto (None) is not a number a LoadRequest can carry.
+        return PlannedLoad(LoadRequest(path, n_ctx=settings.n_ctx or DEFAULT_N_CTX), None)
 
 
 class ServerMenu(QObject):
