@@ -5,7 +5,7 @@ from __future__ import annotations
 from models.cpu_repack import parse_system_info, parts_by_type, repack_types
 from models.forecast import ForecastSettings, ModelShape, forecast, scaled_to
 from models.ggml_types import GGML_TYPES
-from models.tensor_info import TensorInfo
+from tests.fixtures.real_shapes import tensor
 
 ID = {t.name: i for i, t in GGML_TYPES.items()}
 X86 = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | LLAMAFILE = 1 | REPACK = 1 | "
@@ -29,14 +29,6 @@ def test_repacked_types_follow_the_cpu():
     # A build without the repack buffer repacks nothing, whatever the CPU has.
     assert repack_types(parse_system_info(X86.replace("REPACK = 1", "REPACK = 0"))) == frozenset()
     assert names(repack_types(parse_system_info(X86 + "AVX512 = 1 |"))) >= {"Q2_K"}
-
-
-def tensor(name: str, type_name: str, *shape: int) -> TensorInfo:
-    t = GGML_TYPES[ID[type_name]]
-    n = 1
-    for d in shape:
-        n *= d
-    return TensorInfo(name, ID[type_name], type_name, shape, 0, n // t.block_size * t.type_size)
 
 
 def test_only_quantized_matrices_with_whole_row_groups_count():
