@@ -11,8 +11,9 @@ from __future__ import annotations
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from app.chat.stats_line import cache_text
 from app.gui.memory_bar import GB, MemoryBar
-from app.gui.perf_history import PerfHistory, cache_text
+from app.gui.perf_history import PerfHistory
 from app.gui.sparkline import Sparkline
 from engine.protocol import Done, GenerationStats, MemoryReport
 from models.plan import Plan

@@ -65,15 +65,6 @@ def _total(counts: list[int | None]) -> int | None:
     return None if None in counts else sum(c or 0 for c in counts)
 
 
-def cache_text(cached: int | None, prompt: int | None) -> str:
-    """How much of the prompt came from cache; "unknown" what a remote server did not say."""
-    if prompt is None:
-        return "prompt tokens unknown"
-    if cached is None:
-        return f"{prompt:,} prompt tokens, from cache unknown"
-    return f"{cached:,} of {prompt:,} prompt tokens from cache"
-
-
 def _rate(pairs: list[tuple[int, float]]) -> float:
     """Tokens over seconds summed: the rate of all those tokens together."""
     tokens = sum(n for n, _ in pairs)

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app.chat.load_settings import load_settings_of
+from app.chat.stats_line import format_stats
 from app.gui.engine_bridge import EngineBridge
-from app.gui.perf_history import cache_text
 from app.load_planner import LoadSettings
-from app.store import ChatSettings, ChatStore, Message, StoreError
+from app.store import ChatStore, Message, StoreError
 from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams
-from models.folder_plan import is_model_folder
 
 SAVE_INTERVAL_S = 0.4  # a streaming reply reaches the database at least this often
 BUSY_HINT = "A reply is still being written: wait for it, or press Esc to stop it."
@@ -37,44 +37,6 @@ class _Stream:
     @property
     def text(self) -> str:
         return "".join(self.parts)
-
-
-def format_stats(stats: dict | None) -> str:
-    """One line for the status bar from a message's stats, with what the prompt cache saved."""
-    if not stats:
-        return ""
-    # A count stored as null is unknown (a remote server that reported no usage): cache_text says so.
-    prompt, cached = stats.get("prompt_tokens", 0), stats.get("cached_tokens", 0)
-    prefill = stats.get("prefill_tok_s", 0)
-    # The cached tokens would have been prefilled at this message's own prefill rate.
-    saved = f" (~{cached / prefill:.1f} s saved)" if cached and prefill else ""
-    # Speeds first: a narrow status bar cuts the end of the line, and the cache detail is also in the memory panel.
-    return (
-        f"decode {stats.get('decode_tok_s', 0):.1f} tok/s · TTFT {stats.get('ttft_s', 0):.2f} s"
-        f" · prefill {prefill:.0f} tok/s · {cache_text(cached, prompt)}{saved}"
-    )
-
-
-def load_settings_of(
-    settings: ChatSettings, pinned_prompts: tuple[str, ...] = (), model_path: str | None = None
-) -> LoadSettings:
-    """The part of a chat's settings that needs the model loaded again when it changes,
-    with the pinned presets' prompts to prefill when it is.
-
-    The PyTorch engine's settings count only for a model folder (`model_path`): two chats that
-    differ only in them do not reload a GGUF model when you switch between them.
-    """
-    # The cap counts only for Auto: changing it under a fixed context reloads nothing.
-    cap = {"auto_ctx_cap": settings.auto_ctx_cap} if settings.n_ctx is None else {}
-    if model_path is not None and not is_model_folder(model_path):
-        return LoadSettings(settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts, **cap)
-    # The draft folder counts only while "Draft model" is chosen: the engine refuses a draft with another mode.
-    draft = settings.draft_path if settings.speculative == "draft" else None
-    return LoadSettings(
-        settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts,
-        gpu_memory_fraction=settings.gpu_memory_fraction, cpu_kv_bytes=settings.cpu_kv_bytes,
-        speculative=settings.speculative, draft_path=draft, **cap,
-    )
 
 
 def _file_name(path: str) -> str:

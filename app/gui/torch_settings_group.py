@@ -2,7 +2,7 @@
 
 Shown only while the model is a Hugging Face model folder (the PyTorch engine runs it); a GGUF
 file ignores these settings. Each one reloads the model before the next reply, like the context
-length does (app/gui/reply_runner.py load_settings_of).
+length does (app/chat/load_settings.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-from app.gui.reply_runner import format_stats
+from app.chat.stats_line import format_stats
 
 
 def test_stats_line_says_how_much_came_from_cache_and_the_time_saved():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.gui.reply_runner import load_settings_of
+from app.chat.load_settings import load_settings_of
 from app.gui.settings_panel import SettingsPanel
 from app.gui.torch_settings_group import GIB, NO_DRAFT_HINT
 from app.load_planner import LoadSettings

@@ -1,0 +1,1 @@
+"""The conversation without Qt: sending, replies streaming into the store, the model's load state."""

@@ -1,0 +1,29 @@
+"""The part of a chat's settings that a model load depends on."""
+
+from __future__ import annotations
+
+from app.load_planner import LoadSettings
+from app.store import ChatSettings
+from models.folder_plan import is_model_folder
+
+
+def load_settings_of(
+    settings: ChatSettings, pinned_prompts: tuple[str, ...] = (), model_path: str | None = None
+) -> LoadSettings:
+    """The part of a chat's settings that needs the model loaded again when it changes,
+    with the pinned presets' prompts to prefill when it is.
+
+    The PyTorch engine's settings count only for a model folder (`model_path`): two chats that
+    differ only in them do not reload a GGUF model when you switch between them.
+    """
+    # The cap counts only for Auto: changing it under a fixed context reloads nothing.
+    cap = {"auto_ctx_cap": settings.auto_ctx_cap} if settings.n_ctx is None else {}
+    if model_path is not None and not is_model_folder(model_path):
+        return LoadSettings(settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts, **cap)
+    # The draft folder counts only while "Draft model" is chosen: the engine refuses a draft with another mode.
+    draft = settings.draft_path if settings.speculative == "draft" else None
+    return LoadSettings(
+        settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts,
+        gpu_memory_fraction=settings.gpu_memory_fraction, cpu_kv_bytes=settings.cpu_kv_bytes,
+        speculative=settings.speculative, draft_path=draft, **cap,
+    )

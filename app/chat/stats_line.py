@@ -1,0 +1,28 @@
+"""The status bar's line for a finished reply, and how much of its prompt the cache saved."""
+
+from __future__ import annotations
+
+
+def cache_text(cached: int | None, prompt: int | None) -> str:
+    """How much of the prompt came from cache; "unknown" what a remote server did not say."""
+    if prompt is None:
+        return "prompt tokens unknown"
+    if cached is None:
+        return f"{prompt:,} prompt tokens, from cache unknown"
+    return f"{cached:,} of {prompt:,} prompt tokens from cache"
+
+
+def format_stats(stats: dict | None) -> str:
+    """One line for the status bar from a message's stats, with what the prompt cache saved."""
+    if not stats:
+        return ""
+    # A count stored as null is unknown (a remote server that reported no usage): cache_text says so.
+    prompt, cached = stats.get("prompt_tokens", 0), stats.get("cached_tokens", 0)
+    prefill = stats.get("prefill_tok_s", 0)
+    # The cached tokens would have been prefilled at this message's own prefill rate.
+    saved = f" (~{cached / prefill:.1f} s saved)" if cached and prefill else ""
+    # Speeds first: a narrow status bar cuts the end of the line, and the cache detail is also in the memory panel.
+    return (
+        f"decode {stats.get('decode_tok_s', 0):.1f} tok/s · TTFT {stats.get('ttft_s', 0):.2f} s"
+        f" · prefill {prefill:.0f} tok/s · {cache_text(cached, prompt)}{saved}"
+    )
