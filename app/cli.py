@@ -32,6 +32,7 @@ from app.store import StoreError
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, ModelInfo, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path
+from models.load_options import TorchOptions
 from models.plan import Plan
 
 # After Ctrl+C stops a reply, how long the engine has to end it before the command gives up on it.
@@ -174,11 +175,10 @@ def run_chat(args: argparse.Namespace) -> int:
     client.start()
     try:
         # GPU layers, KV type and flash attention as the decision tree plans them for this machine.
-        settings = LoadSettings(
-            n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, gpu_memory_fraction=args.gpu_memory_fraction,
-            speculative=args.speculative or "auto", draft_path=str(args.draft) if args.draft else None,
-            auto_ctx_cap=args.ctx_cap or DEFAULT_AUTO_CTX_CAP,
-        )
+        options = TorchOptions(gpu_memory_fraction=args.gpu_memory_fraction, speculative=args.speculative or "auto",
+                               draft_path=str(args.draft) if args.draft else None)
+        settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, torch=options,
+                                auto_ctx_cap=args.ctx_cap or DEFAULT_AUTO_CTX_CAP)
         planned = LoadPlanner(prefix_cache_dir=paths.prefix_cache).plan_load(str(model), settings)
         client.load(planned.request)
         info = _wait_loaded(client)

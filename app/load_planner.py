@@ -19,6 +19,7 @@ from engine.protocol import LoadRequest
 from models.errors import InvalidModelFile
 from models.folder_plan import folder_candidate, is_model_folder, plan_folder
 from models.hardware import HardwareProfile
+from models.load_options import FlashAttn, KvType, TorchOptions
 from models.plan import Machine, Plan, make_plan
 from models.plan_sources import gguf_file_candidate
 
@@ -30,22 +31,14 @@ class LoadSettings:
     """What the user chose for a load: context length, KV cache type, flash attention."""
 
     n_ctx: int | None = None  # None: Context: Auto, the largest that fits (at most auto_ctx_cap tokens)
-    kv_type: str = "f16"  # "f16", "q8_0" or "q4_0"
-    flash_attn: str = "auto"  # "on", "off" or "auto" (on: every llama.cpp backend Tailor uses has it)
+    kv_type: KvType = "f16"
+    flash_attn: FlashAttn = "auto"  # on: every llama.cpp backend Tailor uses has it
     # System prompts of pinned presets, prefilled at load. Not compared: a changed pin takes
     # effect at the next load and never forces one.
     pinned_prompts: tuple[str, ...] = field(default=(), compare=False)
-    # PyTorch engine only (a model folder); the GGUF backend ignores them. See LoadRequest.
-    gpu_memory_fraction: float = 0.9
-    cpu_kv_bytes: int | None = None
-    speculative: str = "auto"  # "auto", "off", "lookup" or "draft"
-    draft_path: str | None = None
+    # The PyTorch engine's options (a model folder; the GGUF backend ignores them), as LoadRequest's.
+    torch: TorchOptions = TorchOptions()
     auto_ctx_cap: int = DEFAULT_AUTO_CTX_CAP  # the most tokens Auto picks (below the trained length)
-
-    def torch_fields(self) -> dict:
-        """The LoadRequest fields of the PyTorch engine's settings."""
-        return {"gpu_memory_fraction": self.gpu_memory_fraction, "cpu_kv_bytes": self.cpu_kv_bytes,
-                "speculative": self.speculative, "draft_path": self.draft_path}
 
     def resolved_flash_attn(self) -> tuple[bool, str | None]:
         """Flash attention on or off, and why when the choice was overruled."""
@@ -111,13 +104,12 @@ class LoadPlanner:
             plan = plan_folder(
                 Machine.from_profile(self.profile), candidate, settings.n_ctx,
                 torch_ok=importlib.util.find_spec("torch") is not None,
-                gpu_memory_fraction=settings.gpu_memory_fraction, cpu_kv_bytes=settings.cpu_kv_bytes,
-                auto_context_cap=settings.auto_ctx_cap,
+                options=settings.torch, auto_context_cap=settings.auto_ctx_cap,
             )
         return PlannedLoad(self._request(path, settings, plan, kv_type=settings.kv_type, flash_attn=flash_attn), plan)
 
     def _request(
-        self, path: str, settings: LoadSettings, plan: Plan | None, *, kv_type: str, flash_attn: bool,
+        self, path: str, settings: LoadSettings, plan: Plan | None, *, kv_type: KvType, flash_attn: bool,
         n_gpu_layers: int = 0,
     ) -> LoadRequest:
         """The LoadRequest of a load: how the plan (if any) says to load it, and the user's settings."""
@@ -132,5 +124,5 @@ class LoadPlanner:
             path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, kv_type=kv_type, flash_attn=flash_attn,
             swa_full=plan.swa_full if plan else True, prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
             forecast=plan.forecast.to_dict() if plan and plan.forecast else None,
-            pinned_prompts=settings.pinned_prompts, **settings.torch_fields(),
+            pinned_prompts=settings.pinned_prompts, torch=settings.torch,
         )

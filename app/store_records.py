@@ -14,6 +14,7 @@ from app.chat_defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
+from models.load_options import FlashAttn, KvType, TorchOptions
 
 Role = Literal["system", "user", "assistant"]
 MessageState = Literal["complete", "streaming", "interrupted", "cancelled"]
@@ -32,23 +33,25 @@ class ChatSettings:
     max_tokens: int = DEFAULT_MAX_TOKENS
     n_ctx: int | None = DEFAULT_CONTEXT  # None: Auto, the largest context that fits (up to auto_ctx_cap)
     auto_ctx_cap: int = DEFAULT_AUTO_CTX_CAP  # the most tokens Auto chooses (LoadSettings.auto_ctx_cap)
-    kv_type: str = "f16"  # "f16", "q8_0", "q4_0"
-    flash_attn: str = "auto"  # "on", "off", "auto"
-    # The PyTorch engine's load settings (a model folder; the GGUF backend ignores them), as LoadRequest's.
-    speculative: str = "auto"  # "auto", "off", "lookup" or "draft"
-    draft_path: str | None = None  # the draft model's folder; kept while another mode is chosen
-    gpu_memory_fraction: float = 0.9  # share of free GPU memory the KV block pool may take
-    cpu_kv_bytes: int | None = None  # KV budget on the CPU; None: the engine's default
+    kv_type: KvType = "f16"
+    flash_attn: FlashAttn = "auto"
+    # The PyTorch engine's load options (a model folder; the GGUF backend ignores them), as LoadRequest's.
+    # Its draft_path is kept while another speculative mode is chosen.
+    torch: TorchOptions = TorchOptions()
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        data = asdict(self)
+        # Stored flat, as before TorchOptions existed: older releases still read them.
+        data.update(data.pop("torch"))
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, text: str | None) -> ChatSettings:
         """Settings from stored JSON; unknown keys are dropped, missing ones get defaults."""
         data = json.loads(text) if text else {}
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        torch = TorchOptions(**{k: v for k, v in data.items() if k in TorchOptions.__dataclass_fields__})
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "torch"}
+        return cls(**known, torch=torch)
 
 
 @dataclass(slots=True, frozen=True)

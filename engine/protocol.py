@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from models.load_options import KvType, TorchOptions
+
 # ---------------------------------------------------------------- requests (client -> engine)
 
 
@@ -36,7 +38,7 @@ class LoadRequest:
     n_ctx: int = 4096
     n_gpu_layers: int = 0
     n_threads: int | None = None
-    kv_type: str = "f16"  # "f16", "q8_0" or "q4_0"; a quantized V cache needs flash attention
+    kv_type: KvType = "f16"
     flash_attn: bool = True
     # llama.cpp's full-size KV cache for sliding-window layers (Gemma 2/3 and others): it keeps
     # every cell, so any earlier prefix can be reused; False keeps only each window (less memory;
@@ -60,16 +62,8 @@ class LoadRequest:
     # written beside the report so readers compare the two.
     status_dir: str | None = None
     forecast: dict | None = None
-    # PyTorch engine only (the GGUF backend ignores them). Share of the GPU memory left after the
-    # weights that the KV block pool may take; the KV budget on the CPU (None: the engine's default).
-    gpu_memory_fraction: float = 0.9
-    cpu_kv_bytes: int | None = None
-    # Speculative decoding: "auto" (prompt lookup on the CPU, off on a GPU), "off", "lookup"
-    # (drafts by n-gram match in the prompt) or "draft" (a smaller model of the same tokenizer in
-    # `draft_path`); `speculative_tokens` drafts per step (None: the engine's default).
-    speculative: str = "auto"
-    draft_path: str | None = None
-    speculative_tokens: int | None = None
+    # The PyTorch engine's options (a model folder; the GGUF backend ignores them).
+    torch: TorchOptions = TorchOptions()
 
 
 @dataclass(slots=True, frozen=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 from models.forecast import DeviceForecast, Forecast, ForecastSettings, ModelShape, forecast, scaled_to
 from models.hf_config import read_hf_config
 from models.hub import RepoFile
+from models.load_options import TorchOptions
 from models.plan import (
     AUTO_CONTEXT_CAP,
     GPU_RESERVE_BYTES,
@@ -111,15 +112,18 @@ def plan_folder(
     candidate: Candidate,
     context: int | None = 4096,
     torch_ok: bool = True,
-    gpu_memory_fraction: float = 0.9,
-    cpu_kv_bytes: int | None = None,
+    options: TorchOptions | None = None,
     auto_context_cap: int = AUTO_CONTEXT_CAP,
 ) -> Plan:
     """Where and whether the PyTorch engine runs the folder of `candidate` (from folder_candidate).
 
     `context` None is Context: Auto: the largest context that fits, at most `auto_context_cap` and the
     model's trained length (at least MIN_CONTEXT, or the cap if lower, even when that does not fit).
+    `options` size the KV block pool (the GPU memory share, the CPU budget) as the engine will;
+    None: the defaults.
     """
+    options = options or TorchOptions()
+    gpu_memory_fraction, cpu_kv_bytes = options.gpu_memory_fraction, options.cpu_kv_bytes
     reasons: list[str] = []
     shape, on_gpu = candidate.shape, machine.has_gpu
     label = candidate.quant or ("AWQ 4-bit" if candidate.format == "awq" else "dense")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from app.load_planner import LoadSettings
 from app.store import ChatSettings
 from models.folder_plan import is_model_folder
@@ -20,10 +22,8 @@ def load_settings_of(
     cap = {"auto_ctx_cap": settings.auto_ctx_cap} if settings.n_ctx is None else {}
     if model_path is not None and not is_model_folder(model_path):
         return LoadSettings(settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts, **cap)
+    options = settings.torch
     # The draft folder counts only while "Draft model" is chosen: the engine refuses a draft with another mode.
-    draft = settings.draft_path if settings.speculative == "draft" else None
-    return LoadSettings(
-        settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts,
-        gpu_memory_fraction=settings.gpu_memory_fraction, cpu_kv_bytes=settings.cpu_kv_bytes,
-        speculative=settings.speculative, draft_path=draft, **cap,
-    )
+    if options.speculative != "draft":
+        options = replace(options, draft_path=None)
+    return LoadSettings(settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts, torch=options, **cap)

@@ -172,7 +172,7 @@ class SettingsPanel(QWidget):
             auto_ctx_cap=self.auto_cap.value(),
             kv_type=self.kv_type.currentText(),
             flash_attn=self.flash_attn.currentText(),
-            **self.torch_group.values(),
+            torch=self.torch_group.values(),
         )
 
     def set_model_path(self, path: str) -> None:

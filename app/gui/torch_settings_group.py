@@ -26,9 +26,10 @@ from PySide6.QtWidgets import (
 
 from app.store import ChatSettings
 from models.folder_plan import is_model_folder
+from models.load_options import TorchOptions
 
 GIB = 1 << 30
-# (value of LoadRequest.speculative, label, what it does)
+# (value of TorchOptions.speculative, label, what it does)
 SPECULATIVE = (
     ("auto", "Auto", "Prompt lookup on the CPU, off on a GPU."),
     ("off", "Off", "One token per step of the model."),
@@ -109,26 +110,27 @@ class TorchSettingsGroup(QGroupBox):
         """Show the PyTorch engine's part of `settings` without reporting a change."""
         self._loading = True
         try:
-            index = self.speculative.findData(settings.speculative)
+            options = settings.torch
+            index = self.speculative.findData(options.speculative)
             self.speculative.setCurrentIndex(max(index, 0))
-            self.draft_path.setText(settings.draft_path or "")
-            self.gpu_share.setValue(round(settings.gpu_memory_fraction * 100))
-            gib = settings.cpu_kv_bytes / GIB if settings.cpu_kv_bytes else 0.0
+            self.draft_path.setText(options.draft_path or "")
+            self.gpu_share.setValue(round(options.gpu_memory_fraction * 100))
+            gib = options.cpu_kv_bytes / GIB if options.cpu_kv_bytes else 0.0
             self.cpu_kv.setValue(min(max(gib, CPU_KV_MIN_GIB), CPU_KV_MAX_GIB) if gib else 0.0)
             self._show_message("")
             self._update_draft_controls()
         finally:
             self._loading = False
 
-    def values(self) -> dict:
-        """ChatSettings' fields of the PyTorch engine, as shown."""
+    def values(self) -> TorchOptions:
+        """The PyTorch engine's options, as shown (drafts per step: the engine's default, no control)."""
         gib = self.cpu_kv.value()
-        return {
-            "speculative": self.speculative.currentData(),
-            "draft_path": self.draft_path.text() or None,
-            "gpu_memory_fraction": self.gpu_share.value() / 100,
-            "cpu_kv_bytes": round(max(gib, CPU_KV_MIN_GIB) * GIB) if gib > 0 else None,
-        }
+        return TorchOptions(
+            speculative=self.speculative.currentData(),
+            draft_path=self.draft_path.text() or None,
+            gpu_memory_fraction=self.gpu_share.value() / 100,
+            cpu_kv_bytes=round(max(gib, CPU_KV_MIN_GIB) * GIB) if gib > 0 else None,
+        )
 
     # ------------------------------------------------------------ the draft model
 

@@ -21,7 +21,8 @@ MAX_BATCHED_TOKENS = 512
 
 def cpu_kv_budget(request: LoadRequest, ram_available_bytes: int) -> int:
     """Bytes of the KV pool on the CPU: the user's budget (even above the default share of RAM), or the default."""
-    return request.cpu_kv_bytes if request.cpu_kv_bytes is not None else default_cpu_kv_bytes(ram_available_bytes)
+    chosen = request.torch.cpu_kv_bytes
+    return chosen if chosen is not None else default_cpu_kv_bytes(ram_available_bytes)
 
 
 def kv_blocks(request: LoadRequest, device: torch.device, max_len: int, models: list[CausalLM]) -> int:
@@ -35,7 +36,7 @@ def kv_blocks(request: LoadRequest, device: torch.device, max_len: int, models: 
         c = models[0].config
         free, _total = torch.cuda.mem_get_info(device)
         reserve = MAX_BATCHED_TOKENS * (c.hidden_size * 8 + c.intermediate_size * 3 + c.vocab_size) * 4
-        budget = int(free * request.gpu_memory_fraction) - reserve
+        budget = int(free * request.torch.gpu_memory_fraction) - reserve
     else:
         budget = cpu_kv_budget(request, psutil.virtual_memory().available)
     # At least one full-length sequence, whatever the budget says.

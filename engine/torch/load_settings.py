@@ -16,8 +16,8 @@ from engine.protocol import LoadRequest
 from engine.torch.arch import CausalLM, load_model
 from engine.torch.hf_tokenizer import HfTokenizer
 from engine.torch.model_config import CheckpointError, ModelConfig
+from models.load_options import SPECULATIVE_MODES
 
-SPECULATIVE_MODES = ("auto", "off", "lookup", "draft")
 DEFAULT_SPECULATIVE_TOKENS = 4
 
 
@@ -31,35 +31,38 @@ class Speculation:
 
 def check(request: LoadRequest) -> None:
     """Refuse settings the engine cannot honour, with the setting named (BackendError "bad_request")."""
-    if not 0.0 < request.gpu_memory_fraction <= 1.0:
+    options = request.torch
+    if not 0.0 < options.gpu_memory_fraction <= 1.0:
         raise BackendError(
-            "bad_request", f"The GPU memory fraction must be in (0, 1], not {request.gpu_memory_fraction}."
+            "bad_request", f"The GPU memory fraction must be in (0, 1], not {options.gpu_memory_fraction}."
         )
-    if request.cpu_kv_bytes is not None and request.cpu_kv_bytes <= 0:
-        raise BackendError("bad_request", f"The CPU KV budget must be positive, not {request.cpu_kv_bytes} bytes.")
-    if request.speculative not in SPECULATIVE_MODES:
+    if options.cpu_kv_bytes is not None and options.cpu_kv_bytes <= 0:
+        raise BackendError("bad_request", f"The CPU KV budget must be positive, not {options.cpu_kv_bytes} bytes.")
+    # The Literal type is a promise to type checkers only: a request can still carry any string.
+    if options.speculative not in SPECULATIVE_MODES:
         raise BackendError(
             "bad_request",
-            f"Unknown speculative decoding {request.speculative!r}: use one of {', '.join(SPECULATIVE_MODES)}.",
+            f"Unknown speculative decoding {options.speculative!r}: use one of {', '.join(SPECULATIVE_MODES)}.",
         )
-    if request.speculative == "draft" and not request.draft_path:
+    if options.speculative == "draft" and not options.draft_path:
         raise BackendError("bad_request", "Speculative decoding with a draft model needs the draft model's folder.")
-    if request.draft_path and request.speculative not in ("draft", "auto"):
+    if options.draft_path and options.speculative not in ("draft", "auto"):
         raise BackendError(
-            "bad_request", f"A draft model was given, but speculative decoding is {request.speculative!r}."
+            "bad_request", f"A draft model was given, but speculative decoding is {options.speculative!r}."
         )
-    if request.speculative_tokens is not None and not 1 <= request.speculative_tokens <= 16:
+    if options.speculative_tokens is not None and not 1 <= options.speculative_tokens <= 16:
         raise BackendError(
-            "bad_request", f"Draft tokens per step must be 1 to 16, not {request.speculative_tokens}."
+            "bad_request", f"Draft tokens per step must be 1 to 16, not {options.speculative_tokens}."
         )
 
 
 def speculation(request: LoadRequest, auto_tokens: int) -> Speculation:
     """The mode a (checked) request asks for; "auto" means `auto_tokens` prompt-lookup drafts (0: off)."""
-    k = request.speculative_tokens or DEFAULT_SPECULATIVE_TOKENS
-    mode = request.speculative
+    options = request.torch
+    k = options.speculative_tokens or DEFAULT_SPECULATIVE_TOKENS
+    mode = options.speculative
     if mode == "auto":
-        if request.draft_path:
+        if options.draft_path:
             return Speculation("draft", k)
         return Speculation("lookup", auto_tokens) if auto_tokens > 0 else Speculation("off", 0)
     return Speculation(mode, 0 if mode == "off" else k)

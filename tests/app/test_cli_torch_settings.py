@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.load_planner import LoadPlanner, LoadSettings
+from models.load_options import TorchOptions
 from tests.app.test_cli import tailor
 from tests.fixtures.tiny_hf import write_tiny_model
 
@@ -26,12 +27,11 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_settings_reach_the_load_request(folders: tuple[Path, Path]) -> None:
     target, draft = folders
-    settings = LoadSettings(256, gpu_memory_fraction=0.5, speculative="draft", draft_path=str(draft),
-                            cpu_kv_bytes=1 << 24)
-    request = LoadPlanner().plan_load(str(target), settings).request
+    options = TorchOptions(gpu_memory_fraction=0.5, speculative="draft", draft_path=str(draft), cpu_kv_bytes=1 << 24)
+    request = LoadPlanner().plan_load(str(target), LoadSettings(256, torch=options)).request.torch
     assert (request.gpu_memory_fraction, request.speculative, request.draft_path, request.cpu_kv_bytes) == (
         0.5, "draft", str(draft), 1 << 24)
-    default = LoadPlanner().plan_load(str(target), LoadSettings(256)).request
+    default = LoadPlanner().plan_load(str(target), LoadSettings(256)).request.torch
     assert (default.gpu_memory_fraction, default.speculative, default.draft_path) == (0.9, "auto", None)
 
 

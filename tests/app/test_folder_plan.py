@@ -22,6 +22,7 @@ from models.folder_plan import (
     plan_folder,
 )
 from models.hardware import profile_for
+from models.load_options import TorchOptions
 from models.plan import Machine
 from tests.fixtures.tiny_hf import big_folder, write_awq_copy, write_tiny_model
 
@@ -82,7 +83,8 @@ def test_awq_folder_on_a_gpu_keeps_4_bit_weights_and_the_pool_follows_the_fracti
     assert plan.fits and plan.n_gpu_layers == plan.n_layers + 1 and set(plan.forecast.devices) == {"cuda:0"}
     gpu = plan.forecast.devices["cuda:0"]
     assert gpu.weights_bytes == candidate.size_bytes
-    half = plan_folder(RTX_4090, candidate, context=512, gpu_memory_fraction=0.5).forecast.devices["cuda:0"]
+    half_share = TorchOptions(gpu_memory_fraction=0.5)
+    half = plan_folder(RTX_4090, candidate, context=512, options=half_share).forecast.devices["cuda:0"]
     assert half.kv_cache_bytes / gpu.kv_cache_bytes == pytest.approx(0.5 / 0.9, rel=0.01)
     assert any("90% of the GPU memory" in r for r in plan.reasons)
 
@@ -104,11 +106,11 @@ def test_unsupported_checkpoints_and_a_missing_engine_never_fit(tmp_path: Path, 
 
 
 def test_the_load_planner_plans_a_model_folder(awq_dir: Path) -> None:
-    settings = LoadSettings(512, gpu_memory_fraction=0.6)
+    settings = LoadSettings(512, torch=TorchOptions(gpu_memory_fraction=0.6))
     planned = LoadPlanner(profile_for("RTX 4090", ram_gib=64)).plan_load(str(awq_dir), settings)
     assert planned.plan is not None and planned.plan.format == "awq" and planned.plan.fits
     assert planned.request.forecast == planned.plan.forecast.to_dict()
-    assert planned.request.gpu_memory_fraction == 0.6 and planned.request.path == str(awq_dir)
+    assert planned.request.torch.gpu_memory_fraction == 0.6 and planned.request.path == str(awq_dir)
     assert any("60% of the GPU memory" in r for r in planned.plan.reasons)
 
 

@@ -16,6 +16,7 @@ from app.gui.settings_panel import SettingsPanel
 from app.gui.torch_settings_group import GIB, NO_DRAFT_HINT
 from app.load_planner import LoadSettings
 from app.store import ChatSettings, ChatStore
+from models.load_options import TorchOptions
 from tests.app.conftest import QUICK
 
 TIMEOUT_MS = 120_000
@@ -66,36 +67,36 @@ def test_each_control_changes_the_chat_and_load_settings(qtbot, panel: SettingsP
     assert group.cpu_kv.text() == "Auto" and group.gpu_share.value() == 90
 
     settings = _emitted(qtbot, panel, lambda: group.speculative.setCurrentIndex(group.speculative.findData("lookup")))
-    assert settings.speculative == "lookup"
-    assert load_settings_of(settings).torch_fields()["speculative"] == "lookup"
+    assert settings.torch.speculative == "lookup"
+    assert load_settings_of(settings).torch.speculative == "lookup"
     # A changed setting is a changed LoadSettings: the runner reloads the model for it.
     assert load_settings_of(settings) != load_settings_of(ChatSettings())
 
     settings = _emitted(qtbot, panel, lambda: group.gpu_share.setValue(75))
-    assert settings.gpu_memory_fraction == 0.75
-    assert load_settings_of(settings).torch_fields()["gpu_memory_fraction"] == 0.75
+    assert settings.torch.gpu_memory_fraction == 0.75
+    assert load_settings_of(settings).torch.gpu_memory_fraction == 0.75
 
     settings = _emitted(qtbot, panel, lambda: group.cpu_kv.setValue(2.5))
-    assert settings.cpu_kv_bytes == int(2.5 * GIB)
-    assert load_settings_of(settings).torch_fields()["cpu_kv_bytes"] == int(2.5 * GIB)
+    assert settings.torch.cpu_kv_bytes == int(2.5 * GIB)
+    assert load_settings_of(settings).torch.cpu_kv_bytes == int(2.5 * GIB)
     settings = _emitted(qtbot, panel, lambda: group.cpu_kv.setValue(0))
-    assert settings.cpu_kv_bytes is None and group.cpu_kv.text() == "Auto"
+    assert settings.torch.cpu_kv_bytes is None and group.cpu_kv.text() == "Auto"
     group.cpu_kv.setValue(0.1)  # typed under the minimum: it becomes the minimum
     group.cpu_kv.editingFinished.emit()
-    assert group.cpu_kv.value() == 0.25 and panel.settings().cpu_kv_bytes == GIB // 4
+    assert group.cpu_kv.value() == 0.25 and panel.settings().torch.cpu_kv_bytes == GIB // 4
 
     draft = _model_folder(tmp_path / "draft")
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(draft))
     group.speculative.setCurrentIndex(group.speculative.findData("draft"))
     settings = _emitted(qtbot, panel, group.browse.click)
-    assert settings.speculative == "draft" and settings.draft_path == str(draft)
-    assert load_settings_of(settings).torch_fields() == {
-        "gpu_memory_fraction": 0.75, "cpu_kv_bytes": GIB // 4, "speculative": "draft", "draft_path": str(draft),
-    }
+    assert settings.torch.speculative == "draft" and settings.torch.draft_path == str(draft)
+    assert load_settings_of(settings).torch == TorchOptions(
+        gpu_memory_fraction=0.75, cpu_kv_bytes=GIB // 4, speculative="draft", draft_path=str(draft),
+    )
     # Another mode keeps the folder for later, but the load asks for no draft (the engine refuses one).
     settings = _emitted(qtbot, panel, lambda: group.speculative.setCurrentIndex(group.speculative.findData("off")))
-    assert settings.draft_path == str(draft)
-    assert load_settings_of(settings).torch_fields()["draft_path"] is None
+    assert settings.torch.draft_path == str(draft)
+    assert load_settings_of(settings).torch.draft_path is None
     # Shown again exactly as stored.
     panel.set_settings(ChatSettings())
     panel.set_settings(settings)
@@ -104,12 +105,12 @@ def test_each_control_changes_the_chat_and_load_settings(qtbot, panel: SettingsP
 
 def test_torch_settings_reload_a_model_folder_but_not_a_gguf_model(tmp_path: Path, starter_model: Path):
     folder = _model_folder(tmp_path / "folder")
-    plain, lookup = ChatSettings(), ChatSettings(speculative="lookup", gpu_memory_fraction=0.5)
+    plain, lookup = ChatSettings(), ChatSettings(torch=TorchOptions(speculative="lookup", gpu_memory_fraction=0.5))
     assert load_settings_of(plain, (), str(folder)) != load_settings_of(lookup, (), str(folder))
-    assert load_settings_of(lookup, (), str(folder)).torch_fields()["speculative"] == "lookup"
+    assert load_settings_of(lookup, (), str(folder)).torch.speculative == "lookup"
     # Two chats that differ only in PyTorch settings share one load of a GGUF model.
     assert load_settings_of(plain, (), str(starter_model)) == load_settings_of(lookup, (), str(starter_model))
-    assert load_settings_of(lookup, (), str(starter_model)).torch_fields()["speculative"] == "auto"
+    assert load_settings_of(lookup, (), str(starter_model)).torch.speculative == "auto"
 
 
 def test_the_draft_folder_is_enabled_only_for_a_draft_model(panel: SettingsPanel):
@@ -149,22 +150,46 @@ def test_a_folder_that_is_not_a_model_is_refused_and_nothing_changes(
 
 
 def test_the_settings_round_trip_through_the_store(tmp_path: Path):
-    settings = ChatSettings(speculative="draft", draft_path="/models/tiny-draft", gpu_memory_fraction=0.6,
-                            cpu_kv_bytes=3 * GIB)
+    settings = ChatSettings(torch=TorchOptions(speculative="draft", draft_path="/models/tiny-draft",
+                                               gpu_memory_fraction=0.6, cpu_kv_bytes=3 * GIB))
     store = ChatStore(tmp_path / "chats.sqlite3")
     conversation = store.create_conversation("Drafted", settings)
-    store.update_settings(store.create_conversation().id, ChatSettings(speculative="off"))
+    store.update_settings(store.create_conversation().id, ChatSettings(torch=TorchOptions(speculative="off")))
     store.close()
     store = ChatStore(tmp_path / "chats.sqlite3")
     try:
         assert store.get_conversation(conversation.id).settings == settings
-        assert [c.settings.speculative for c in store.list_conversations()] in (["off", "draft"], ["draft", "off"])
+        speculative = [c.settings.torch.speculative for c in store.list_conversations()]
+        assert speculative in (["off", "draft"], ["draft", "off"])
     finally:
         store.close()
     # Settings saved before these fields existed get the defaults.
     old = ChatSettings.from_json(json.dumps({"n_ctx": 2048, "kv_type": "q8_0"}))
-    assert (old.speculative, old.draft_path, old.gpu_memory_fraction, old.cpu_kv_bytes) == ("auto", None, 0.9, None)
+    options = old.torch
+    assert (options.speculative, options.draft_path, options.gpu_memory_fraction, options.cpu_kv_bytes) == (
+        "auto", None, 0.9, None)
     assert load_settings_of(old) == LoadSettings(2048, "q8_0")
+
+
+def test_chats_stored_by_the_last_release_keep_their_torch_options():
+    # A conversations.settings value exactly as the release before TorchOptions wrote it: flat keys.
+    stored = (
+        '{"system_prompt": "Be brief.", "temperature": 0.7, "top_p": 0.95, "max_tokens": 512, "n_ctx": null, '
+        '"auto_ctx_cap": 32768, "kv_type": "f16", "flash_attn": "auto", "speculative": "draft", '
+        '"draft_path": "/models/tiny-draft", "gpu_memory_fraction": 0.6, "cpu_kv_bytes": 3221225472}'
+    )
+    settings = ChatSettings.from_json(stored)
+    assert settings == ChatSettings(
+        system_prompt="Be brief.", n_ctx=None,
+        torch=TorchOptions(speculative="draft", draft_path="/models/tiny-draft", gpu_memory_fraction=0.6,
+                           cpu_kv_bytes=3 * GIB),
+    )
+    # Written back flat, with every key the release wrote and the same values: it still reads them.
+    written = json.loads(settings.to_json())
+    assert written == {**json.loads(stored), "speculative_tokens": None}
+    assert ChatSettings.from_json(settings.to_json()) == settings
+    tokens = ChatSettings(torch=TorchOptions(speculative="lookup", speculative_tokens=3))
+    assert ChatSettings.from_json(tokens.to_json()) == tokens
 
 
 # ---------------------------------------------------------------- in the window, with the engine
@@ -190,7 +215,7 @@ def tiny_folders(tmp_path: Path) -> dict[str, Path]:
 
 def _record_loads(window, monkeypatch) -> list:
     """The LoadRequests the window's (real) planner makes, in order."""
-    planner, requests = window.controller.bridge.planner, []
+    planner, requests = window.session.model.planner, []
     plan_load = planner.plan_load
 
     def recording(path: str, settings: LoadSettings):
@@ -204,10 +229,10 @@ def _record_loads(window, monkeypatch) -> list:
 
 def _choose(window, qtbot, value: str) -> None:
     """Pick a speculative mode in the panel and wait until the chat's settings have it."""
-    group, controller = window.settings_panel.torch_group, window.controller
+    group, controller = window.settings_panel.torch_group, window.session
     group.speculative.setCurrentIndex(group.speculative.findData(value))
-    qtbot.waitUntil(lambda: controller.store.get_conversation(controller.current.id).settings.speculative == value,
-                    timeout=2000)
+    qtbot.waitUntil(lambda: controller.store.get_conversation(controller.current.id).settings.torch.speculative
+                    == value, timeout=2000)
 
 
 def _send(window, qtbot, text: str):
@@ -225,23 +250,24 @@ def test_prompt_lookup_reloads_the_folder_model_and_the_chat_answers(
     requests = _record_loads(window, monkeypatch)
     folder = tiny_folders["tiny-llama"]
     monkeypatch.setattr("app.gui.main_window.QFileDialog.getExistingDirectory", lambda *a, **k: str(folder))
-    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS):
         window.open_folder_action.trigger()
     assert panel.torch_group.isVisible()
-    assert requests[-1].path == str(folder) and requests[-1].speculative == "auto"
+    assert requests[-1].path == str(folder) and requests[-1].torch.speculative == "auto"
     assert _send(window, qtbot, "Hello there").state == "complete", window.banner.text()
 
     _choose(window, qtbot, "lookup")
-    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS) as loaded:
+    with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS) as loaded:
         reply = _send(window, qtbot, "Say it again")
     assert loaded.args[0].info.path == str(folder)
-    assert (requests[-1].path, requests[-1].speculative, requests[-1].draft_path) == (str(folder), "lookup", None)
+    last = requests[-1]
+    assert (last.path, last.torch.speculative, last.torch.draft_path) == (str(folder), "lookup", None)
     assert reply.state == "complete" and reply.stats["gen_tokens"] > 0, window.banner.text()
-    assert len(window.controller.store.list_messages(window.controller.current.id)) == 4
+    assert len(window.session.store.list_messages(window.session.current.id)) == 4
 
     # Back to a GGUF file: the group goes.
-    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
-        window.controller.load_model(str(starter_model))
+    with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS):
+        window.session.load_model(str(starter_model))
     assert panel.torch_group.isHidden()
 
 
@@ -264,11 +290,13 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
 
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(tiny_folders["other-draft"]))
     group.browse.click()
-    qtbot.waitUntil(lambda: controller.current.settings.draft_path == str(tiny_folders["other-draft"]), timeout=2000)
+    qtbot.waitUntil(lambda: controller.current.settings.torch.draft_path == str(tiny_folders["other-draft"]),
+                    timeout=2000)
     with qtbot.waitSignal(controller.problem, timeout=TIMEOUT_MS) as problem:
         assert controller.regenerate()  # answers the message again, loading with this draft
         window.composer.setPlainText("typed while it loaded")
-    assert requests[-1].speculative == "draft" and requests[-1].draft_path == str(tiny_folders["other-draft"])
+    options = requests[-1].torch
+    assert options.speculative == "draft" and options.draft_path == str(tiny_folders["other-draft"])
     message = problem.args[0]
     assert "other-draft has another tokenizer" in message and "share the model's tokenizer" in message
     assert window.banner.isVisible() and window.banner.text() == message
@@ -281,10 +309,11 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
     # A draft that shares the tokenizer: the same question is answered, with the drafts' acceptance.
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(tiny_folders["tiny-draft"]))
     group.browse.click()
-    qtbot.waitUntil(lambda: controller.current.settings.draft_path == str(tiny_folders["tiny-draft"]), timeout=2000)
+    qtbot.waitUntil(lambda: controller.current.settings.torch.draft_path == str(tiny_folders["tiny-draft"]),
+                    timeout=2000)
     with qtbot.waitSignal(controller.stream_finished, timeout=TIMEOUT_MS) as finished:
         assert controller.regenerate()
     reply = finished.args[0]
     assert reply.state == "complete", window.banner.text()
-    assert requests[-1].draft_path == str(tiny_folders["tiny-draft"])
+    assert requests[-1].torch.draft_path == str(tiny_folders["tiny-draft"])
     assert 0.0 <= reply.stats["draft_acceptance"] <= 1.0

@@ -225,6 +225,7 @@ def pool(ctx: CheckContext) -> Outcome:
     from engine.protocol import ChatMessage, GenerateRequest, LoadRequest, SamplingParams
     from engine.torch.backend import TorchBackend
     from engine.torch.kv_pool import MAX_BATCHED_TOKENS
+    from models.load_options import TorchOptions
 
     folder = _folders(ctx)["awq"]
     rows, problems = [], []
@@ -232,7 +233,7 @@ def pool(ctx: CheckContext) -> Outcome:
         torch.cuda.empty_cache()
         free_before = torch.cuda.mem_get_info()[0]
         backend = TorchBackend(device="cuda")
-        backend.load(LoadRequest(folder, n_ctx=2048, gpu_memory_fraction=f))
+        backend.load(LoadRequest(folder, n_ctx=2048, torch=TorchOptions(gpu_memory_fraction=f)))
         d = backend.details()
         c = backend.session.model.config
         reserve = MAX_BATCHED_TOKENS * (c.hidden_size * 8 + c.intermediate_size * 3 + c.vocab_size) * 4

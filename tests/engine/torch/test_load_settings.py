@@ -13,6 +13,7 @@ import torch
 from engine.backend import BackendError
 from engine.protocol import ChatMessage, GenerateRequest, LoadRequest, SamplingParams
 from engine.torch.backend import TorchBackend
+from models.load_options import TorchOptions
 from tests.fixtures.tiny_hf import write_first_layer_copy, write_tiny_model
 
 REWRITE = (ChatMessage("user", "Say it again: the quick brown fox jumps over the lazy dog. " * 3),)
@@ -37,9 +38,10 @@ def reply(backend: TorchBackend) -> tuple[str, float | None]:
     return done.text, done.stats.draft_acceptance
 
 
-def loaded(target_dir: Path, **settings) -> TorchBackend:
+def loaded(target_dir: Path, **options) -> TorchBackend:
+    """A CPU backend that loaded the target with these TorchOptions."""
     backend = TorchBackend(device="cpu")
-    backend.load(LoadRequest(str(target_dir), n_ctx=256, **settings))
+    backend.load(LoadRequest(str(target_dir), n_ctx=256, torch=TorchOptions(**options)))
     return backend
 
 
@@ -124,7 +126,7 @@ def test_gpu_memory_fraction_sizes_the_block_pool(target_dir: Path) -> None:
     blocks = []
     for fraction in (0.2, 0.4):
         backend = TorchBackend(device="cuda")
-        backend.load(LoadRequest(str(target_dir), n_ctx=256, gpu_memory_fraction=fraction))
+        backend.load(LoadRequest(str(target_dir), n_ctx=256, torch=TorchOptions(gpu_memory_fraction=fraction)))
         blocks.append(backend.details().kv_blocks_total)
         backend.close()
     assert 1.5 * blocks[0] < blocks[1] < 2.5 * blocks[0]

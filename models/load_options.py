@@ -1,0 +1,32 @@
+"""What a user chooses for a model load, shared by the chat store, the planner and the engine.
+
+The KV cache type and flash attention (llama.cpp's), and `TorchOptions`, the PyTorch engine's
+options (a model folder; the GGUF backend ignores them). It lives here, the lowest layer, because
+the folder plan (models/folder_plan.py) sizes the KV pool with them, the engine's LoadRequest
+carries them, and the app's chat settings store them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+KvType = Literal["f16", "q8_0", "q4_0"]  # a quantized V cache needs flash attention
+FlashAttn = Literal["on", "off", "auto"]  # the user's choice; the LoadRequest carries it resolved (a bool)
+# "auto": prompt lookup on the CPU, off on a GPU (a draft model when one is given); "lookup": drafts
+# by n-gram match in the prompt; "draft": a smaller model of the same tokenizer drafts.
+Speculative = Literal["auto", "off", "lookup", "draft"]
+SPECULATIVE_MODES: tuple[str, ...] = get_args(Speculative)
+
+
+@dataclass(slots=True, frozen=True)
+class TorchOptions:
+    """The PyTorch engine's load options: the KV memory and speculative decoding."""
+
+    # Share of the GPU memory left after the weights that the KV block pool may take.
+    gpu_memory_fraction: float = 0.9
+    cpu_kv_bytes: int | None = None  # the KV budget on the CPU; None: the engine's default
+    speculative: Speculative = "auto"
+    # The draft model's folder, for "draft" (or "auto", which then drafts with it).
+    draft_path: str | None = None
+    speculative_tokens: int | None = None  # drafts per step; None: the engine's default
