@@ -16,6 +16,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
 from engine.event_queue import EventQueue
+from engine.interface import EngineNotRunning
 from engine.protocol import (
     CancelRequest,
     ChatMessage,
@@ -34,10 +35,6 @@ log = logging.getLogger(__name__)
 
 # How often the reader wakes to notice a dead child even if the pipe stays silent.
 _POLL_S = 0.25
-
-
-class EngineNotRunning(RuntimeError):
-    """A request was made while no engine process is running."""
 
 
 class EngineClient:

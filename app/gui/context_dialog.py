@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtWidgets import QAbstractButton, QMessageBox, QWidget
 
-from app.gui.context_guard import ContextShortfall
+from app.chat.context_guard import ContextShortfall
 
 if TYPE_CHECKING:
     from app.gui.main_window import MainWindow
@@ -86,11 +86,11 @@ class ContextPrompt(QObject):
         if dialog is self.dialog:
             self.dialog = None
         dialog.deleteLater()
-        window, controller = self.window, self.window.controller
+        window, session = self.window, self.window.session
         if button is dialog.reload_button:
-            sent = controller.send_with_larger_context(dialog.short)
-            if controller.current is not None:  # the panel shows the larger context the chat now has
-                window.settings_panel.set_settings(controller.current.settings)
+            sent = session.send_with_larger_context(dialog.short)
+            if session.current is not None:  # the panel shows the larger context the chat now has
+                window.settings_panel.set_settings(session.current.settings)
             if sent:
                 window.composer.clear()
                 window.composer.set_editing(None)

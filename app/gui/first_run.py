@@ -17,7 +17,7 @@ from PySide6.QtCore import QSettings, Qt, Signal, Slot
 from PySide6.QtWidgets import QDialog, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.gui.engine_availability import awq_status_text
-from app.gui.models.workers import Jobs
+from app.gui.jobs import Jobs
 from app.hw_command import format_profile
 from app.machine import detect_machine
 from app.paths import APP_NAME, AppPaths

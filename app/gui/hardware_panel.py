@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from app.gui.models.workers import Jobs
+from app.gui.jobs import Jobs
 from engine.protocol import MemoryReport
 from models.hardware import GpuInfo, HardwareProfile, detect_hardware
 

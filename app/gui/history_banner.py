@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
-from app.gui.models.workers import Jobs
+from app.gui.jobs import Jobs
 from app.store import ChatStore, HistoryProblem, StoreError
 from app.store_backup import list_backups
 from app.store_recovery import RecoveryReport, recover_history

@@ -12,7 +12,6 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from app.gui.app_icon import app_icon
 from app.gui.chat_controller import ChatController
 from app.gui.crash_dialog import CrashReporter
-from app.gui.engine_bridge import EngineBridge
 from app.gui.first_run import app_settings, maybe_show_first_run
 from app.gui.main_window import MainWindow
 from app.gui.single_instance import SingleInstance, bring_to_front, server_name
@@ -22,6 +21,7 @@ from app.paths import AppPaths
 from app.store import ChatStore, StoreDamagedError, StoreError
 from app.store_backup import start_daily_backup
 from app.store_open import Connector, open_sqlite
+from engine.client import EngineClient
 from engine.starter import StarterModelMissing, starter_model_path
 
 
@@ -40,10 +40,11 @@ def build_window(
     store = open_store(db_path, connect)
     if store.writable:
         start_daily_backup(store.path)
-    bridge = EngineBridge(log_path=log_path, planner=LoadPlanner(prefix_cache_dir=AppPaths.default().prefix_cache))
-    controller = ChatController(store, bridge, model_path)
+    planner = LoadPlanner(prefix_cache_dir=AppPaths.default().prefix_cache)
+    controller = ChatController(
+        store, model_path, planner, lambda on_event: EngineClient(on_event=on_event, log_path=log_path)
+    )
     window = MainWindow(controller)
-    bridge.setParent(window)
     controller.setParent(window)
     return window
 
@@ -103,7 +104,7 @@ def _run(app: QApplication, args: argparse.Namespace, paths: AppPaths, instance:
     if problem:
         window.banner.show_problem(problem, False)
     else:
-        window.controller.start()
+        window.session.start()
     return app.exec()
 
 

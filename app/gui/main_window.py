@@ -78,7 +78,8 @@ class MainWindow(QMainWindow):
 
     def __init__(self, controller: ChatController):
         super().__init__()
-        self.controller = controller
+        self.controller = controller  # its signals: what the chat says
+        self.session = controller.session  # its methods: what the user does
         self.setWindowTitle("Tailor")
         self.resize(1200, 760)
         self.conversations = ConversationList()
@@ -86,7 +87,7 @@ class MainWindow(QMainWindow):
         self.composer = Composer()
         self.settings_panel = SettingsPanel()
         self.banner = Banner()
-        self.history_banner = HistoryBanner(controller.store, self)  # the history read-only, full or damaged
+        self.history_banner = HistoryBanner(self.session.store, self)  # the history read-only, full or damaged
         self.send_button = QPushButton("Send")
         self.stop_button = QPushButton("Stop")
         self.stop_button.setEnabled(False)
@@ -138,7 +139,7 @@ class MainWindow(QMainWindow):
     def _build_actions(self) -> None:
         self.new_action = self._action("New chat", "Ctrl+N", self.new_conversation)
         self.stop_action = self._action("Stop", "Esc", self.stop)
-        self.regenerate_action = self._action("Regenerate", "Ctrl+R", self.controller.regenerate)
+        self.regenerate_action = self._action("Regenerate", "Ctrl+R", self.session.regenerate)
         self.copy_action = self._action("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply)
         self.focus_action = self._action("Focus message box", "Ctrl+L", self.composer.setFocus)
         self.edit_action = self._action("Edit last message", "Ctrl+E", self.edit_last_message)
@@ -163,7 +164,7 @@ class MainWindow(QMainWindow):
 
     def _build_memory_dock(self) -> None:
         """Memory and performance, hidden until View → Memory and performance (Ctrl+Shift+M)."""
-        self.memory_dock = MemoryDock(self.controller.bridge, parent=self)
+        self.memory_dock = MemoryDock(self.controller, self.session.plan, parent=self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.memory_dock)
         self.memory_dock.hide()
         self.memory_action = self.memory_dock.toggleViewAction()
@@ -178,7 +179,7 @@ class MainWindow(QMainWindow):
             self.menuBar().addMenu(view)
 
     def _connect(self) -> None:
-        c = self.controller
+        c, s = self.controller, self.session
         c.conversations_changed.connect(self.refresh_list)
         c.conversation_opened.connect(self._on_opened)
         c.message_added.connect(self.chat.append_message)
@@ -188,52 +189,52 @@ class MainWindow(QMainWindow):
         c.busy_changed.connect(self._on_busy)
         c.model_changed.connect(self.model_label.setText)
         # Every model switch (and a failed load that goes back to the last good one) says so here.
-        c.model_changed.connect(lambda _text: self.settings_panel.set_model_path(c.runner.model_path))
-        self.settings_panel.set_model_path(c.runner.model_path)
+        c.model_changed.connect(lambda _text: self.settings_panel.set_model_path(s.model_path))
+        self.settings_panel.set_model_path(s.model_path)
         c.context_loaded.connect(self.settings_panel.show_loaded_context)
         c.stats_changed.connect(self.stats_label.setText)
         c.stats_changed.connect(self.stats_label.setToolTip)  # the whole line, when the bar cuts it
         c.notice.connect(lambda text: self.statusBar().showMessage(text, NOTICE_MS))
         c.problem.connect(self.banner.show_problem)
         c.problem_cleared.connect(self.banner.hide)
-        self.banner.reload_button.clicked.connect(c.reload_engine)
+        self.banner.reload_button.clicked.connect(s.reload_engine)
         self.history_banner.reopened.connect(self._reopen_history)
         c.history_failed.connect(self._on_history_failed)
-        c.bridge.memory.connect(self._on_memory)
-        c.bridge.planned.connect(self.plan_label.show_plan)
+        c.memory.connect(self._on_memory)
+        c.planned.connect(self.plan_label.show_plan)
         self.composer.submitted.connect(self.submit)
         self.send_button.clicked.connect(lambda: self.submit(self.composer.toPlainText()))
         self.stop_button.clicked.connect(self.stop)
         self.conversations.selected.connect(self._select)
         self.conversations.new_requested.connect(self.new_conversation)
-        self.conversations.rename_requested.connect(c.rename_conversation)
-        self.conversations.delete_requested.connect(c.delete_conversation)
+        self.conversations.rename_requested.connect(s.rename_conversation)
+        self.conversations.delete_requested.connect(s.delete_conversation)
         self.conversations.search_changed.connect(lambda _text: self.refresh_list())
-        self.settings_panel.settings_changed.connect(c.update_settings)
-        self.settings_panel.preset_saved.connect(lambda p: self.settings_panel.set_presets(c.save_preset(p)))
-        self.settings_panel.preset_deleted.connect(lambda n: self.settings_panel.set_presets(c.delete_preset(n)))
-        self.settings_panel.set_presets(c.store.list_presets())
+        self.settings_panel.settings_changed.connect(s.update_settings)
+        self.settings_panel.preset_saved.connect(lambda p: self.settings_panel.set_presets(s.save_preset(p)))
+        self.settings_panel.preset_deleted.connect(lambda n: self.settings_panel.set_presets(s.delete_preset(n)))
+        self.settings_panel.set_presets(s.store.list_presets())
 
     def _open_initial(self) -> None:
-        allow_changes(self, self.controller.store.problem)
-        existing = self.controller.list_conversations()
+        allow_changes(self, self.session.store.problem)
+        existing = self.session.list_conversations()
         if existing:
-            self.controller.open_conversation(existing[0].id)
+            self.session.open_conversation(existing[0].id)
             self.refresh_list()
-        elif self.controller.store.writable:
-            self.controller.new_conversation()
+        elif self.session.store.writable:
+            self.session.new_conversation()
 
     @Slot()
     def _on_history_failed(self) -> None:
         """A write was refused while the window ran (the disk filled up): read-only from now on, saying why."""
         self.history_banner.show_state()
-        allow_changes(self, self.controller.store.problem)
+        allow_changes(self, self.session.store.problem)
 
     def _reopen_history(self) -> None:
         """The store opened its file again (recovered, or made writable): show it afresh."""
-        self.controller.current = None
+        self.session.close_conversation()
         self.chat.set_messages([])
-        self.settings_panel.set_presets(self.controller.store.list_presets())
+        self.settings_panel.set_presets(self.session.store.list_presets())
         self._open_initial()
         self.refresh_list()
 
@@ -241,12 +242,12 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def refresh_list(self) -> None:
-        current = self.controller.current.id if self.controller.current else None
+        current = self.session.current.id if self.session.current else None
         self.conversations.set_conversations(
-            self.controller.list_conversations(self.conversations.search.text()), current
+            self.session.list_conversations(self.conversations.search.text()), current
         )
-        if self.controller.current:
-            self.setWindowTitle(f"Tailor — {self.controller.current.title}")
+        if self.session.current:
+            self.setWindowTitle(f"Tailor — {self.session.current.title}")
 
     def _on_opened(self, conversation: Conversation, messages: list[Message]) -> None:
         self.chat.set_messages(messages)
@@ -257,13 +258,13 @@ class MainWindow(QMainWindow):
     @Slot()
     def new_conversation(self) -> None:
         self.settings_panel.commit()  # pending edits belong to the conversation being left
-        self.controller.new_conversation()
+        self.session.new_conversation()
         self.composer.setFocus()
 
     @Slot(int)
     def _select(self, conversation_id: int) -> None:
         self.settings_panel.commit()
-        self.controller.open_conversation(conversation_id)
+        self.session.open_conversation(conversation_id)
 
     def _on_memory(self, report: MemoryReport) -> None:
         if report.kv_tokens_total:
@@ -277,17 +278,17 @@ class MainWindow(QMainWindow):
         """Send the composer's text (or resend the edited last message)."""
         self.settings_panel.commit()
         if self.composer.editing:
-            accepted = self.controller.edit_last_user_message(text)
+            accepted = self.session.edit_last_user_message(text)
         else:
-            accepted = self.controller.send(text)
+            accepted = self.session.send(text)
         if accepted:
             self.composer.clear()
             self.composer.set_editing(None)
 
     @Slot()
     def stop(self) -> None:
-        if self.controller.busy:
-            self.controller.stop()
+        if self.session.busy:
+            self.session.stop()
         elif self.composer.editing:
             self.composer.set_editing(None)
             self.composer.clear()
@@ -295,13 +296,13 @@ class MainWindow(QMainWindow):
     @Slot()
     def show_plan(self) -> QMessageBox:
         """Open the plan of the loaded model: where the layers go, the forecast, and why."""
-        return open_plan_dialog(self, self.controller.bridge.plan)
+        return open_plan_dialog(self, self.session.plan)
 
     @Slot()
     def show_models(self) -> ModelManager:
         """Open (or raise) the Models window: search the hub, download, the local library."""
         if self.model_manager is None:
-            self.model_manager = ModelManager(self.controller.load_model, parent=self)
+            self.model_manager = ModelManager(self.session.load_model, parent=self)
         chat = self.settings_panel.settings()  # the repo page plans at the open chat's context and KV type
         self.model_manager.repo_page.set_plan_settings(chat.n_ctx, chat.auto_ctx_cap, chat.kv_type)
         self.model_manager.show()
@@ -326,15 +327,15 @@ class MainWindow(QMainWindow):
         self.composer.setFocus()
 
     def copy_last_reply(self) -> None:
-        reply = self.controller.last_reply()
+        reply = self.session.last_reply()
         if reply:
             QGuiApplication.clipboard().setText(reply)
             self.statusBar().showMessage("Copied the last reply.", NOTICE_MS)
 
     @Slot()
     def edit_last_message(self) -> None:
-        text = self.controller.last_user_text()
-        if text is not None and not self.controller.busy:
+        text = self.session.last_user_text()
+        if text is not None and not self.session.busy:
             self.composer.set_editing(text)
 
     def _choose_model(self) -> None:
@@ -342,13 +343,13 @@ class MainWindow(QMainWindow):
             self, "Open a GGUF model", "", "GGUF models (*.gguf);;All files (*)"
         )
         if path:
-            self.controller.load_model(path)
+            self.session.load_model(path)
 
     def _choose_model_folder(self) -> None:
         """A Hugging Face model folder (safetensors, dense or AWQ): the PyTorch engine runs it."""
         path = QFileDialog.getExistingDirectory(self, "Open a model folder (config.json, *.safetensors)")
         if path:
-            self.controller.load_model(path)
+            self.session.load_model(path)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
         self.settings_panel.commit()
@@ -360,5 +361,5 @@ class MainWindow(QMainWindow):
             self.model_manager.shutdown()
             self.model_manager.close()
         self.server_menu.shutdown()
-        self.controller.shutdown()
+        self.session.shutdown()
         super().closeEvent(event)

@@ -7,25 +7,27 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget, QGroupBox, QScrollArea, QVBoxLayout, QWidget
 
-from app.gui.engine_bridge import EngineBridge
+from app.gui.chat_controller import ChatController
 from app.gui.hardware_panel import HardwarePanel
 from app.gui.memory_panel import MemoryPanel
 from models.hardware import HardwareProfile, detect_hardware
+from models.plan import Plan
 
 TITLE = "Memory and performance"
 
 
 class MemoryDock(QDockWidget):
-    """A dock (hidden until the user asks for it) fed by the engine bridge.
+    """A dock (hidden until the user asks for it) fed by the chat's engine events.
 
     Args:
-        bridge: the engine, seen from Qt: memory reports, the plan, finished replies.
+        chat: the window's chat: memory reports, plans, finished replies.
+        plan: the plan of the load under way, if one is.
         detect: returns the hardware profile (tests inject one).
         parent: the Qt parent.
     """
 
-    def __init__(self, bridge: EngineBridge, detect: Callable[[], HardwareProfile] = detect_hardware,
-                 parent: QWidget | None = None):
+    def __init__(self, chat: ChatController, plan: Plan | None = None,
+                 detect: Callable[[], HardwareProfile] = detect_hardware, parent: QWidget | None = None):
         super().__init__(TITLE, parent)
         self.setObjectName("memoryDock")
         self.memory = MemoryPanel()
@@ -42,13 +44,13 @@ class MemoryDock(QDockWidget):
         scroll.setWidget(body)
         self.setWidget(scroll)
         self.setAllowedAreas(Qt.DockWidgetArea.LeftDockWidgetArea | Qt.DockWidgetArea.RightDockWidgetArea)
-        self.memory.set_plan(bridge.plan)
-        bridge.memory.connect(self.memory.show_report)
-        bridge.memory.connect(self.hardware.set_engine_memory)
-        bridge.planned.connect(self.memory.set_plan)
-        bridge.done.connect(self.memory.add_stats)
-        bridge.unloaded.connect(self.memory.clear)
-        bridge.error.connect(lambda e: self.memory.clear() if e.kind == "engine_died" else None)
+        self.memory.set_plan(plan)
+        chat.memory.connect(self.memory.show_report)
+        chat.memory.connect(self.hardware.set_engine_memory)
+        chat.planned.connect(self.memory.set_plan)
+        chat.reply_done.connect(self.memory.add_stats)
+        chat.unloaded.connect(self.memory.clear)
+        chat.engine_error.connect(lambda e: self.memory.clear() if e.kind == "engine_died" else None)
 
     def shutdown(self) -> None:
         self.hardware.shutdown()

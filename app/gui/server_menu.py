@@ -1,6 +1,6 @@
 """The Server menu: serve the loaded model to other tools, or chat with a remote server.
 
-Switching to a remote endpoint puts a RemoteEngine where the bridge's EngineClient was: the
+Switching to a remote endpoint puts a RemoteEngine where the chat's EngineClient was: the
 chat, the store and the window work as with the local model. The local engine process is
 stopped meanwhile (its memory is freed) and started again by "Use the local model". The
 status bar says "remote" where it showed memory figures.
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtGui import QAction
 
+from app.chat.model_state import Planner
 from app.chat_defaults import DEFAULT_N_CTX
 from app.gui.endpoints_dialog import EndpointsDialog
 from app.gui.server_toggle import ServerToggle
@@ -20,6 +21,7 @@ from app.load_planner import LoadSettings, PlannedLoad
 from app.remote.endpoints import EndpointStore
 from app.remote.openai_client import RemoteEndpoint
 from app.remote.remote_engine import RemoteEngine
+from engine.interface import Engine
 from engine.protocol import LoadRequest
 
 if TYPE_CHECKING:
@@ -41,19 +43,19 @@ class ServerMenu(QObject):
     """Builds the Server menu of `window` and owns the server and the remote switch.
 
     Args:
-        window: the main window (its controller, bridge, status bar and labels).
+        window: the main window (its chat, status bar and labels).
         store: the saved endpoints; None uses the user's.
     """
 
     def __init__(self, window: MainWindow, store: EndpointStore | None = None):
         super().__init__(window)
         self.window = window
-        self.bridge = window.controller.bridge
+        self.session = window.session
+        self._deliver = window.controller.deliver  # where a remote engine's events go
         self._store = store  # made when first needed: asking for the system keyring may take a moment
-        self.toggle = ServerToggle(self.bridge, parent=self)
+        self.toggle = ServerToggle(window.controller, parent=self)
         self.remote: RemoteEndpoint | None = None
-        self._local_client = self.bridge.client
-        self._local_planner = self.bridge.planner
+        self._local: tuple[Engine, Planner] | None = None  # the local engine and planner, while remote
         self.dialog: EndpointsDialog | None = None
         menu = window.menuBar().addMenu("&Server")
         menu.addAction(self.toggle.action)
@@ -67,7 +69,7 @@ class ServerMenu(QObject):
         self.menu = menu
         window.statusBar().addPermanentWidget(self.toggle.label)
         self.toggle.notice.connect(lambda text: window.statusBar().showMessage(text, NOTICE_MS))
-        self.bridge.memory.connect(self._on_memory)
+        window.controller.memory.connect(self._on_memory)
 
     @property
     def store(self) -> EndpointStore:
@@ -90,20 +92,16 @@ class ServerMenu(QObject):
     @Slot(object)
     def use_remote(self, endpoint: RemoteEndpoint) -> bool:
         """Chat with `endpoint`; False (with a notice) while a reply is being written."""
-        controller = self.window.controller
-        if controller.busy:
+        if self.session.busy:
             self.window.statusBar().showMessage("Wait for the reply (or stop it) before switching.", NOTICE_MS)
             return False
         self.toggle.set_available(False)
-        if self.remote is None:
-            self._local_client.shutdown()  # frees the local model's memory while chatting remotely
-        else:
-            self.bridge.client.shutdown()
+        self.session.engine.shutdown()  # the local one: frees its model's memory while chatting remotely
         self.remote = endpoint
-        self.bridge.client = RemoteEngine(endpoint, on_event=self.bridge.deliver)
-        self.bridge.planner = _NoPlan()
+        # Restarting it "loads" the remote: checks that it lists the model.
+        previous = self.session.use_engine(RemoteEngine(endpoint, on_event=self._deliver), _NoPlan())
+        self._local = self._local or previous
         self.local_action.setEnabled(True)
-        controller.reload_engine()  # "loads" the remote: checks that it lists the model
         self._show_remote_status()
         return True
 
@@ -112,18 +110,17 @@ class ServerMenu(QObject):
         """Chat with the local model again (its engine is started and the model loaded)."""
         if self.remote is None:
             return True
-        controller = self.window.controller
-        if controller.busy:
+        if self.session.busy:
             self.window.statusBar().showMessage("Wait for the reply (or stop it) before switching.", NOTICE_MS)
             return False
-        self.bridge.client.shutdown()
+        self.session.engine.shutdown()
         self.remote = None
-        self.bridge.client = self._local_client
-        self.bridge.planner = self._local_planner
         self.local_action.setEnabled(False)
         self.toggle.set_available(True)
         self.window.memory_label.setText("")
-        controller.reload_engine()
+        local, self._local = self._local, None
+        assert local is not None  # kept when the chat went remote
+        self.session.use_engine(*local)
         return True
 
     def shutdown(self) -> None:

@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
-from app.gui.engine_bridge import EngineBridge
+from app.gui.chat_controller import ChatController
 from app.server.config import DEFAULT_PORT, ServerConfig
 from app.server.runner import ServerStartError, ServerThread
 from engine.client import EngineClient
@@ -26,7 +26,7 @@ class ServerToggle(QObject):
     """A checkable action that starts and stops the server, and a status-bar label with its address.
 
     Args:
-        bridge: the window's engine.
+        chat: the window's chat (its engine, and its events: what is loaded).
         port: the port to listen on (loopback only; the window never serves other machines).
         parent: the Qt parent.
 
@@ -36,9 +36,9 @@ class ServerToggle(QObject):
 
     notice = Signal(str)
 
-    def __init__(self, bridge: EngineBridge, port: int = DEFAULT_PORT, parent: QObject | None = None):
+    def __init__(self, chat: ChatController, port: int = DEFAULT_PORT, parent: QObject | None = None):
         super().__init__(parent)
-        self.bridge = bridge
+        self.session = chat.session
         self.port = port
         self.server: ServerThread | None = None
         self._model: ModelInfo | None = None
@@ -46,9 +46,9 @@ class ServerToggle(QObject):
         self.action.toggled.connect(self._toggled)
         self.label = QLabel("")
         self.label.hide()
-        bridge.loaded.connect(self._on_loaded)
-        bridge.unloaded.connect(self._forget_model)
-        bridge.error.connect(self._on_error)
+        chat.loaded.connect(self._on_loaded)
+        chat.unloaded.connect(self._forget_model)
+        chat.engine_error.connect(self._on_error)
 
     def model_info(self) -> ModelInfo | None:
         """The model the window has loaded (read by the server's thread)."""
@@ -73,7 +73,7 @@ class ServerToggle(QObject):
             self.notice.emit("Stopped serving the model.")
 
     def _start(self) -> None:
-        client = self.bridge.client
+        client = self.session.engine
         if not isinstance(client, EngineClient):
             self.action.setChecked(False)
             return

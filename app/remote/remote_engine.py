@@ -1,7 +1,7 @@
-"""RemoteEngine: a remote endpoint behind EngineClient's interface and events.
+"""RemoteEngine: a remote endpoint behind the `engine.interface.Engine` of the local engine.
 
-The window's EngineBridge and the CLI drive it exactly like the local engine: `load` checks
-the endpoint and answers `Loaded` (or an `Error`), `generate` streams `Token`s then `Done`
+The window's chat and the CLI drive it exactly like the local engine: `load` checks the
+endpoint and answers `Loaded` (or an `Error`), `generate` streams `Token`s then `Done`
 (or `Error(kind="remote")`), `cancel` stops a reply. There is no process and no memory
 report: memory is the remote's business.
 """

@@ -15,28 +15,12 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
-from engine.client import EngineNotRunning
+from engine.interface import Engine, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Event, ModelInfo, SamplingParams
 
 # How many finished replies the port remembers (for logs and tests).
 HISTORY = 64
-
-
-class EngineLike(Protocol):
-    """What the port needs of an EngineClient."""
-
-    def generate(
-        self,
-        messages: Sequence[ChatMessage],
-        sampling: SamplingParams,
-        *,
-        prompt: str | None = None,
-        on_event: Callable[[Event], None] | None = None,
-    ) -> int: ...
-
-    def cancel(self, request_id: int) -> None: ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -62,7 +46,7 @@ class EnginePort:
         model_info: the model loaded now, or None while there is none.
     """
 
-    def __init__(self, client: EngineLike, model_info: Callable[[], ModelInfo | None]):
+    def __init__(self, client: Engine, model_info: Callable[[], ModelInfo | None]):
         self._client = client
         self._model_info = model_info
         self._turn = asyncio.Lock()

@@ -12,8 +12,9 @@ import uvicorn
 
 from app.server.config import ServerConfig
 from app.server.connections import ConnectionLimits, limited_protocol
-from app.server.engine_port import EngineLike, EnginePort
+from app.server.engine_port import EnginePort
 from app.server.openai_app import create_app
+from engine.interface import Engine
 from engine.protocol import ModelInfo
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ class ServerThread:
         config: where to listen and who may connect (checked here).
     """
 
-    def __init__(self, client: EngineLike, model_info: Callable[[], ModelInfo | None], config: ServerConfig):
+    def __init__(self, client: Engine, model_info: Callable[[], ModelInfo | None], config: ServerConfig):
         config.check()
         self.config = config
         self._sock = bind_socket(config)
@@ -89,7 +90,7 @@ class ServerThread:
         self.stop()
 
 
-def serve_forever(client: EngineLike, model_info: Callable[[], ModelInfo | None], config: ServerConfig,
+def serve_forever(client: Engine, model_info: Callable[[], ModelInfo | None], config: ServerConfig,
                   on_ready: Callable[[str], None] | None = None) -> None:
     """Serve in the foreground until Ctrl+C (uvicorn handles the signals)."""
     config.check()

@@ -29,20 +29,20 @@ def make_window(qtbot, tmp_path: Path, starter_model: Path) -> Callable[..., Mai
         )
         qtbot.addWidget(window)
         windows.append(window)
-        window.controller.update_settings(settings)
+        window.session.update_settings(settings)
         window.settings_panel.set_settings(settings)
         window.show()
         window.activateWindow()
         qtbot.waitUntil(window.isActiveWindow, timeout=5000)
         if start:
-            with qtbot.waitSignal(window.controller.bridge.loaded, timeout=60_000):
-                window.controller.start()
+            with qtbot.waitSignal(window.controller.loaded, timeout=60_000):
+                window.session.start()
         return window
 
     yield make
     for window in windows:
         window.close()  # idempotent; makes sure no engine process outlives the test
-        window.controller.bridge.shutdown()
+        window.session.engine.shutdown()
 
 
 @pytest.fixture

@@ -33,20 +33,21 @@ def generate_calls(monkeypatch: pytest.MonkeyPatch):
     events: list[str] = []
 
     def watch(window) -> list[str]:
-        bridge = window.controller.bridge
-        real_generate, real_load = bridge.generate, bridge.load
+        engine, model = window.session.engine, window.session.model
+        real_generate, real_load = engine.generate, model.request_load
 
         def generate(messages, sampling):
             events.append("generate")
             return real_generate(messages, sampling)
 
-        def load(path, settings):
+        def load(wanted):
+            settings = wanted[1]
             events.append(f"load Auto up to {settings.auto_ctx_cap}" if settings.n_ctx is None else
                           f"load {settings.n_ctx}")
-            return real_load(path, settings)
+            return real_load(wanted)
 
-        monkeypatch.setattr(bridge, "generate", generate)
-        monkeypatch.setattr(bridge, "load", load)
+        monkeypatch.setattr(engine, "generate", generate)
+        monkeypatch.setattr(model, "request_load", load)
         return events
 
     return watch
@@ -59,7 +60,7 @@ def press_enter(qtbot, window, text: str) -> None:
 
 
 def user_messages(window) -> list[str]:
-    return [m.content for m in window.controller.store.list_messages(window.controller.current.id) if m.role == "user"]
+    return [m.content for m in window.session.store.list_messages(window.session.current.id) if m.role == "user"]
 
 
 def test_the_context_control_offers_auto_first_with_a_cap_that_counts_only_for_auto(qtbot):
@@ -78,9 +79,9 @@ def test_the_context_control_offers_auto_first_with_a_cap_that_counts_only_for_a
 
 def test_a_chat_on_auto_loads_the_planned_context_and_says_how_large_it_is(qtbot, make_window):
     window = make_window(start=False, settings=AUTO)
-    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS) as loaded:
-        window.controller.start()
-    plan = window.controller.bridge.plan
+    with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS) as loaded:
+        window.session.start()
+    plan = window.session.plan
     n_ctx = loaded.args[0].info.n_ctx
     assert n_ctx == plan.context == min(plan.max_context, AUTO.auto_ctx_cap) == STARTER_TRAINED
     assert window.settings_panel.loaded_context.text() == "Context: Auto — 8,192 tokens"
@@ -101,7 +102,7 @@ def test_a_chat_that_outgrows_its_context_asks_before_sending_and_reloads_larger
     assert window.composer.toPlainText() == LONG_TEXT
 
     with (
-        qtbot.waitSignal(window.controller.bridge.loaded, timeout=PREFILL_TIMEOUT_MS) as loaded,
+        qtbot.waitSignal(window.controller.loaded, timeout=PREFILL_TIMEOUT_MS) as loaded,
         qtbot.waitSignal(window.controller.stream_finished, timeout=PREFILL_TIMEOUT_MS) as finished,
     ):
         dialog.reload_button.click()
@@ -110,7 +111,7 @@ def test_a_chat_that_outgrows_its_context_asks_before_sending_and_reloads_larger
     assert finished.args[0].state == "complete" and finished.args[0].content, window.banner.text()
     assert finished.args[0].stats["prompt_tokens"] > 2048  # it really did not fit before
     assert user_messages(window) == [LONG_TEXT.strip()] and window.composer.toPlainText() == ""
-    stored = window.controller.store.get_conversation(window.controller.current.id).settings
+    stored = window.session.store.get_conversation(window.session.current.id).settings
     assert (stored.n_ctx, stored.auto_ctx_cap) == (None, 8192)  # still Auto, its cap raised
     assert window.settings_panel.auto_cap.value() == 8192
     assert window.settings_panel.loaded_context.text() == "Context: Auto — 8,192 tokens"
@@ -120,7 +121,7 @@ def test_when_even_the_largest_context_is_too_small_only_a_new_chat_is_offered(
         qtbot, make_window, generate_calls):
     window = make_window(start=False, settings=replace(QUICK, n_ctx=1024))
     events = generate_calls(window)
-    first = window.controller.current.id
+    first = window.session.current.id
     huge = LONG_TEXT * 4  # ~8,800 tokens: more than the 8,192 the starter model was trained for
     press_enter(qtbot, window, huge)
     dialog = window.context_prompt.dialog
@@ -128,7 +129,7 @@ def test_when_even_the_largest_context_is_too_small_only_a_new_chat_is_offered(
     assert "1,024" in dialog.text() and "8,192 tokens) is too small" in dialog.informativeText()
     assert [b.text() for b in dialog.buttons() if b is not dialog.cancel_button] == ["New chat"]
     qtbot.mouseClick(dialog.new_chat_button, Qt.MouseButton.LeftButton)
-    assert window.controller.current.id != first  # a new chat is open
+    assert window.session.current.id != first  # a new chat is open
     assert window.composer.toPlainText() == huge  # with the message still in the box
-    assert events == [] and window.controller.store.list_messages(first) == [] and user_messages(window) == []
+    assert events == [] and window.session.store.list_messages(first) == [] and user_messages(window) == []
     assert not dialog.isVisible()

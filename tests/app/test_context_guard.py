@@ -10,7 +10,7 @@ from pathlib import Path
 import llama_cpp
 import pytest
 
-from app.gui.context_guard import MESSAGE_OVERHEAD, conversation_tokens, estimate_tokens, shortfall
+from app.chat.context_guard import MESSAGE_OVERHEAD, conversation_tokens, estimate_tokens, shortfall
 from app.store import Message
 
 SAMPLES = {

@@ -16,13 +16,13 @@ def titles(window) -> list[str]:
 
 def test_new_rename_delete_and_search(qtbot, make_window, monkeypatch):
     window = make_window(start=False)
-    store = window.controller.store
+    store = window.session.store
     assert titles(window) == ["New chat"]
     assert QApplication.focusWidget() is window.composer
 
     qtbot.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
     assert len(store.list_conversations()) == 2 and window.conversations.list.count() == 2
-    assert window.conversations.current_id() == window.controller.current.id
+    assert window.conversations.current_id() == window.session.current.id
 
     window.conversations.list.setFocus()
     qtbot.keyClick(window, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
@@ -36,8 +36,8 @@ def test_new_rename_delete_and_search(qtbot, make_window, monkeypatch):
     editor.selectAll()
     qtbot.keyClicks(editor, "Holiday plans")
     qtbot.keyClick(editor, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: window.controller.current.title == "Holiday plans", timeout=2000)
-    assert store.get_conversation(window.controller.current.id).title == "Holiday plans"
+    qtbot.waitUntil(lambda: window.session.current.title == "Holiday plans", timeout=2000)
+    assert store.get_conversation(window.session.current.id).title == "Holiday plans"
     assert window.windowTitle() == "Tailor — Holiday plans"
 
     other = [c for c in store.list_conversations() if c.title == "New chat"][0]
@@ -58,42 +58,42 @@ def test_new_rename_delete_and_search(qtbot, make_window, monkeypatch):
     monkeypatch.setattr(
         conversation_list, "confirm_delete", lambda parent, title: asked.append(title) or False
     )
-    current = window.controller.current.id
+    current = window.session.current.id
     window.conversations.delete_current()
     assert asked == ["Holiday plans"] and store.get_conversation(current) is not None
     monkeypatch.setattr(conversation_list, "confirm_delete", lambda parent, title: True)
     window.conversations.delete_current()
     assert store.get_conversation(current) is None
-    assert titles(window) == ["New chat"] and window.controller.current.id == other.id
+    assert titles(window) == ["New chat"] and window.session.current.id == other.id
     assert "How do I parse JSON" in window.chat.plain_text()
 
     # Deleting the last one leaves a fresh empty chat.
     window.conversations.delete_current()
-    assert titles(window) == ["New chat"] and store.list_messages(window.controller.current.id) == []
+    assert titles(window) == ["New chat"] and store.list_messages(window.session.current.id) == []
 
 
 def test_settings_are_per_conversation(qtbot, make_window):
     window = make_window(start=False)
     panel = window.settings_panel
-    first = window.controller.current.id
+    first = window.session.current.id
     panel.system_prompt.setPlainText("You are a pirate.")
     panel.temperature.setValue(1.25)
     panel.top_p.setValue(0.5)
     panel.max_tokens.setValue(100)
     panel.n_ctx.setValue(1024)
     qtbot.waitUntil(
-        lambda: window.controller.store.get_conversation(first).settings.n_ctx == 1024, timeout=2000
+        lambda: window.session.store.get_conversation(first).settings.n_ctx == 1024, timeout=2000
     )
-    assert window.controller.store.get_conversation(first).settings == ChatSettings(
+    assert window.session.store.get_conversation(first).settings == ChatSettings(
         "You are a pirate.", 1.25, 0.5, 100, 1024
     )
     window.new_conversation()
-    second = window.controller.current.id
+    second = window.session.current.id
     panel.system_prompt.setPlainText("Be terse.")
     window.conversations.list.setCurrentRow(window.conversations.ids().index(first))  # switch away at once
-    assert window.controller.current.id == first
+    assert window.session.current.id == first
     assert panel.system_prompt.toPlainText() == "You are a pirate." and panel.n_ctx.value() == 1024
-    assert window.controller.store.get_conversation(second).settings.system_prompt == "Be terse."
+    assert window.session.store.get_conversation(second).settings.system_prompt == "Be terse."
 
 
 def test_start_up_marks_crashed_replies_interrupted(qtbot, make_window, tmp_path):
@@ -104,8 +104,8 @@ def test_start_up_marks_crashed_replies_interrupted(qtbot, make_window, tmp_path
     store.update_message_content(reply.id, "Once upon a time")
     store.close()
     window = make_window(start=False)
-    assert window.controller.current.title == "Before the crash"
-    assert window.controller.store.get_message(reply.id).state == "interrupted"
+    assert window.session.current.title == "Before the crash"
+    assert window.session.store.get_message(reply.id).state == "interrupted"
     assert (
         "Once upon a time" in window.chat.plain_text() and "(reply interrupted)" in window.chat.plain_text()
     )

@@ -65,10 +65,10 @@ def test_the_welcome_says_it_and_picks_for_ram(qtbot):
 
 def test_the_window_loads_on_the_cpu_and_the_status_bar_and_memory_panel_say_why(qtbot, make_window):
     window = make_window(start=False)
-    window.controller.bridge.planner = LoadPlanner(detect_machine(OneGpuNvml()))
-    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=60_000):
-        window.controller.start()
-    plan = window.controller.bridge.plan
+    window.session.model.planner = LoadPlanner(detect_machine(OneGpuNvml()))
+    with qtbot.waitSignal(window.controller.loaded, timeout=60_000):
+        window.session.start()
+    plan = window.session.plan
     assert plan.n_gpu_layers == 0 and plan.reasons[0] == NOTE
     assert window.plan_label.text().startswith("CPU (GPU unused)")
     assert window.plan_label.toolTip().splitlines()[0] == NOTE

@@ -75,7 +75,7 @@ def test_a_read_only_history_opens_readable_with_sending_off_and_the_reason(open
     assert len(window.conversations.ids()) == len(made)
     for conversation_id, (title, texts) in zip(window.conversations.ids(), reversed(made), strict=True):
         window.conversations.selected.emit(conversation_id)
-        assert window.controller.current.title == title
+        assert window.session.current.title == title
         assert all(text in window.chat.plain_text() for text in texts)
     window.close()
     assert digest(path) == before  # nothing was written, not even the streaming reply's state
@@ -97,7 +97,7 @@ def test_try_again_opens_the_history_for_writing_once_it_can_be(open_window, tmp
     with qtbot.waitSignal(window.history_banner.reopened, timeout=TIMEOUT_MS):
         window.history_banner.retry_button.click()
     assert not window.history_banner.isVisible() and all_(True, window), changes_allowed(window)
-    assert window.controller.store.writable
+    assert window.session.store.writable
     window.new_conversation()  # a change goes to the file now
     assert len(ChatStore(path).list_conversations()) == 4
 
@@ -117,7 +117,7 @@ def test_a_full_disk_at_start_opens_readable_with_sending_off(open_window, tmp_p
 def test_an_empty_read_only_history_opens_without_making_a_chat(open_window, tmp_path):
     ChatStore(tmp_path / "chats.sqlite3").close()
     window = open_window(Medium(read_only=True).connect)
-    assert window.controller.current is None and window.conversations.ids() == []
+    assert window.session.current is None and window.conversations.ids() == []
     assert all_(False, window)
 
 
@@ -141,7 +141,7 @@ def test_a_damaged_history_opens_with_the_offer_to_recover_and_recovers(open_win
     assert all_(True, window) and len(window.conversations.ids()) == len(made)
     kept = list(tmp_path.glob("chats.damaged-*.sqlite3"))
     assert len(kept) == 1 and kept[0].read_bytes() == damaged and kept[0].name in banner.text()
-    assert window.controller.current is not None and window.chat.plain_text()
+    assert window.session.current is not None and window.chat.plain_text()
     banner.dismiss_button.click()
     assert not banner.isVisible()
 
@@ -171,7 +171,7 @@ def test_a_backup_that_cannot_be_made_never_fails_the_start(open_window, tmp_pat
     fill_history(path, chats=1)
     (tmp_path / "backups").write_text("a file where the folder should be")
     window = open_window()
-    assert window.controller.store.writable and all_(True, window)
+    assert window.session.store.writable and all_(True, window)
     qtbot.waitUntil(lambda: "daily backup of the chat history failed" in caplog.text, timeout=TIMEOUT_MS)
 
 

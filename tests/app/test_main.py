@@ -30,5 +30,5 @@ def test_main_loads_the_starter_model_and_closes(qtbot, tmp_path, monkeypatch):
     assert gui_main.main(["tailor", "--db", str(tmp_path / "chats.sqlite3")]) == 0
     (window,) = seen
     assert "SmolLM2" in window.model_label.text() or "smollm2" in window.model_label.text().lower()
-    assert not window.controller.bridge.running
+    assert not window.session.engine.running
     assert (tmp_path / "chats.sqlite3").exists()

@@ -209,7 +209,7 @@ def test_window_dock_toggles_with_ctrl_shift_m_and_follows_the_engine(window, qt
     assert not dock.isVisible()
     qtbot.keyClick(window, Qt.Key.Key_M, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
     qtbot.waitUntil(dock.isVisible, timeout=2000)
-    with qtbot.waitSignal(window.controller.bridge.done, timeout=120_000):
+    with qtbot.waitSignal(window.controller.reply_done, timeout=120_000):
         window.submit("Hello")
     qtbot.waitUntil(lambda: dock.memory.last_label.text().startswith("Last reply"), timeout=5000)
     qtbot.waitUntil(lambda: dock.memory.report is not None and dock.memory.report.kv_tokens_used > 0, timeout=10_000)

@@ -13,7 +13,7 @@ def test_a_model_folder_loads_and_chats_in_the_window(qtbot, window, tmp_path: P
     folder = tmp_path / "tiny-llama"
     write_tiny_model(folder, "llama")
     monkeypatch.setattr("app.gui.main_window.QFileDialog.getExistingDirectory", lambda *a, **k: str(folder))
-    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS) as loaded:
+    with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS) as loaded:
         window.open_folder_action.trigger()
     assert loaded.args[0].info.path == str(folder)
     assert "tiny-llama" in window.model_label.text()

@@ -294,7 +294,7 @@ def test_ctrl_m_opens_the_manager_and_load_switches_the_chat_model(qtbot, hub: F
     library.select(gguf)
     with qtbot.waitSignal(window.controller.model_changed, timeout=WAIT_MS):
         qtbot.mouseClick(library.load_button, Qt.MouseButton.LeftButton)
-    assert window.controller.runner.model_path == str(gguf.path)
+    assert window.session.model_path == str(gguf.path)
     assert window.show_models() is manager  # the same window, raised
 
 

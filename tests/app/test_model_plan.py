@@ -46,21 +46,20 @@ def test_a_quantized_kv_cache_turns_flash_attention_on_and_says_so(starter_model
 def test_kv_settings_of_a_chat_reload_the_model_as_planned(qtbot, window):
     panel = window.settings_panel
     panel.kv_type.setCurrentText("q8_0")
-    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=60_000):
+    with qtbot.waitSignal(window.controller.loaded, timeout=60_000):
         window.submit("Name a colour.")  # commits the settings, then loads before replying
-    assert window.controller.bridge.plan.kv_type == "q8_0"
+    assert window.session.plan.kv_type == "q8_0"
     assert "KV q8_0" in window.plan_label.text()
-    stored = window.controller.store.get_conversation(window.controller.current.id).settings
+    stored = window.session.store.get_conversation(window.session.current.id).settings
     assert (stored.kv_type, stored.flash_attn) == ("q8_0", "auto")
-    qtbot.waitUntil(lambda: not window.controller.busy, timeout=60_000)
+    qtbot.waitUntil(lambda: not window.session.busy, timeout=60_000)
 
 
 def test_without_a_gpu_the_window_shows_the_plan_and_why(qtbot, make_window):
     window = make_window(start=False)
-    bridge = window.controller.bridge
-    bridge.planner = LoadPlanner(NO_GPU, prefix_cache_dir=AppPaths.default().prefix_cache)
-    with qtbot.waitSignal(bridge.loaded, timeout=60_000):
-        window.controller.start()
+    window.session.model.planner = LoadPlanner(NO_GPU, prefix_cache_dir=AppPaths.default().prefix_cache)
+    with qtbot.waitSignal(window.controller.loaded, timeout=60_000):
+        window.session.start()
     label = window.plan_label
     assert label.text().startswith("CPU · KV f16 · forecast ")
     assert "No NVIDIA GPU" in label.toolTip()

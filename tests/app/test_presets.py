@@ -11,7 +11,7 @@ TIMEOUT_MS = 120_000
 
 def test_the_pinned_default_preset_makes_the_first_reply_start_from_cache(qtbot, window):
     """The built-in preset is pinned: its system prompt is in the KV cache before the first message."""
-    assert window.controller.current.settings.system_prompt == DEFAULT_PRESET.system_prompt
+    assert window.session.current.settings.system_prompt == DEFAULT_PRESET.system_prompt
     with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS) as finished:
         window.submit("What is the capital of France?")
     stats = finished.args[0].stats
@@ -20,14 +20,14 @@ def test_the_pinned_default_preset_makes_the_first_reply_start_from_cache(qtbot,
 
 
 def test_choosing_saving_and_deleting_presets(qtbot, window):
-    panel, store = window.settings_panel, window.controller.store
+    panel, store = window.settings_panel, window.session.store
     store.save_preset(Preset("pirate", "You talk like a pirate.", temperature=1.1, top_p=0.9, max_tokens=77))
     panel.set_presets(store.list_presets())
     names = [panel.preset.itemText(i) for i in range(panel.preset.count())]
     assert names == ["Choose a preset…", "pirate", "Tailor (pinned)"]
     with qtbot.waitSignal(panel.settings_changed):
         panel.preset.activated.emit(1)
-    settings = window.controller.current.settings
+    settings = window.session.current.settings
     assert (settings.system_prompt, settings.temperature, settings.max_tokens) == ("You talk like a pirate.", 1.1, 77)
     assert panel.system_prompt.toPlainText() == "You talk like a pirate."
 

@@ -229,9 +229,9 @@ def _record_loads(window, monkeypatch) -> list:
 
 def _choose(window, qtbot, value: str) -> None:
     """Pick a speculative mode in the panel and wait until the chat's settings have it."""
-    group, controller = window.settings_panel.torch_group, window.session
+    group, session = window.settings_panel.torch_group, window.session
     group.speculative.setCurrentIndex(group.speculative.findData(value))
-    qtbot.waitUntil(lambda: controller.store.get_conversation(controller.current.id).settings.torch.speculative
+    qtbot.waitUntil(lambda: session.store.get_conversation(session.current.id).settings.torch.speculative
                     == value, timeout=2000)
 
 
@@ -275,7 +275,7 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
     qtbot, make_window, tiny_folders, monkeypatch
 ):
     window = make_window(model=tiny_folders["tiny-llama"], settings=QUICK)
-    controller, group = window.controller, window.settings_panel.torch_group
+    controller, session, group = window.controller, window.session, window.settings_panel.torch_group
     assert group.isVisible()
     requests = _record_loads(window, monkeypatch)
     first = _send(window, qtbot, "Hello there")
@@ -286,22 +286,22 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
     with qtbot.waitSignal(controller.problem, timeout=TIMEOUT_MS) as problem:
         window.submit("And now with a draft")
     assert "needs the draft model's folder" in problem.args[0], problem.args[0]
-    assert not controller.busy
+    assert not session.busy
 
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(tiny_folders["other-draft"]))
     group.browse.click()
-    qtbot.waitUntil(lambda: controller.current.settings.torch.draft_path == str(tiny_folders["other-draft"]),
+    qtbot.waitUntil(lambda: session.current.settings.torch.draft_path == str(tiny_folders["other-draft"]),
                     timeout=2000)
     with qtbot.waitSignal(controller.problem, timeout=TIMEOUT_MS) as problem:
-        assert controller.regenerate()  # answers the message again, loading with this draft
+        assert session.regenerate()  # answers the message again, loading with this draft
         window.composer.setPlainText("typed while it loaded")
     options = requests[-1].torch
     assert options.speculative == "draft" and options.draft_path == str(tiny_folders["other-draft"])
     message = problem.args[0]
     assert "other-draft has another tokenizer" in message and "share the model's tokenizer" in message
     assert window.banner.isVisible() and window.banner.text() == message
-    assert not controller.busy and group.isVisible()  # still the folder model: the draft can be fixed here
-    texts = [(m.role, m.content) for m in controller.store.list_messages(controller.current.id)]
+    assert not session.busy and group.isVisible()  # still the folder model: the draft can be fixed here
+    texts = [(m.role, m.content) for m in session.store.list_messages(session.current.id)]
     assert texts == [("user", "Hello there"), ("assistant", first.content), ("user", "And now with a draft")]
     assert "Hello there" in window.chat.plain_text() and "And now with a draft" in window.chat.plain_text()
     assert window.composer.toPlainText() == "typed while it loaded"
@@ -309,10 +309,10 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
     # A draft that shares the tokenizer: the same question is answered, with the drafts' acceptance.
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(tiny_folders["tiny-draft"]))
     group.browse.click()
-    qtbot.waitUntil(lambda: controller.current.settings.torch.draft_path == str(tiny_folders["tiny-draft"]),
+    qtbot.waitUntil(lambda: session.current.settings.torch.draft_path == str(tiny_folders["tiny-draft"]),
                     timeout=2000)
     with qtbot.waitSignal(controller.stream_finished, timeout=TIMEOUT_MS) as finished:
-        assert controller.regenerate()
+        assert session.regenerate()
     reply = finished.args[0]
     assert reply.state == "complete", window.banner.text()
     assert requests[-1].torch.draft_path == str(tiny_folders["tiny-draft"])

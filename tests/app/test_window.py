@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
-from app.gui.chat_controller import BUSY_HINT
+from app.chat.session import BUSY_HINT
 from tests.app.conftest import LONG, LONG_PROMPT, QUICK
 
 TIMEOUT_MS = 90_000
@@ -23,11 +23,11 @@ def type_and_send(qtbot, window, text: str) -> None:
 
 
 def messages(window):
-    return window.controller.store.list_messages(window.controller.current.id)
+    return window.session.store.list_messages(window.session.current.id)
 
 
 def wait_for_partial(qtbot, window, chars: int = 20) -> None:
-    qtbot.waitUntil(lambda: len(window.controller.partial_reply or "") >= chars, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: len(window.session.partial_reply or "") >= chars, timeout=TIMEOUT_MS)
 
 
 def test_send_streams_a_reply_and_saves_it(qtbot, window):
@@ -51,11 +51,11 @@ def test_send_streams_a_reply_and_saves_it(qtbot, window):
     assert "TTFT" in window.stats_label.text() and "decode" in window.stats_label.text()
     assert window.stats_label.toolTip() == window.stats_label.text()  # the whole line, when the bar cuts it
     assert "SmolLM2" in window.model_label.text() or "smollm2" in window.model_label.text().lower()
-    assert window.controller.current.title.startswith("Hello.")  # titled by its first message
+    assert window.session.current.title.startswith("Hello.")  # titled by its first message
 
 
 def test_stop_regenerate_copy_and_edit(qtbot, window):
-    window.controller.update_settings(LONG)
+    window.session.update_settings(LONG)
     type_and_send(qtbot, window, LONG_PROMPT)
     wait_for_partial(qtbot, window)
     with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS) as stopped:
@@ -63,7 +63,7 @@ def test_stop_regenerate_copy_and_edit(qtbot, window):
     assert stopped.args[0].state == "cancelled" and stopped.args[0].content
     assert [m.state for m in messages(window)] == ["complete", "cancelled"]
 
-    window.controller.update_settings(QUICK)
+    window.session.update_settings(QUICK)
     with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS) as regenerated:
         qtbot.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
     roles = [(m.role, m.state) for m in messages(window)]
@@ -86,7 +86,7 @@ def test_stop_regenerate_copy_and_edit(qtbot, window):
 
 
 def test_sending_while_a_reply_streams_keeps_the_text(qtbot, window):
-    window.controller.update_settings(LONG)
+    window.session.update_settings(LONG)
     type_and_send(qtbot, window, LONG_PROMPT)
     wait_for_partial(qtbot, window, 5)
     type_and_send(qtbot, window, "And another thing")
@@ -95,7 +95,7 @@ def test_sending_while_a_reply_streams_keeps_the_text(qtbot, window):
     assert len(messages(window)) == 2  # nothing new was stored
     with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS):
         window.stop_button.click()
-    window.controller.update_settings(QUICK)
+    window.session.update_settings(QUICK)
     with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS):
         qtbot.keyClick(window.composer, Qt.Key.Key_Return)  # now it goes
     assert [m.content for m in messages(window) if m.role == "user"] == [LONG_PROMPT, "And another thing"]
@@ -105,13 +105,13 @@ def test_a_new_context_length_reloads_the_model_first(qtbot, window):
     window.settings_panel.n_ctx.setValue(1024)
     window.settings_panel.system_prompt.setPlainText("Answer in one short sentence.")
     with (
-        qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS) as loaded,
+        qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS) as loaded,
         qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS),
     ):
         type_and_send(qtbot, window, "Name a colour.")
     assert loaded.args[0].info.n_ctx == 1024
     assert "1024" in window.model_label.text()
-    stored = window.controller.store.get_conversation(window.controller.current.id).settings
+    stored = window.session.store.get_conversation(window.session.current.id).settings
     assert (stored.n_ctx, stored.system_prompt) == (1024, "Answer in one short sentence.")
 
 
@@ -122,7 +122,7 @@ def test_bad_model_files_show_an_error_and_the_chat_stays_usable(
         type_and_send(qtbot, window, "Say hi.")
     for bad in (tmp_path / "missing.gguf", not_a_model, truncated_model):
         with qtbot.waitSignal(window.controller.problem, timeout=TIMEOUT_MS):
-            window.controller.load_model(str(bad))
+            window.session.load_model(str(bad))
         assert window.banner.isVisible()
         assert "Could not load the model" in window.banner.text() and bad.name in window.banner.text()
         assert not window.banner.reload_button.isVisible()
@@ -133,11 +133,11 @@ def test_bad_model_files_show_an_error_and_the_chat_stays_usable(
 
 
 def test_engine_killed_while_streaming(qtbot, window, tmp_path):
-    window.controller.update_settings(LONG)
+    window.session.update_settings(LONG)
     type_and_send(qtbot, window, LONG_PROMPT)
     wait_for_partial(qtbot, window, 40)
     # The partial reply reaches the file while it streams (another connection sees it).
-    (message_id, _text) = window.controller.runner.streaming_in(window.controller.current.id)
+    (message_id, _text) = window.session.replies.streaming_in(window.session.current.id)
     db = sqlite3.connect(tmp_path / "chats.sqlite3")
 
     def saved_while_streaming() -> bool:
@@ -149,7 +149,7 @@ def test_engine_killed_while_streaming(qtbot, window, tmp_path):
     qtbot.waitUntil(saved_while_streaming, timeout=5000)
     db.close()
     with qtbot.waitSignal(window.controller.problem, timeout=TIMEOUT_MS):
-        os.kill(window.controller.bridge.pid, signal.SIGKILL)
+        os.kill(window.session.engine.pid, signal.SIGKILL)
     assert window.banner.isVisible() and "engine stopped" in window.banner.text()
     assert window.banner.reload_button.isVisible()
     reply = messages(window)[-1]
@@ -163,24 +163,24 @@ def test_engine_killed_while_streaming(qtbot, window, tmp_path):
     assert window.composer.toPlainText() == "Are you there?"  # refused until the engine is back
     assert "Reload" in window.statusBar().currentMessage()
 
-    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS):
         window.banner.reload_button.click()
     assert not window.banner.isVisible()
-    window.controller.update_settings(QUICK)
+    window.session.update_settings(QUICK)
     with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS) as finished:
         qtbot.keyClick(window.composer, Qt.Key.Key_Return)
     assert finished.args[0].state == "complete"
 
 
 def test_closing_while_streaming_saves_the_partial_reply_and_stops_the_engine(qtbot, window):
-    window.controller.update_settings(LONG)
+    window.session.update_settings(LONG)
     type_and_send(qtbot, window, LONG_PROMPT)
     wait_for_partial(qtbot, window, 20)
-    client = window.controller.bridge.client
+    client = window.session.engine
     process = client._process
     window.close()
     assert not client.running and not process.is_alive()
-    reply = window.controller.store.list_messages(window.controller.current.id)[-1]
+    reply = window.session.store.list_messages(window.session.current.id)[-1]
     assert reply.role == "assistant" and reply.state == "cancelled" and len(reply.content) >= 20
 
 
@@ -188,19 +188,19 @@ def test_deleting_the_streaming_conversation(qtbot, window, monkeypatch):
     from app.gui import conversation_list
 
     monkeypatch.setattr(conversation_list, "confirm_delete", lambda parent, title: True)
-    first = window.controller.current.id
-    window.controller.update_settings(LONG)
+    first = window.session.current.id
+    window.session.update_settings(LONG)
     type_and_send(qtbot, window, LONG_PROMPT)
     wait_for_partial(qtbot, window, 5)
-    ignored = set(window.controller.runner.ignored)
+    ignored = set(window.session.replies.ignored)
     window.conversations.delete_current()
-    assert window.controller.store.get_conversation(first) is None
-    assert not window.controller.busy and window.controller.current.id != first
-    assert window.controller.runner.ignored != ignored  # the cancelled request is now ignored
+    assert window.session.store.get_conversation(first) is None
+    assert not window.session.busy and window.session.current.id != first
+    assert window.session.replies.ignored != ignored  # the cancelled request is now ignored
     # Its late Done arrives and is dropped; the new conversation works.
-    qtbot.waitUntil(lambda: not window.controller.runner.ignored, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not window.session.replies.ignored, timeout=TIMEOUT_MS)
     assert "dragon" not in window.chat.plain_text().lower()
-    window.controller.update_settings(QUICK)
+    window.session.update_settings(QUICK)
     with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS) as finished:
         type_and_send(qtbot, window, "Say hi.")
-    assert finished.args[0].conversation_id == window.controller.current.id
+    assert finished.args[0].conversation_id == window.session.current.id

@@ -2,7 +2,7 @@
 
 Streams 2,000 tokens of Markdown (paragraphs, lists and code blocks) into the real window
 at ~200 tokens/s. The events come from a scripted client on its own thread, through the
-same EngineBridge path as the engine's reader thread, so the figure measures the GUI side
+same path as the engine's reader thread (ChatController's handler), so the figure measures the GUI side
 only. A 1 ms timer records the gaps between its ticks; the longest gap is the stall.
 The stream starts once the Markdown warm-up (lexer compilation) is done, as it is in the
 app by the time the model has loaded.
@@ -25,8 +25,8 @@ from PySide6.QtCore import QEventLoop, Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app.gui.chat_controller import ChatController  # noqa: E402
-from app.gui.engine_bridge import EngineBridge  # noqa: E402
 from app.gui.main_window import MainWindow  # noqa: E402
+from app.load_planner import LoadPlanner  # noqa: E402
 from app.markdown_render import wait_for_warm_up  # noqa: E402
 from app.store import ChatStore  # noqa: E402
 from engine.protocol import Done, Event, GenerationStats, Loaded, ModelInfo, Token  # noqa: E402
@@ -54,7 +54,7 @@ class ScriptedClient:
 
     def __init__(self, tokens: list[str], rate: float):
         self.tokens, self.rate = tokens, rate
-        self.deliver = None  # set to the bridge's `deliver`
+        self.deliver = None  # set to the controller's `deliver`
         self.running = False
         self.pid = None
         self._cancel = threading.Event()
@@ -104,13 +104,16 @@ def measure(tokens: int = 2000, rate: float = 200.0) -> dict[str, float]:
     app = QApplication.instance() or QApplication([])
     with tempfile.TemporaryDirectory() as tmp:
         client = ScriptedClient(markdown_tokens(tokens), rate)
-        bridge = EngineBridge(client=client)
-        client.deliver = bridge.deliver
+        def make_engine(deliver):
+            client.deliver = deliver
+            return client
+
         store = ChatStore(Path(tmp) / "chats.sqlite3")
-        controller = ChatController(store, bridge, "scripted.gguf")
+        controller = ChatController(store, "scripted.gguf", LoadPlanner(status_dir=Path(tmp)), make_engine)
+        session = controller.session
         window = MainWindow(controller)
         window.show()
-        controller.start()
+        session.start()
         app.processEvents()
         # In the app the model takes longer to load than the lexers to compile; do not
         # measure a first code block racing the warm-up thread.
@@ -131,7 +134,7 @@ def measure(tokens: int = 2000, rate: float = 200.0) -> dict[str, float]:
         controller.stream_finished.connect(loop.quit)
         started = time.perf_counter()
         meter.start()
-        controller.send("Explain the approach, with code.")
+        session.send("Explain the approach, with code.")
         QTimer.singleShot(int(tokens / rate * 1000) + 60_000, loop.quit)  # never hang
         loop.exec()
         meter.stop()
@@ -141,7 +144,7 @@ def measure(tokens: int = 2000, rate: float = 200.0) -> dict[str, float]:
             "ui_renders": float(window.chat.renders),
             "ui_last_render_ms": window.chat.last_render_ms,
             "stream_s": wall,
-            "reply_chars": float(len(store.list_messages(controller.current.id)[-1].content)),
+            "reply_chars": float(len(store.list_messages(session.current.id)[-1].content)),
         }
         window.close()
         store.close()

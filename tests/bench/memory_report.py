@@ -121,13 +121,15 @@ def panel_cost() -> float:
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
-    from app.gui.engine_bridge import EngineBridge
+    from app.gui.main_thread import MainThread
     from app.gui.memory_panel import MemoryPanel
     from app.load_planner import LoadPlanner, LoadSettings
+    from engine.client import EngineClient
+    from engine.protocol import Done, Loaded, MemoryReport
 
     app = QApplication.instance() or QApplication([])
     with tempfile.TemporaryDirectory() as tmp:
-        bridge = EngineBridge(log_path=Path(tmp) / "engine.log", planner=LoadPlanner(status_dir=Path(tmp)))
+        planner = LoadPlanner(status_dir=Path(tmp))
         panel = MemoryPanel()
         panel.resize(420, 640)
         state = {"on": False, "done": None, "loaded": False, "reports": 0}
@@ -137,11 +139,17 @@ def panel_cost() -> float:
                 state["reports"] += 1
                 panel.show_report(report)
 
-        bridge.memory.connect(on_memory)
-        bridge.loaded.connect(lambda _e: state.update(loaded=True))
-        bridge.done.connect(lambda d: state.update(done=d))
-        bridge.start()
-        bridge.load(str(starter_model_path()), LoadSettings(n_ctx=2048))
+        def on_event(event) -> None:  # on the GUI thread, as the window's chat gets them
+            if isinstance(event, MemoryReport):
+                on_memory(event)
+            elif isinstance(event, Loaded):
+                state.update(loaded=True)
+            elif isinstance(event, Done):
+                state.update(done=event)
+
+        client = EngineClient(on_event=MainThread().relay(on_event), log_path=Path(tmp) / "engine.log")
+        client.start()
+        client.load(planner.plan_load(str(starter_model_path()), LoadSettings(n_ctx=2048)).request)
         while not state["loaded"]:
             app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
         on, off = [], []
@@ -150,13 +158,13 @@ def panel_cost() -> float:
             for panel_on, out in order:
                 state.update(on=panel_on, done=None)
                 panel.setVisible(panel_on)
-                bridge.generate(PROMPT, SAMPLING)
+                client.generate(PROMPT, SAMPLING)
                 while state["done"] is None:
                     app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
                 if panel_on:
                     panel.add_stats(state["done"])
                 out.append(state["done"].stats.decode_tok_s)
-        bridge.shutdown()
+        client.shutdown()
         report = panel.report
         panel.setVisible(True)
         t0 = time.process_time()

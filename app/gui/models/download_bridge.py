@@ -1,20 +1,18 @@
 """DownloadBridge: the Downloader seen from Qt.
 
 The Downloader calls back on its worker threads; this object turns each event into a Qt
-signal delivered, queued, on the GUI thread (as EngineBridge does for the engine).
+signal on the GUI thread (through `MainThread`, as every other background event is).
 Nothing here touches a widget.
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
+from app.gui.main_thread import MainThread
 from models.downloads import Download, Downloader, DownloadRequest, Progress, StateChanged
-
-log = logging.getLogger(__name__)
 
 
 class DownloadBridge(QObject):
@@ -34,21 +32,12 @@ class DownloadBridge(QObject):
     started = Signal(object)
     progress = Signal(object)
     state_changed = Signal(object)
-    _event = Signal(object)
 
     def __init__(self, cache_dir: Path | str | None = None, parent: QObject | None = None, **options: object):
         super().__init__(parent)
-        self._event.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
-        self.downloader = Downloader(cache_dir, on_event=self.deliver, **options)  # type: ignore[arg-type]
+        on_event = MainThread(self).relay(self._dispatch)
+        self.downloader = Downloader(cache_dir, on_event=on_event, **options)  # type: ignore[arg-type]
 
-    def deliver(self, event: object) -> None:
-        """Hand an event over to the GUI thread (safe from any thread)."""
-        try:
-            self._event.emit(event)
-        except RuntimeError:  # the bridge was deleted while a download thread still ran
-            log.debug("download event after the bridge was deleted: %r", event)
-
-    @Slot(object)
     def _dispatch(self, event: object) -> None:
         if isinstance(event, Progress):
             self.progress.emit(event)

@@ -9,12 +9,12 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
+from app.gui.jobs import Jobs
 from app.gui.models.download_bridge import DownloadBridge
 from app.gui.models.downloads_panel import DownloadsPanel
 from app.gui.models.library_page import LibraryPage
 from app.gui.models.repo_page import RepoPage, this_machine
 from app.gui.models.search_page import SearchPage
-from app.gui.models.workers import Jobs
 from app.paths import AppPaths
 from models.downloads import DownloadRequest, StateChanged
 from models.hub import HubClient

@@ -27,9 +27,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.context_box import AutoCapBox, ContextBox
+from app.gui.jobs import Jobs
 from app.gui.models.formatting import human_date, human_size
 from app.gui.models.search_page import describe_error
-from app.gui.models.workers import Jobs
 from app.gui.plan_view import fit_text
 from app.machine import detect_machine
 from app.pull_plan import (

@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.engine_availability import mark_awq_choice
+from app.gui.jobs import Jobs
 from app.gui.models.formatting import human_date
-from app.gui.models.workers import Jobs
 from engine.torch_available import awq_engine_status
 from models.hub import HubClient, HubError, RepoSummary
 

@@ -24,7 +24,7 @@ SYSTEM = {"role": "system", "content": "You are Tailor, a helpful assistant. Rep
 
 def send(qtbot, window, text: str):
     with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS) as finished:
-        assert window.controller.send(text)
+        assert window.session.send(text)
     return finished.args[0]
 
 
@@ -35,7 +35,7 @@ def test_serving_the_windows_engine_beside_its_own_chat(qtbot, make_window):
     toggle.action.setChecked(True)
     assert toggle.server is not None and toggle.label.isVisible()
     assert toggle.label.text() == f"Serving on http://127.0.0.1:{toggle.port}/v1"
-    assert toggle.server.engine._client is window.controller.bridge.client  # one engine, one model copy
+    assert toggle.server.engine._client is window.session.engine  # one engine, one model copy
     client = openai.OpenAI(base_url=toggle.url, api_key="x", max_retries=0, timeout=120)
     model = client.models.list().data[0].id
     served: dict[str, str] = {}
@@ -73,8 +73,8 @@ def test_a_taken_port_is_a_notice_not_a_crash(qtbot, make_window):
 def test_chatting_with_a_remote_server_and_back(qtbot, make_window, llama_server: str):
     window = make_window()
     menu = window.server_menu
-    local = window.controller.bridge.client
-    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
+    local = window.session.engine
+    with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS):
         assert menu.use_remote(RemoteEndpoint(llama_server, LLAMA_ALIAS))
     assert not local.running  # the local model's memory is freed meanwhile
     assert "(remote)" in window.model_label.text() and "remote" in window.model_label.text()
@@ -82,9 +82,9 @@ def test_chatting_with_a_remote_server_and_back(qtbot, make_window, llama_server
     assert not menu.toggle.action.isEnabled()  # nothing local to serve
     reply = send(qtbot, window, "What is the capital of France?")
     assert reply.state == "complete" and "Paris" in reply.content
-    with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS):
         assert menu.use_local()
-    assert isinstance(window.controller.bridge.client, EngineClient) and local.running
+    assert isinstance(window.session.engine, EngineClient) and local.running
     assert "remote" not in window.model_label.text()
     assert menu.toggle.action.isEnabled()
 
@@ -92,13 +92,13 @@ def test_chatting_with_a_remote_server_and_back(qtbot, make_window, llama_server
 def test_remote_failures_show_in_the_banner(qtbot, make_window):
     window = make_window(start=False)
     with serving(BadOpenAIServer()) as bad:
-        with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
+        with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS):
             window.server_menu.use_remote(RemoteEndpoint(bad.url, "boom"))
         with qtbot.waitSignal(window.controller.problem, timeout=TIMEOUT_MS) as problem:
-            window.controller.send("Hello?")
+            window.session.send("Hello?")
         text = problem.args[0]
         assert "500" in text and "CUDA out of memory" in text and bad.url.removesuffix("/v1") in text
-        qtbot.waitUntil(lambda: not window.controller.busy, timeout=TIMEOUT_MS)
+        qtbot.waitUntil(lambda: not window.session.busy, timeout=TIMEOUT_MS)
         with qtbot.waitSignal(window.controller.problem, timeout=TIMEOUT_MS) as problem:
             window.server_menu.use_remote(RemoteEndpoint(bad.url, "no-such-model"))
         assert "no-such-model" in problem.args[0]
@@ -107,7 +107,7 @@ def test_remote_failures_show_in_the_banner(qtbot, make_window):
 def test_counts_a_remote_server_does_not_give_show_as_unknown(qtbot, make_window):
     window = make_window(start=False)
     with serving(BadOpenAIServer()) as bad:
-        with qtbot.waitSignal(window.controller.bridge.loaded, timeout=TIMEOUT_MS):
+        with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS):
             assert window.server_menu.use_remote(RemoteEndpoint(bad.url, "no_usage"))
         reply = send(qtbot, window, "Hello?")
     assert reply.state == "complete" and reply.content == "Hello"

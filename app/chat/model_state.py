@@ -1,0 +1,131 @@
+"""ModelState: the model the engine should have, the one it has, and the way back after a failure.
+
+A conversation asks for (model path, LoadSettings); the model is loaded again when another
+conversation asks for other settings, or the user picks another model. A load that fails goes
+back to the last model that loaded (with the next message); an engine that died stays dead
+until Reload.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from app.chat.listener import SessionListener
+from app.load_planner import LoadSettings, PlannedLoad
+from engine.interface import Engine, EngineNotRunning
+from engine.protocol import Error, Loaded
+from models.plan import Plan
+
+Wanted = tuple[str, LoadSettings]  # (model path, settings asked for)
+
+
+class Planner(Protocol):
+    """Plans a load (the local LoadPlanner; a stand-in while chatting with a remote server)."""
+
+    def plan_load(self, path: str, settings: LoadSettings) -> PlannedLoad: ...
+
+
+def file_name(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+class ModelState:
+    """Loads models on one engine and keeps track of what is loaded.
+
+    Args:
+        engine: the engine (local process or remote server).
+        planner: plans each load (GPU layers, context for Auto, KV type...).
+        model_path: the model to load first.
+        listener: told of model changes, plans and problems.
+    """
+
+    def __init__(self, engine: Engine, planner: Planner, model_path: str, listener: SessionListener):
+        self.engine, self.planner, self.listener = engine, planner, listener
+        self.path = str(model_path)
+        self.plan: Plan | None = None  # the plan of the last load asked for
+        self.n_ctx = 0  # the context of the model loaded now; 0 when unknown (a remote server)
+        self.dead = False  # the engine died: nothing runs until Reload
+        self._good_path: str | None = None  # the last model that loaded
+        self._loaded: Wanted | None = None
+        self._loading: Wanted | None = None
+
+    @property
+    def loaded(self) -> Wanted | None:
+        """What is loaded now; None while loading or after a failure."""
+        return self._loaded if self._loading is None else None
+
+    @property
+    def loading(self) -> Wanted | None:
+        return self._loading
+
+    def wants(self, settings: LoadSettings) -> Wanted:
+        return self.path, settings
+
+    def start(self, settings: LoadSettings) -> None:
+        """Start the engine (if it is not running) and load the model."""
+        if not self.engine.running:
+            self.engine.start()
+        self.dead = False
+        self.request_load(self.wants(settings))
+
+    def restart(self, settings: LoadSettings) -> None:
+        """Start the engine afresh (after it died) and load the model again."""
+        self.listener.problem_cleared()
+        self.engine.restart()
+        self.dead = False
+        self.request_load(self.wants(settings))
+
+    def use(self, engine: Engine, planner: Planner) -> tuple[Engine, Planner]:
+        """Drive another engine from now on (the caller restarts it); the previous engine and planner."""
+        previous = self.engine, self.planner
+        self.engine, self.planner = engine, planner
+        self._loaded = self._loading = None
+        return previous
+
+    def request_load(self, wanted: Wanted) -> None:
+        """Ask for a model, as the planner plans it (Loaded or an Error answers)."""
+        path, settings = wanted
+        self._loaded, self._loading = None, wanted
+        self.listener.model_changed(f"Loading {file_name(path)} …")
+        planned = self.planner.plan_load(path, settings)
+        self.plan = planned.plan
+        self.listener.planned(planned.plan)
+        self.engine.load(planned.request)  # EngineNotRunning: the caller reports the engine as dead
+
+    def on_loaded(self, event: Loaded) -> None:
+        info = event.info
+        self._loaded = self._loading or (info.path, LoadSettings(info.n_ctx))
+        self._loading = None
+        self._good_path = self._loaded[0]
+        self.n_ctx = info.n_ctx
+        where = "remote" if info.architecture == "remote" else f"context {info.n_ctx}"
+        self.listener.model_changed(f"{info.name} · {where}")
+        if info.notice:  # loaded with fewer GPU layers than planned: say why
+            self.listener.notice(info.notice)
+        if not info.n_ctx:  # a remote server: its own context, not reported
+            self.listener.context_loaded("")
+        elif self._loaded[1].n_ctx is None:
+            self.listener.context_loaded(f"Context: Auto — {info.n_ctx:,} tokens")
+        else:
+            self.listener.context_loaded(f"Context: {info.n_ctx:,} tokens")
+
+    def on_load_failed(self, event: Error) -> None:
+        failed = self._loading[0] if self._loading else self.path
+        self._loading = self._loaded = None
+        if self._good_path and self._good_path != failed:
+            self.path = self._good_path  # the next reply loads the model that worked
+            self.listener.model_changed(f"{file_name(self.path)} (loads again with the next message)")
+        else:
+            self.listener.model_changed("No model loaded")
+        self.listener.problem(f"Could not load the model {failed}: {event.message}", False)
+
+    def on_died(self, event: Error) -> None:
+        self.dead = True
+        self._loaded = self._loading = None
+        self.listener.model_changed("Engine stopped")
+        self.listener.problem(f"The engine stopped. {event.message} Your chat is saved; press Reload.", True)
+
+
+def not_running(exc: EngineNotRunning) -> Error:
+    """The error a request to a gone engine stands for."""
+    return Error("engine_died", f"The engine is not running ({exc}).")

@@ -1,0 +1,235 @@
+"""Replies: the one reply that may be streaming (or waiting for the model), saved as it streams.
+
+The reply is written to the store at least every SAVE_INTERVAL_S while text comes, and also when
+the model pauses between tokens (a timer), so a crash or a kill -9 loses at most that much.
+A write the store refuses is said once (history_failed) and the reply goes on in the window.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from app.chat.listener import SessionListener, TimerFactory
+from app.chat.stats_line import format_stats
+from app.store import ChatStore, StoreError
+from engine.interface import Engine, EngineNotRunning
+from engine.protocol import ChatMessage, Done, Error, SamplingParams, Token
+
+SAVE_INTERVAL_S = 0.4  # a streaming reply reaches the database at least this often
+
+
+@dataclass(slots=True)
+class _Stream:
+    request_id: int
+    conversation_id: int
+    message_id: int
+    parts: list[str] = field(default_factory=list)
+    last_save: float = field(default_factory=time.monotonic)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class Replies:
+    """Starts, streams, saves and ends replies, one at a time.
+
+    Args:
+        store: the chat history.
+        listener: told what streams (only for the open conversation: `is_open`) and how it ends.
+        make_timer: makes the timer that saves a reply while the model pauses.
+        is_open: whether a conversation is the one on screen.
+    """
+
+    def __init__(self, store: ChatStore, listener: SessionListener, make_timer: TimerFactory,
+                 is_open: Callable[[int], bool]):
+        self.store, self.listener, self._is_open = store, listener, is_open
+        self.pending: int | None = None  # the conversation whose reply waits for a load
+        self._stream: _Stream | None = None
+        self.ignored: set[int] = set()  # request ids whose late events are dropped
+        self._timer = make_timer(self.save_partial)
+
+    @property
+    def busy(self) -> bool:
+        return self._stream is not None or self.pending is not None
+
+    @property
+    def partial_reply(self) -> str | None:
+        """The text of the reply streaming now, if any."""
+        return self._stream.text if self._stream else None
+
+    def streaming_in(self, conversation_id: int) -> tuple[int, str] | None:
+        """(message id, text so far) of the reply streaming into that conversation, if any."""
+        stream = self._stream
+        if stream is None or stream.conversation_id != conversation_id:
+            return None
+        return stream.message_id, stream.text
+
+    def wait_for_model(self, conversation_id: int) -> None:
+        self.pending = conversation_id
+        self.listener.busy_changed(True)
+
+    def drop_pending(self) -> None:
+        """The reply that waited for the model will not come (the load failed, or it was stopped)."""
+        if self.pending is not None:
+            self.pending = None
+            self.listener.busy_changed(False)
+
+    # ------------------------------------------------------------ starting and stopping
+
+    def begin(self, engine: Engine, conversation_id: int) -> None:
+        """Ask the engine for the reply of the conversation's last message.
+
+        Raises:
+            EngineNotRunning: the engine is gone (the caller reports it).
+        """
+        self.pending = None
+        conversation = self.store.get_conversation(conversation_id)
+        if conversation is None:
+            self.listener.busy_changed(False)
+            return
+        settings = conversation.settings
+        history = [ChatMessage(m.role, m.content) for m in self.store.list_messages(conversation_id) if m.content]
+        if settings.system_prompt.strip():
+            history.insert(0, ChatMessage("system", settings.system_prompt))
+        sampling = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens)
+        try:
+            request_id = engine.generate(history, sampling)
+        except EngineNotRunning:
+            self.listener.busy_changed(False)
+            raise
+        try:
+            message = self.store.add_message(conversation_id, "assistant", "", state="streaming")
+        except StoreError:
+            self._drop(engine, request_id)
+            self.listener.busy_changed(False)
+            self.listener.history_failed()
+            return
+        self._stream = _Stream(request_id, conversation_id, message.id)
+        if self._is_open(conversation_id):
+            self.listener.stream_started(message)
+
+    def stop(self, engine: Engine) -> None:
+        """Stop the reply being written (its Done arrives as 'cancelled')."""
+        if self._stream is not None:
+            _cancel(engine, self._stream.request_id)
+            self.listener.notice("Stopping…")
+        else:
+            self.drop_pending()
+
+    def forget(self, engine: Engine, conversation_id: int) -> None:
+        """Cancel a reply for a conversation about to be deleted; its late events are ignored."""
+        if self._stream and self._stream.conversation_id == conversation_id:
+            stream, self._stream = self._stream, None
+            self._timer.stop()
+            self._drop(engine, stream.request_id)
+            self.listener.busy_changed(False)
+        if self.pending == conversation_id:
+            self.drop_pending()
+
+    def shutdown(self, engine: Engine) -> None:
+        """Stop any reply, saving what it has as 'cancelled'."""
+        if self._stream is not None:
+            self._drop(engine, self._stream.request_id)
+            self._finish(self._stream, self._stream.text, "cancelled")
+        self.pending = None
+
+    def interrupt(self) -> None:
+        """The engine died: what streamed is kept as 'interrupted', a waiting reply is dropped."""
+        if self._stream is not None:
+            self._finish(self._stream, self._stream.text, "interrupted")
+        self.drop_pending()
+
+    def _drop(self, engine: Engine, request_id: int) -> None:
+        _cancel(engine, request_id)
+        self.ignored.add(request_id)
+
+    # ------------------------------------------------------------ engine events
+
+    def on_token(self, event: Token) -> None:
+        stream = self._stream
+        if stream is None or event.request_id != stream.request_id:
+            return
+        stream.parts.append(event.text)
+        if self._is_open(stream.conversation_id):
+            self.listener.stream_text(event.text)
+        now = time.monotonic()
+        if now - stream.last_save >= SAVE_INTERVAL_S:
+            self.save_partial()
+        elif not self._timer.active:
+            self._timer.start(max(0.001, stream.last_save + SAVE_INTERVAL_S - now))
+
+    def save_partial(self) -> None:
+        """Write the streaming reply's text so far to the store."""
+        self._timer.stop()
+        stream = self._stream
+        if stream is None:
+            return
+        stream.last_save = time.monotonic()
+        self._save(lambda: self.store.update_message_content(stream.message_id, stream.text))
+
+    def take_ignored(self, request_id: int | None) -> bool:
+        """Whether a late event of this request is to be dropped (it is the request's last: forgotten after)."""
+        if request_id is None or request_id not in self.ignored:
+            return False
+        self.ignored.discard(request_id)
+        return True
+
+    def on_done(self, event: Done) -> None:
+        if self.take_ignored(event.request_id):
+            return
+        stream = self._stream
+        if stream is None or event.request_id != stream.request_id:
+            return
+        text = event.text if len(event.text) >= len(stream.text) else stream.text
+        state = "cancelled" if event.finish_reason == "cancelled" else "complete"
+        stats = event.stats.as_dict()
+        self._finish(stream, text, state, stats)
+        self.listener.stats_changed(format_stats(stats))
+        if state == "cancelled":
+            self.listener.notice("Stopped.")
+
+    def on_error(self, event: Error) -> None:
+        """A reply failed (not a load, not the engine's death): what streamed is kept as 'interrupted'."""
+        stream = self._stream
+        if stream is not None and event.request_id in (None, stream.request_id):
+            if stream.text:
+                self._finish(stream, stream.text, "interrupted")
+            else:
+                self._stream = None
+                self._timer.stop()
+                self.store.delete_message(stream.message_id)
+                self.listener.busy_changed(False)
+
+    # ------------------------------------------------------------ the store
+
+    def _save(self, write: Callable[[], object]) -> bool:
+        """Run one write of the reply; a refused one is said once (history_failed) and the reply goes on."""
+        if not self.store.writable:
+            return False
+        try:
+            write()
+        except StoreError:
+            self.listener.history_failed()
+            return False
+        return True
+
+    def _finish(self, stream: _Stream, text: str, state: str, stats: dict | None = None) -> None:
+        self._stream = None
+        self._timer.stop()
+        saved = self._save(lambda: self.store.finish_message(stream.message_id, text, state, stats))
+        message = self.store.get_message(stream.message_id)
+        if message is not None and not saved:  # shown as it ended, though the file keeps what it had
+            message = replace(message, content=text, state=state, stats=stats)
+        if message is not None and self._is_open(stream.conversation_id):
+            self.listener.stream_finished(message)
+        self.listener.busy_changed(False)
+
+
+def _cancel(engine: Engine, request_id: int) -> None:
+    try:
+        engine.cancel(request_id)
+    except EngineNotRunning:  # a dead engine generates nothing more
+        pass

@@ -1,0 +1,379 @@
+"""ChatSession: what a conversation does, without Qt.
+
+Send, regenerate and edit; open, rename and delete chats; the model the engine should have
+(ModelState) and the reply that streams into the store (Replies). It reports through a
+`SessionListener`; the engine's events come in through `handle`, on the thread that drives the
+session (the window posts them onto the GUI thread). Tests drive it with a scripted engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from app.chat.context_guard import ContextShortfall, shortfall
+from app.chat.listener import SessionListener, TimerFactory
+from app.chat.load_settings import load_settings_of
+from app.chat.model_state import ModelState, Planner, not_running
+from app.chat.replies import Replies
+from app.chat.stats_line import format_stats
+from app.load_planner import LoadSettings
+from app.store import DEFAULT_TITLE, ChatSettings, ChatStore, Conversation, Message, Preset, StoreError
+from engine.interface import Engine, EngineNotRunning
+from engine.protocol import Done, Error, Event, Loaded, MemoryReport, Token, Unloaded
+from models.plan import Plan
+
+BUSY_HINT = "A reply is still being written: wait for it, or press Esc to stop it."
+DEAD_HINT = "The engine stopped: press Reload to start it again."
+
+
+class ChatSession:
+    """The chat logic between the store, the engine and the views.
+
+    Args:
+        store: the chat history.
+        engine: the engine to drive (its events must reach `handle`).
+        planner: plans each load.
+        model_path: the model to load when the engine starts.
+        listener: told of everything the views show.
+        make_timer: makes the timer that saves a streaming reply while the model pauses.
+    """
+
+    def __init__(self, store: ChatStore, engine: Engine, planner: Planner, model_path: str,
+                 listener: SessionListener, make_timer: TimerFactory):
+        self.store, self.listener = store, listener
+        self.model = ModelState(engine, planner, model_path, listener)
+        self.replies = Replies(store, listener, make_timer, self._is_open)
+        self.current: Conversation | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.replies.busy
+
+    @property
+    def model_path(self) -> str:
+        """The model the next reply is answered with."""
+        return self.model.path
+
+    @property
+    def plan(self) -> Plan | None:
+        """The plan of the last load asked for."""
+        return self.model.plan
+
+    @property
+    def engine(self) -> Engine:
+        return self.model.engine
+
+    @property
+    def partial_reply(self) -> str | None:
+        """The text of the reply streaming now, if any."""
+        return self.replies.partial_reply
+
+    # ------------------------------------------------------------ the engine and the model
+
+    def _load_settings(self, settings: ChatSettings | None = None) -> LoadSettings:
+        settings = settings or (self.current.settings if self.current else ChatSettings())
+        return load_settings_of(settings, self.store.pinned_prompts(), self.model.path)
+
+    def start(self) -> None:
+        """Start the engine and load the model."""
+        self._guarded(lambda: self.model.start(self._load_settings()))
+
+    def reload_engine(self) -> None:
+        """Start the engine afresh and load the model again (after it died, or on another engine)."""
+        self._guarded(lambda: self.model.restart(self._load_settings()))
+
+    def load_model(self, path: str) -> bool:
+        """Switch to another model; False (with a notice) while a reply is being written."""
+        if self.busy:
+            self.listener.notice(BUSY_HINT)
+            return False
+        self.model.path = str(path)
+        self._guarded(lambda: self.model.request_load(self.model.wants(self._load_settings())))
+        return True
+
+    def use_engine(self, engine: Engine, planner: Planner) -> tuple[Engine, Planner]:
+        """Chat through another engine (a remote server, or the local one again) and start it;
+        the engine and planner used until now (the caller shuts that engine down if it wants)."""
+        previous = self.model.use(engine, planner)
+        self.reload_engine()
+        return previous
+
+    def stop(self) -> None:
+        self.replies.stop(self.model.engine)
+
+    def shutdown(self) -> None:
+        """Stop any reply (saving what it has as 'cancelled') and end the engine."""
+        self.replies.shutdown(self.model.engine)
+        self.model.engine.shutdown()
+
+    def _guarded(self, request: Callable[[], object]) -> None:
+        """Run an engine request; a gone engine is reported as dead, as its reader would."""
+        try:
+            request()
+        except EngineNotRunning as exc:
+            self._on_engine_died(not_running(exc))
+
+    def _start_reply(self, conversation_id: int) -> None:
+        """Answer the conversation's last message, loading the model first when needed."""
+        conversation = self.store.get_conversation(conversation_id)
+        if conversation is None:
+            return
+        wanted = self.model.wants(self._load_settings(conversation.settings))
+        self.replies.wait_for_model(conversation_id)
+        if self.model.loaded == wanted:
+            self._begin(conversation_id)
+        elif self.model.loading != wanted:
+            self._guarded(lambda: self.model.request_load(wanted))
+
+    def _begin(self, conversation_id: int) -> None:
+        try:
+            self.replies.begin(self.model.engine, conversation_id)
+        except EngineNotRunning as exc:
+            self._on_engine_died(not_running(exc))
+
+    # ------------------------------------------------------------ engine events
+
+    def handle(self, event: Event) -> None:
+        """One event of the engine (on the thread that drives the session)."""
+        if isinstance(event, Token):
+            self.replies.on_token(event)
+        elif isinstance(event, Done):
+            self.replies.on_done(event)
+            self.listener.reply_done(event)
+        elif isinstance(event, Error):
+            self._on_error(event)
+            self.listener.engine_error(event)
+        elif isinstance(event, Loaded):
+            self.model.on_loaded(event)
+            if self.replies.pending is not None:
+                self._begin(self.replies.pending)
+            self.listener.loaded(event)
+        elif isinstance(event, MemoryReport):
+            self.listener.memory(event)
+        elif isinstance(event, Unloaded):
+            self.listener.unloaded()
+
+    def _on_error(self, event: Error) -> None:
+        if self.replies.take_ignored(event.request_id):
+            return
+        if event.kind == "engine_died":
+            self._on_engine_died(event)
+        elif event.kind == "invalid_model" or (self.model.loading and event.request_id is None):
+            self.replies.drop_pending()
+            self.model.on_load_failed(event)
+        else:
+            self.replies.on_error(event)
+            self.listener.problem(f"The reply failed ({event.kind}): {event.message}", False)
+
+    def _on_engine_died(self, event: Error) -> None:
+        if self.model.dead:
+            return  # reported twice: by the reader thread and by a failed send
+        self.replies.interrupt()
+        self.model.on_died(event)
+
+    # ------------------------------------------------------------ conversations
+
+    def _is_open(self, conversation_id: int) -> bool:
+        return self.current is not None and self.current.id == conversation_id
+
+    def list_conversations(self, query: str = "") -> list[Conversation]:
+        return self.store.list_conversations(query)
+
+    def new_conversation(self) -> Conversation:
+        """A new chat with the settings of the open one."""
+        settings = replace(self.current.settings) if self.current else ChatSettings()
+        conversation = self.store.create_conversation(DEFAULT_TITLE, settings)
+        self.listener.conversations_changed()
+        self.open_conversation(conversation.id)
+        return conversation
+
+    def open_conversation(self, conversation_id: int) -> None:
+        conversation = self.store.get_conversation(conversation_id)
+        if conversation is None:
+            return
+        self.current = conversation
+        messages = self.store.list_messages(conversation_id)
+        streaming = self.replies.streaming_in(conversation_id)
+        if streaming is not None:
+            messages = [m for m in messages if m.id != streaming[0]]
+        self.listener.conversation_opened(conversation, messages)
+        replies = [m for m in messages if m.role == "assistant" and m.stats]
+        self.listener.stats_changed(format_stats(replies[-1].stats) if replies else "")
+        if streaming is not None:
+            self.listener.stream_started(self.store.get_message(streaming[0]))
+            self.listener.stream_text(streaming[1])
+
+    def close_conversation(self) -> None:
+        """No chat is open (the history was opened afresh)."""
+        self.current = None
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        title = title.strip()
+        if not title:
+            return
+        try:
+            self.store.rename_conversation(conversation_id, title)
+        except StoreError:
+            self.listener.history_failed()
+            return
+        if self.current and self.current.id == conversation_id:
+            self.current.title = title
+        self.listener.conversations_changed()
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """Delete a conversation; a reply streaming into it is cancelled first."""
+        self.replies.forget(self.model.engine, conversation_id)
+        self.store.delete_conversation(conversation_id)
+        if self.current and self.current.id == conversation_id:
+            self.current = None
+            remaining = self.store.list_conversations()
+            if not remaining:
+                self.new_conversation()
+                return
+            self.open_conversation(remaining[0].id)
+        self.listener.conversations_changed()
+
+    def update_settings(self, settings: ChatSettings) -> None:
+        """Store the open conversation's settings; they apply from the next reply."""
+        if self.current is not None:
+            self.current.settings = settings
+            self.store.update_settings(self.current.id, settings)
+
+    def save_preset(self, preset: Preset) -> list[Preset]:
+        """Save `preset` (replacing one of the same name); the presets there are now."""
+        self.store.save_preset(preset)
+        when = " Its system prompt is prefilled from the next model load." if preset.pinned else ""
+        self.listener.notice(f"Preset “{preset.name}” saved.{when}")
+        return self.store.list_presets()
+
+    def delete_preset(self, name: str) -> list[Preset]:
+        self.store.delete_preset(name)
+        self.listener.notice(f"Preset “{name}” deleted.")
+        return self.store.list_presets()
+
+    # ------------------------------------------------------------ messages
+
+    def _can_start(self) -> bool:
+        """Whether a new reply may start now; says why not in a notice."""
+        if self.busy:
+            self.listener.notice(BUSY_HINT)
+            return False
+        if self.model.dead:
+            self.listener.notice(DEAD_HINT)
+            return False
+        return True
+
+    def send(self, text: str) -> bool:
+        """Send a user message; False (the caller keeps the text) when it cannot be sent now, or when
+        the conversation would outgrow the context (then `context_outgrown` says so)."""
+        text = text.strip()
+        if not text or not self._can_start():
+            return False
+        try:
+            if self.current is None:
+                self.new_conversation()
+            conversation = self.current
+            if self._outgrows(self.store.list_messages(conversation.id), text, editing=False):
+                return False
+            message = self.store.add_message(conversation.id, "user", text)
+        except StoreError:  # the disk filled up meanwhile: the composer keeps the text
+            self.listener.history_failed()
+            return False
+        if conversation.title == DEFAULT_TITLE:
+            self.rename_conversation(conversation.id, text.splitlines()[0][:48])
+        else:
+            self.listener.conversations_changed()
+        self.listener.message_added(message)
+        self._start_reply(conversation.id)
+        return True
+
+    def regenerate(self) -> bool:
+        """Replace the last assistant reply of the open conversation with a new one."""
+        if self.current is None or not self._can_start():
+            return False
+        messages = self.store.list_messages(self.current.id)
+        if messages and messages[-1].role == "assistant":
+            self.store.delete_message(messages.pop().id)
+        if not messages or messages[-1].role != "user":
+            return False
+        self.open_conversation(self.current.id)
+        self._start_reply(self.current.id)
+        return True
+
+    def edit_last_user_message(self, text: str) -> bool:
+        """Replace the last user message (dropping what followed it) and answer it again."""
+        text = text.strip()
+        if not text or self.current is None or not self._can_start():
+            return False
+        messages = self.store.list_messages(self.current.id)
+        users = [i for i, m in enumerate(messages) if m.role == "user"]
+        if not users or self._outgrows(messages[: users[-1]], text, editing=True):
+            return False
+        for later in messages[users[-1] + 1 :]:
+            self.store.delete_message(later.id)
+        self.store.update_message_content(messages[users[-1]].id, text)
+        self.open_conversation(self.current.id)
+        self._start_reply(self.current.id)
+        return True
+
+    def last_user_text(self) -> str | None:
+        return self._last("user")
+
+    def last_reply(self) -> str | None:
+        return self._last("assistant")
+
+    def _last(self, role: str) -> str | None:
+        if self.current is None:
+            return None
+        found = [m for m in self.store.list_messages(self.current.id) if m.role == role]
+        return found[-1].content if found else None
+
+    # ------------------------------------------------------------ the context a conversation needs
+
+    def context_of(self, settings: ChatSettings) -> tuple[int, int | None] | None:
+        """(context, largest context that fits or None) a reply with `settings` gets; None when not
+        known: a remote server (its own context), or a file the planner cannot read (the load fails
+        and the engine says why)."""
+        wanted = self.model.wants(self._load_settings(settings))
+        if self.model.loaded == wanted and self.model.n_ctx:
+            return self.model.n_ctx, _max_context(self.model.plan)  # the plan the loaded model follows
+        # A reload comes first; Auto decides its context only when planned. This is the plan that load
+        # makes (a header read and some arithmetic: ~20 ms for the starter model, on this thread as the
+        # load's own is), needed only for the first message after a change of model or settings.
+        plan = self.model.planner.plan_load(*wanted).plan
+        if plan is None:
+            return None
+        return settings.n_ctx or plan.context, _max_context(plan)
+
+    def _outgrows(self, messages: list[Message], text: str, editing: bool) -> bool:
+        """Whether answering `text` after `messages` would outgrow the context (`context_outgrown` is told)."""
+        settings = self.current.settings
+        context = self.context_of(settings)
+        if context is None:
+            return False
+        short = shortfall(messages, settings.system_prompt, text, settings.max_tokens, *context, editing=editing)
+        if short is not None:
+            self.listener.context_outgrown(short)
+        return short is not None
+
+    def send_with_larger_context(self, short: ContextShortfall) -> bool:
+        """Set the open chat's context to `short.max_context` and send its message (the model reloads
+        first); False when it cannot be sent (the caller keeps the text).
+
+        Auto stays Auto with its cap raised to that figure; a fixed context becomes that figure.
+        """
+        if self.current is None or not short.can_reload:
+            return False
+        settings = self.current.settings
+        if settings.n_ctx is None:
+            larger = replace(settings, auto_ctx_cap=max(settings.auto_ctx_cap, short.max_context))
+        else:
+            larger = replace(settings, n_ctx=short.max_context)
+        self.update_settings(larger)
+        return self.edit_last_user_message(short.text) if short.editing else self.send(short.text)
+
+
+def _max_context(plan: Plan | None) -> int | None:
+    """The largest context that fits, as the plan found it; None without a plan."""
+    return (plan.max_context or None) if plan is not None else None
