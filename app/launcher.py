@@ -18,7 +18,7 @@ def main() -> int:
     argv = sys.argv[1:]
     if not argv:
         return open_gui(argv)
-    from app.cli import main as cli_main
+    from app.cli.main import main as cli_main
 
     return cli_main(argv)
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.store import Message
+from app.services.store import Message
 
 MESSAGE_OVERHEAD = 8  # role markers and separators a chat template adds around each message
 # Letter runs, single digits, whitespace runs, single ASCII symbols, single non-ASCII characters.

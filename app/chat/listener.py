@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from app.chat.context_guard import ContextShortfall
-from app.store import Conversation, Message
+from app.services.store import Conversation, Message
 from engine.protocol import Done, Error, Loaded, MemoryReport
 from models.plan import Plan
 

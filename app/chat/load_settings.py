@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.load_planner import LoadSettings
-from app.store import ChatSettings
+from app.services.load_planner import LoadSettings
+from app.services.store import ChatSettings
 from models.folder_plan import is_model_folder
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from app.chat.listener import SessionListener
-from app.load_planner import LoadSettings, PlannedLoad
+from app.services.load_planner import LoadSettings, PlannedLoad
 from engine.interface import Engine, EngineNotRunning
 from engine.protocol import Error, Loaded
 from models.plan import Plan

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from app.chat.listener import SessionListener, TimerFactory
 from app.chat.stats_line import format_stats
-from app.store import ChatStore, StoreError
+from app.services.store import ChatStore, StoreError
 from engine.interface import Engine, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, SamplingParams, Token
 

@@ -17,8 +17,16 @@ from app.chat.load_settings import load_settings_of
 from app.chat.model_state import ModelState, Planner, not_running
 from app.chat.replies import Replies
 from app.chat.stats_line import format_stats
-from app.load_planner import LoadSettings
-from app.store import DEFAULT_TITLE, ChatSettings, ChatStore, Conversation, Message, Preset, StoreError
+from app.services.load_planner import LoadSettings
+from app.services.store import (
+    DEFAULT_TITLE,
+    ChatSettings,
+    ChatStore,
+    Conversation,
+    Message,
+    Preset,
+    StoreError,
+)
 from engine.interface import Engine, EngineNotRunning
 from engine.protocol import Done, Error, Event, Loaded, MemoryReport, Token, Unloaded
 from models.plan import Plan

@@ -19,7 +19,7 @@ from app.chat.listener import SessionListener
 from app.chat.model_state import Planner
 from app.chat.session import ChatSession
 from app.gui.main_thread import MainThread
-from app.store import ChatStore
+from app.services.store import ChatStore
 from engine.interface import Engine
 from engine.protocol import Event
 

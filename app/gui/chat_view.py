@@ -15,8 +15,8 @@ from PySide6.QtCore import QMimeData, QTimer, QUrl, Slot
 from PySide6.QtGui import QDesktopServices, QTextBlockFormat, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from app.markdown_render import render_block, render_markdown, split_blocks, warm_up_in_background
-from app.store import Message
+from app.services.markdown_render import render_block, render_markdown, split_blocks, warm_up_in_background
+from app.services.store import Message
 
 MIN_INTERVAL_MS = 16
 MAX_INTERVAL_MS = 250

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QSpinBox, QWidget
 
-from app.chat_defaults import DEFAULT_AUTO_CTX_CAP
+from app.services.chat_defaults import DEFAULT_AUTO_CTX_CAP
 
 AUTO = 0  # the box's value for Auto; ChatSettings and LoadSettings hold None
 AUTO_TEXT = "Auto (largest that fits)"

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.dialogs import confirm
-from app.store import Conversation
+from app.services.store import Conversation
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 

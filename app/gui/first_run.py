@@ -18,10 +18,10 @@ from PySide6.QtWidgets import QDialog, QGroupBox, QHBoxLayout, QLabel, QPushButt
 
 from app.gui.engine_availability import awq_status_text
 from app.gui.jobs import Jobs
-from app.hw_command import format_profile
-from app.machine import detect_machine
-from app.paths import APP_NAME, AppPaths
-from app.starter_picks import Pick, recommend
+from app.services.machine import detect_machine
+from app.services.paths import APP_NAME, AppPaths
+from app.services.profile_text import format_profile
+from app.services.starter_picks import Pick, recommend
 from engine.torch_available import EngineStatus, awq_engine_status
 from models.hardware import GIB, HardwareProfile
 from models.hf_cache import hub_cache_dir

@@ -14,9 +14,9 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.gui.jobs import Jobs
-from app.store import ChatStore, HistoryProblem, StoreError
-from app.store_backup import list_backups
-from app.store_recovery import RecoveryReport, recover_history
+from app.services.store import ChatStore, HistoryProblem, StoreError
+from app.services.store_backup import list_backups
+from app.services.store_recovery import RecoveryReport, recover_history
 
 if TYPE_CHECKING:
     from app.gui.main_window import MainWindow

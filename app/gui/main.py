@@ -15,12 +15,12 @@ from app.gui.crash_dialog import CrashReporter
 from app.gui.first_run import app_settings, maybe_show_first_run
 from app.gui.main_window import MainWindow
 from app.gui.single_instance import SingleInstance, bring_to_front, server_name
-from app.load_planner import LoadPlanner
-from app.log_setup import configure_logging
-from app.paths import AppPaths
-from app.store import ChatStore, StoreDamagedError, StoreError
-from app.store_backup import start_daily_backup
-from app.store_open import Connector, open_sqlite
+from app.services.load_planner import LoadPlanner
+from app.services.log_setup import configure_logging
+from app.services.paths import AppPaths
+from app.services.store import ChatStore, StoreDamagedError, StoreError
+from app.services.store_backup import start_daily_backup
+from app.services.store_open import Connector, open_sqlite
 from engine.client import EngineClient
 from engine.starter import StarterModelMissing, starter_model_path
 

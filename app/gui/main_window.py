@@ -27,12 +27,12 @@ from app.gui.crash_dialog import open_log_folder
 from app.gui.first_run import FirstRunDialog
 from app.gui.history_banner import HistoryBanner, allow_changes
 from app.gui.memory_dock import MemoryDock
-from app.gui.models.manager_window import ModelManager
+from app.gui.models_window.manager_window import ModelManager
 from app.gui.plan_view import PlanLabel, open_plan_dialog
 from app.gui.server_menu import ServerMenu
 from app.gui.settings_panel import SettingsPanel
-from app.paths import AppPaths
-from app.store import Conversation, Message
+from app.services.paths import AppPaths
+from app.services.store import Conversation, Message
 from engine.protocol import MemoryReport
 
 NOTICE_MS = 8000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QMessageBox, QWidget
 
-from app.plan_command import format_plan
+from app.services.plan_text import format_plan
 from models.plan import Plan
 
 GIB = 1024**3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QDialog, QDialogButtonBox, QFormLayout, QLineEdit, QWidget
 
-from app.store import ChatSettings, Preset
+from app.services.store import ChatSettings, Preset
 
 
 class PresetDialog(QDialog):

@@ -14,13 +14,13 @@ from PySide6.QtCore import QObject, Slot
 from PySide6.QtGui import QAction
 
 from app.chat.model_state import Planner
-from app.chat_defaults import DEFAULT_N_CTX
 from app.gui.endpoints_dialog import EndpointsDialog
 from app.gui.server_toggle import ServerToggle
-from app.load_planner import LoadSettings, PlannedLoad
 from app.remote.endpoints import EndpointStore
 from app.remote.openai_client import RemoteEndpoint
 from app.remote.remote_engine import RemoteEngine
+from app.services.chat_defaults import DEFAULT_N_CTX
+from app.services.load_planner import LoadSettings, PlannedLoad
 from engine.interface import Engine
 from engine.protocol import LoadRequest
 

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 from app.gui.context_box import AutoCapBox, ContextBox
 from app.gui.preset_dialog import PresetDialog
 from app.gui.torch_settings_group import TorchSettingsGroup
-from app.store import ChatSettings, Preset
+from app.services.store import ChatSettings, Preset
 from models.folder_plan import is_model_folder
 
 KV_TYPES = ("f16", "q8_0", "q4_0")

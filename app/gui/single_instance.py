@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 from PySide6.QtWidgets import QWidget
 
-from app.paths import AppPaths
+from app.services.paths import AppPaths
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.store import ChatSettings
+from app.services.store import ChatSettings
 from models.folder_plan import is_model_folder
 from models.load_options import TorchOptions
 

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app.paths import AppPaths
 from app.remote.openai_client import RemoteEndpoint, RemoteError, normalize_url
+from app.services.paths import AppPaths
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from app.load_planner import LoadPlanner, LoadSettings
+from app.services.load_planner import LoadPlanner, LoadSettings
 from engine.client import EngineClient
 from engine.protocol import Error, Event, Loaded, ModelInfo
 

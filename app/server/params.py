@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.chat_defaults import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from app.server.errors import ApiError, bad_param
+from app.services.chat_defaults import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from engine.protocol import ChatMessage, SamplingParams
 
 MAX_STOP_STRINGS = 4

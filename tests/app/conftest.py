@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from app.chat_defaults import DEFAULT_SYSTEM_PROMPT
 from app.gui.main import build_window
 from app.gui.main_window import MainWindow
-from app.store import ChatSettings
+from app.services.chat_defaults import DEFAULT_SYSTEM_PROMPT
+from app.services.store import ChatSettings
 
 # Short, repeatable replies keep the suite quick on two cores.
 QUICK = ChatSettings(system_prompt=DEFAULT_SYSTEM_PROMPT, temperature=0.0, max_tokens=24, n_ctx=2048)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from app.store import ChatStore
-from app.store_open import open_sqlite
-from app.store_schema import migrate
+from app.services.store import ChatStore
+from app.services.store_open import open_sqlite
+from app.services.store_schema import migrate
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_SIZE = 4096

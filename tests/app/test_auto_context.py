@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app.chat_defaults import DEFAULT_N_CTX
-from app.load_planner import LoadPlanner, LoadSettings
+from app.services.chat_defaults import DEFAULT_N_CTX
+from app.services.load_planner import LoadPlanner, LoadSettings
 from models.folder_plan import folder_candidate, plan_folder
 from models.forecast import KV_PADDING
 from models.hardware import profile_for
@@ -56,7 +56,7 @@ def test_auto_becomes_the_plans_context_in_the_request(starter_model: Path):
 
 def test_auto_without_a_readable_header_loads_the_default_and_logs_why(truncated_model: Path,
                                                                        caplog: pytest.LogCaptureFixture):
-    with caplog.at_level(logging.INFO, logger="app.load_planner"):
+    with caplog.at_level(logging.INFO, logger="app.services.load_planner"):
         planned = LoadPlanner(profile_for(ram_gib=16)).plan_load(str(truncated_model), LoadSettings())
     assert planned.plan is None and planned.request.n_ctx == DEFAULT_N_CTX
     assert any("context: auto needs a plan" in r.getMessage() and truncated_model.name in r.getMessage()

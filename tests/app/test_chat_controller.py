@@ -9,8 +9,8 @@ from PySide6.QtCore import QThread
 
 from app.chat.listener import SessionListener
 from app.gui.chat_controller import ChatController
-from app.load_planner import LoadPlanner
-from app.store import ChatSettings, ChatStore
+from app.services.load_planner import LoadPlanner
+from app.services.store import ChatSettings, ChatStore
 from engine.protocol import Token
 from engine.starter import starter_model_path
 from models.hardware import profile_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from app.gui.chat_view import MIN_INTERVAL_MS, ChatView
-from app.store import Message
+from app.services.store import Message
 
 CODE_REPLY = "Here is code:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nAnd **done**."
 

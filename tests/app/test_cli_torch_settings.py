@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.load_planner import LoadPlanner, LoadSettings
+from app.services.load_planner import LoadPlanner, LoadSettings
 from models.load_options import TorchOptions
 from tests.app.test_cli import tailor
 from tests.fixtures.tiny_hf import write_tiny_model

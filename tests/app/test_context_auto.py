@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 
 from app.gui.context_box import AUTO_TEXT
 from app.gui.settings_panel import SettingsPanel
-from app.store import ChatSettings
+from app.services.store import ChatSettings
 from tests.app.conftest import QUICK
 
 TIMEOUT_MS = 120_000

@@ -11,7 +11,7 @@ import llama_cpp
 import pytest
 
 from app.chat.context_guard import MESSAGE_OVERHEAD, conversation_tokens, estimate_tokens, shortfall
-from app.store import Message
+from app.services.store import Message
 
 SAMPLES = {
     "English prose": "The quick brown fox jumps over the lazy dog while the farmer watches from the porch. " * 20,

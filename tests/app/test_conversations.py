@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLineEdit
 
 from app.gui import conversation_list
-from app.store import ChatSettings, ChatStore
+from app.services.store import ChatSettings, ChatStore
 
 
 def titles(window) -> list[str]:

@@ -13,8 +13,8 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QApplication, QPushButton
 
 from app.gui.crash_dialog import CrashDialog, CrashReporter
-from app.log_setup import configure_logging
-from app.paths import AppPaths
+from app.services.log_setup import configure_logging
+from app.services.paths import AppPaths
 from engine.process_log import latest_process_log
 
 # pytest-qt would catch the exceptions itself; here the app's own hook must see them.

@@ -10,8 +10,8 @@ from PySide6.QtWidgets import QApplication, QComboBox
 
 from app.gui.engine_availability import mark_awq_choice
 from app.gui.first_run import FirstRunDialog, app_settings, maybe_show_first_run, storage_text
-from app.gui.models.search_page import FILTERS
-from app.starter_picks import STARTER_PICKS, recommend
+from app.gui.models_window.search_page import FILTERS
+from app.services.starter_picks import STARTER_PICKS, recommend
 from engine.torch_available import NO_TORCH, EngineStatus
 from models.hardware import GIB, profile_for
 from tests.fixtures import fake_hub as hub_fixtures

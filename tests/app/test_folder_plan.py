@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.load_planner import LoadPlanner, LoadSettings
+from app.services.load_planner import LoadPlanner, LoadSettings
 from models.folder_plan import (
     cpu_weights,
     embedding_parameters,

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from app.cli.hw import add_hw_parser, run_hw
+from app.cli.plan import add_plan_parser, run_plan
 from app.gui.first_run import FirstRunDialog
-from app.hw_command import add_hw_parser, run_hw
-from app.load_planner import LoadPlanner
-from app.machine import detect_machine
-from app.plan_command import add_plan_parser, run_plan
+from app.services.load_planner import LoadPlanner
+from app.services.machine import detect_machine
 from engine.device_probe import gpu_backend_installed
 from tests.fixtures.fake_nvml import OneGpuNvml
 

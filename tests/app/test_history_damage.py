@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from app import cli, preset_command
-from app.store import SCHEMA_VERSION, ChatStore, Preset, StoreDamagedError, StoreUnwritableError
-from app.store_open import MIN_ROOM_BYTES
-from app.store_recovery import recover_history
+from app.cli import main as cli
+from app.cli import preset as preset_command
+from app.services.store import SCHEMA_VERSION, ChatStore, Preset, StoreDamagedError, StoreUnwritableError
+from app.services.store_open import MIN_ROOM_BYTES
+from app.services.store_recovery import recover_history
 from tests.app.history_files import (
     Medium,
     chats_of,
@@ -168,7 +169,7 @@ def test_an_old_read_only_file_is_shown_upgraded_in_memory(tmp_path):
 
 PROBE = """
 import json, sys
-from app.store import ChatStore, Preset
+from app.services.store import ChatStore, Preset
 store = ChatStore(sys.argv[1])
 try:
     store.save_preset(Preset("x", "y"))

@@ -7,7 +7,7 @@ with "attempt to write a readonly database", as it does when the file's permissi
 
 from __future__ import annotations
 
-from app.store import ChatStore
+from app.services.store import ChatStore
 from tests.app.conftest import LONG, LONG_PROMPT
 
 TIMEOUT_MS = 120_000

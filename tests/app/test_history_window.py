@@ -15,9 +15,9 @@ from PySide6.QtWidgets import QApplication
 from app.gui import main as gui_main
 from app.gui.main import build_window
 from app.gui.main_window import MainWindow
-from app.store import SCHEMA_VERSION, ChatStore
-from app.store_backup import backup_path, list_backups, make_backup
-from app.store_open import open_sqlite
+from app.services.store import SCHEMA_VERSION, ChatStore
+from app.services.store_backup import backup_path, list_backups, make_backup
+from app.services.store_open import open_sqlite
 from tests.app.history_files import Medium, damage_page, fill_history, old_history, pages_of
 
 TIMEOUT_MS = 30_000

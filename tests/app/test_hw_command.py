@@ -11,7 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from app.hw_command import add_hw_parser, format_profile, run_hw
+from app.cli.hw import add_hw_parser, run_hw
+from app.services.profile_text import format_profile
 from models.hardware import GIB, HardwareProfile, detect_hardware, profile_for
 from tests.fixtures.fake_nvml import OneGpuNvml
 
@@ -104,7 +105,7 @@ def test_text_of_a_hypothetical_machine_and_a_skipped_gpu() -> None:
 
 def test_command_imports_no_qt() -> None:
     code = (
-        "import argparse, sys; from app.hw_command import run_hw; "
+        "import argparse, sys; from app.cli.hw import run_hw; "
         "run_hw(argparse.Namespace(json=True)); "
         "assert not any(m.startswith('PySide6') for m in sys.modules), 'Qt imported'"
     )

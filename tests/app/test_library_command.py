@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.library_command import add_library_parsers
+from app.cli.library import add_library_parsers
 from models.hf_cache import link_blob, write_ref
 from models.store import ModelStore
 
@@ -81,7 +81,7 @@ def test_rm_a_file_path_and_an_imported_file(cache, tmp_path, capsys):
     assert not snapshot_file.exists()
     mine = tmp_path / "mine.gguf"
     mine.write_bytes(b"GGUF" + b"m" * 10)
-    from app.paths import AppPaths
+    from app.services.paths import AppPaths
 
     ModelStore(AppPaths.default().data_dir).import_gguf(mine)
     assert _run(["rm", str(mine), "--yes"]) == 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.markdown_render import render_block, render_markdown, split_blocks
+from app.services.markdown_render import render_block, render_markdown, split_blocks
 
 
 def test_basic_markdown():

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.load_planner import LoadPlanner, LoadSettings
-from app.mem_command import DEVICE_KEYS, NO_ENGINE, format_status, memory_json
-from app.paths import AppPaths
+from app.cli.mem import DEVICE_KEYS, NO_ENGINE, format_status, memory_json
+from app.services.load_planner import LoadPlanner, LoadSettings
+from app.services.paths import AppPaths
 from engine.client import EngineClient
 from engine.protocol import ChatMessage, DeviceMemory, Loaded, MemoryReport, SamplingParams
 from models.hardware import profile_for

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from app.gui.hardware_panel import NO_GPU, HardwarePanel
 from app.gui.memory_bar import PARTS, MemoryBar, size_label
 from app.gui.memory_panel import MemoryPanel
-from app.load_planner import LoadPlanner, LoadSettings
+from app.services.load_planner import LoadPlanner, LoadSettings
 from engine.client import EngineClient
 from engine.protocol import ChatMessage, Done, Loaded, MemoryReport, SamplingParams
 from models.hardware import GpuInfo, HardwareProfile, profile_for

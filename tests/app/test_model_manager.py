@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from app.gui.models import library_page, repo_page
-from app.gui.models.manager_window import TAB_DOWNLOADS, TAB_REPO, ModelManager
-from app.gui.models.repo_page import COL_STAR, COL_VERDICT, STAR
+from app.gui.models_window import library_page, repo_page
+from app.gui.models_window.manager_window import TAB_DOWNLOADS, TAB_REPO, ModelManager
+from app.gui.models_window.repo_page import COL_STAR, COL_VERDICT, STAR
 from models.plan import GIB, Machine
 from models.store import LocalFile, LocalRepo, ModelStore
 from tests.fixtures import fake_hub as hub_fixtures

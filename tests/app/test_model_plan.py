@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.load_planner import LoadPlanner, LoadSettings
-from app.paths import AppPaths
+from app.services.load_planner import LoadPlanner, LoadSettings
+from app.services.paths import AppPaths
 from models.hardware import profile_for
 
 # The machines these tests plan for are handed in, never this one's: a GPU here must not change them.

@@ -12,7 +12,7 @@ import pytest
 
 from app.gui.memory_bar import GB
 from app.gui.memory_panel import MemoryPanel
-from app.load_planner import LoadPlanner, LoadSettings
+from app.services.load_planner import LoadPlanner, LoadSettings
 from engine.device_memory import DeviceMeter, build_report
 from engine.gguf.log_bridge import BufferSizes
 from engine.gguf.memory_report import parts_by_device

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QDialogButtonBox
 
-from app.store import DEFAULT_PRESET, Preset
+from app.services.store import DEFAULT_PRESET, Preset
 
 TIMEOUT_MS = 120_000
 

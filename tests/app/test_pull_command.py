@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import build_parser
-from app.pull_command import run_pull
+from app.cli.main import build_parser
+from app.cli.pull import run_pull
 from models.hardware import profile_for
 from tests.fixtures import fake_hub as hub_fixtures
 from tests.fixtures import hub_repos

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.gui.models.manager_window import ModelManager
+from app.gui.models_window.manager_window import ModelManager
 from models.plan import GIB, Machine
 from models.store import ModelStore
 from tests.app.conftest import QUICK

@@ -18,8 +18,8 @@ import pytest
 from app.chat.replies import SAVE_INTERVAL_S
 from app.chat.session import ChatSession
 from app.gui.chat_controller import ChatController
-from app.load_planner import LoadPlanner
-from app.store import ChatStore
+from app.services.load_planner import LoadPlanner
+from app.services.store import ChatStore
 from engine.protocol import Done, GenerationStats, Loaded, ModelInfo, Token
 from models.hardware import profile_for
 

@@ -1,4 +1,4 @@
-"""`tailor search` against the fake hub (the parser is wired in app/cli.py; run here directly)."""
+"""`tailor search` against the fake hub (the parser is wired in app/cli/main.py; run here directly)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.search_command import add_search_parser
+from app.cli.search import add_search_parser
 from tests.fixtures import fake_hub as hub_fixtures
 from tests.fixtures.fake_hub import FakeHub
 

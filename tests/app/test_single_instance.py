@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from app.gui import main as gui_main
 from app.gui.single_instance import SingleInstance, bring_to_front, server_name
-from app.paths import AppPaths
+from app.services.paths import AppPaths
 
 WAIT_MS = 10_000
 

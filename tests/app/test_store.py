@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from app.store import (
+from app.services.store import (
     MIGRATIONS,
     SCHEMA_VERSION,
     ChatSettings,
@@ -145,7 +145,7 @@ def test_settings_json_tolerates_unknown_and_missing_keys():
 
 
 def test_presets_start_with_the_pinned_default_and_can_be_saved_replaced_and_deleted(store):
-    from app.store import DEFAULT_PRESET, Preset
+    from app.services.store import DEFAULT_PRESET, Preset
 
     assert store.list_presets() == [DEFAULT_PRESET]
     assert store.pinned_prompts() == (DEFAULT_PRESET.system_prompt,)
@@ -167,7 +167,7 @@ def test_presets_start_with_the_pinned_default_and_can_be_saved_replaced_and_del
 
 
 def test_presets_survive_reopening(tmp_path):
-    from app.store import Preset
+    from app.services.store import Preset
 
     with_preset = ChatStore(tmp_path / "c.sqlite3")
     with_preset.save_preset(Preset("coder", "You write Python.", pinned=True))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app.store import DEFAULT_PRESET, SCHEMA_VERSION, ChatStore, migrate
-from app.store_records import preset_row
+from app.services.store import DEFAULT_PRESET, SCHEMA_VERSION, ChatStore, migrate
+from app.services.store_records import preset_row
 from tests.app.history_files import ROOT, chats_of, old_history
 
 KILLED = 86
@@ -22,8 +22,8 @@ KILLED = 86
 CHILD = f"""
 import os, sys
 from pathlib import Path
-from app.store import ChatStore
-from app.store_open import open_sqlite
+from app.services.store import ChatStore
+from app.services.store_open import open_sqlite
 
 path, kill_at = Path(sys.argv[1]), int(sys.argv[2])
 seen = 0

@@ -14,8 +14,8 @@ import pytest
 from app.chat.load_settings import load_settings_of
 from app.gui.settings_panel import SettingsPanel
 from app.gui.torch_settings_group import GIB, NO_DRAFT_HINT
-from app.load_planner import LoadSettings
-from app.store import ChatSettings, ChatStore
+from app.services.load_planner import LoadSettings
+from app.services.store import ChatSettings, ChatStore
 from models.load_options import TorchOptions
 from tests.app.conftest import QUICK
 

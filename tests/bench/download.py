@@ -59,7 +59,7 @@ def _hub_runs(source: Path, tmp_path: Path, size: int) -> tuple[list[float], lis
     """Alternating runs of hf_hub_download and of our Downloader through the hub's CDN redirect."""
     from huggingface_hub import hf_hub_download
 
-    from app.pull_plan import build_request
+    from app.services.pull_plan import build_request
     from models.hub import HubClient
 
     child = subprocess.Popen([sys.executable, "-c", _HUB, str(source)], stdout=subprocess.PIPE, text=True,

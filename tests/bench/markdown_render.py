@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from app.markdown_render import render_block, render_markdown
+from app.services.markdown_render import render_block, render_markdown
 from tests.app.test_markdown_render import _reply
 
 RUNS = 20

@@ -76,7 +76,7 @@ def _agrees(kind: str, reported: int, llama: int | None) -> str:
 
 def accuracy() -> float:
     """Print reported vs forecast vs llama.cpp per case; return the worst forecast error."""
-    from app.load_planner import LoadPlanner, LoadSettings
+    from app.services.load_planner import LoadPlanner, LoadSettings
 
     model = starter_model_path()
     worst = 0.0
@@ -123,7 +123,7 @@ def panel_cost() -> float:
 
     from app.gui.main_thread import MainThread
     from app.gui.memory_panel import MemoryPanel
-    from app.load_planner import LoadPlanner, LoadSettings
+    from app.services.load_planner import LoadPlanner, LoadSettings
     from engine.client import EngineClient
     from engine.protocol import Done, Loaded, MemoryReport
 

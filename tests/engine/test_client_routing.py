@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.chat_defaults import DEFAULT_SYSTEM_PROMPT
+from app.services.chat_defaults import DEFAULT_SYSTEM_PROMPT
 from engine.client import EngineClient
 from engine.protocol import ChatMessage, Done, Error, Event, Loaded, SamplingParams, Token
 from tests.engine.helpers import collect, load

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.chat_defaults import DEFAULT_SYSTEM_PROMPT
+from app.services.chat_defaults import DEFAULT_SYSTEM_PROMPT
 from engine.client import EngineClient
 from engine.process_log import latest_process_log
 from engine.protocol import ChatMessage, Done, Error, Loaded, LoadRequest, MemoryReport, SamplingParams, Token

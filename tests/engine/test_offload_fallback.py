@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.chat_defaults import DEFAULT_SYSTEM_PROMPT
+from app.services.chat_defaults import DEFAULT_SYSTEM_PROMPT
 from engine.client import EngineClient
 from engine.device_probe import gpu_backend_installed
 from engine.gguf.offload_fallback import fallback_notice, is_out_of_memory, layer_attempts, next_attempt

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.chat.session import ChatSession
-from app.load_planner import LoadPlanner
-from app.store import ChatSettings, ChatStore
+from app.services.load_planner import LoadPlanner
+from app.services.store import ChatSettings, ChatStore
 from engine.starter import starter_model_path
 from models.hardware import profile_for
 from tests.fixtures.fake_engine import FakeEngine, HandTimer, Recorder

@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.load_planner import LoadSettings
 from app.server.config import ServerConfig
 from app.server.own_engine import OwnEngine
 from app.server.runner import ServerThread
+from app.services.load_planner import LoadSettings
 
 LLAMA_ALIAS = "smollm2"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.paths import AppPaths
 from app.remote.endpoints import NO_KEYRING, EndpointError, EndpointStore, KeyStore
+from app.services.paths import AppPaths
 
 
 class MemoryKeyring:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from app.remote.bounded_http import MAX_ERROR_BODY, MAX_JSON_BODY
 from app.remote.openai_client import RemoteEndpoint
 from app.remote.remote_engine import RemoteEngine

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from app.remote.openai_client import RemoteEndpoint
 from app.remote.remote_engine import RemoteEngine
 from app.server.runner import ServerThread

@@ -10,9 +10,9 @@ import openai
 import pytest
 
 from app.gui.endpoints_dialog import EndpointsDialog
-from app.paths import AppPaths
 from app.remote.endpoints import NO_KEYRING, EndpointStore, KeyStore
 from app.remote.openai_client import RemoteEndpoint
+from app.services.paths import AppPaths
 from engine.client import EngineClient
 from tests.app.remote.conftest import LLAMA_ALIAS, free_port
 from tests.fixtures.bad_openai_server import BadOpenAIServer

@@ -16,7 +16,7 @@ import httpx
 import psutil
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from app.server.config import DEFAULT_PORT, ServerConfig, ServerConfigError
 
 

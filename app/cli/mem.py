@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from app.paths import AppPaths
+from app.services.paths import AppPaths
 from engine.client import EngineClient
 from engine.protocol import DeviceMemory, MemoryReport
 from models.units import human_size

@@ -15,8 +15,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.models.download_bridge import DownloadBridge
-from app.gui.models.formatting import human_eta, human_size
+from app.gui.models_window.download_bridge import DownloadBridge
+from app.gui.models_window.formatting import human_eta, human_size
 from models.downloads import Download, DownloadRequest, Progress, StateChanged
 
 _STATE_WORDS = {"queued": "queued", "running": "downloading", "paused": "paused", "done": "done",

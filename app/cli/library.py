@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from app.paths import AppPaths
+from app.services.paths import AppPaths
 from models.store import ImportedModel, Library, LocalFile, LocalRepo, LocalRevision, ModelStore, StoreError
 from models.units import human_size
 

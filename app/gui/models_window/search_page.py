@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from app.gui.engine_availability import mark_awq_choice
 from app.gui.jobs import Jobs
-from app.gui.models.formatting import human_date
+from app.gui.models_window.formatting import human_date
 from engine.torch_available import awq_engine_status
 from models.hub import HubClient, HubError, RepoSummary
 

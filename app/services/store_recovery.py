@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.store_backup import sync_to_disk
-from app.store_open import open_sqlite
-from app.store_records import MESSAGE_STATES, ROLES
-from app.store_schema import migrate
+from app.services.store_backup import sync_to_disk
+from app.services.store_open import open_sqlite
+from app.services.store_records import MESSAGE_STATES, ROLES
+from app.services.store_schema import migrate
 
 log = logging.getLogger(__name__)
 

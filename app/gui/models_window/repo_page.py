@@ -28,11 +28,11 @@ from PySide6.QtWidgets import (
 
 from app.gui.context_box import AutoCapBox, ContextBox
 from app.gui.jobs import Jobs
-from app.gui.models.formatting import human_date, human_size
-from app.gui.models.search_page import describe_error
+from app.gui.models_window.formatting import human_date, human_size
+from app.gui.models_window.search_page import describe_error
 from app.gui.plan_view import fit_text
-from app.machine import detect_machine
-from app.pull_plan import (
+from app.services.machine import detect_machine
+from app.services.pull_plan import (
     GroupVerdict,
     RepoAssessment,
     assess_candidates,

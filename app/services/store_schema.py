@@ -14,8 +14,8 @@ import logging
 import sqlite3
 from collections.abc import Callable
 
-from app.store_problems import StoreTooNewError
-from app.store_records import DEFAULT_PRESET, preset_row
+from app.services.store_problems import StoreTooNewError
+from app.services.store_records import DEFAULT_PRESET, preset_row
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import threading
 from datetime import date
 from pathlib import Path
 
-from app.store_open import open_sqlite
+from app.services.store_open import open_sqlite
 
 log = logging.getLogger(__name__)
 

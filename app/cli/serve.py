@@ -6,13 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.chat_defaults import DEFAULT_N_CTX
-from app.load_planner import LoadSettings
-from app.log_setup import configure_logging
-from app.paths import AppPaths
 from app.server.config import DEFAULT_PORT, ServerConfig, ServerConfigError
 from app.server.own_engine import ModelLoadError, OwnEngine
 from app.server.runner import ServerStartError, serve_forever
+from app.services.chat_defaults import DEFAULT_N_CTX
+from app.services.load_planner import LoadSettings
+from app.services.log_setup import configure_logging
+from app.services.paths import AppPaths
 from engine.starter import StarterModelMissing, starter_model_path
 
 

@@ -10,12 +10,12 @@ from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
 from app.gui.jobs import Jobs
-from app.gui.models.download_bridge import DownloadBridge
-from app.gui.models.downloads_panel import DownloadsPanel
-from app.gui.models.library_page import LibraryPage
-from app.gui.models.repo_page import RepoPage, this_machine
-from app.gui.models.search_page import SearchPage
-from app.paths import AppPaths
+from app.gui.models_window.download_bridge import DownloadBridge
+from app.gui.models_window.downloads_panel import DownloadsPanel
+from app.gui.models_window.library_page import LibraryPage
+from app.gui.models_window.repo_page import RepoPage, this_machine
+from app.gui.models_window.search_page import SearchPage
+from app.services.paths import AppPaths
 from models.downloads import DownloadRequest, StateChanged
 from models.hub import HubClient
 from models.plan import Machine

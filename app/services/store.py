@@ -2,9 +2,9 @@
 
 The file lives under the user data dir unless a path is given. It runs in WAL mode with
 `synchronous=FULL`, so a reply saved while it streams survives a crash of the app or the
-machine; every change is one transaction. The schema is versioned (app/store_schema.py).
+machine; every change is one transaction. The schema is versioned (app/services/store_schema.py).
 A file that cannot be written opens read-only and one that cannot be read is refused with
-what is needed to recover it (app/store_open.py). No Qt here: the CLI and the server use the
+what is needed to recover it (app/services/store_open.py). No Qt here: the CLI and the server use the
 same store.
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.paths import AppPaths
-from app.store_open import (
+from app.services.paths import AppPaths
+from app.services.store_open import (
     Connector,
     OpenedHistory,
     empty_history,
@@ -26,7 +26,7 @@ from app.store_open import (
     open_history,
     open_sqlite,
 )
-from app.store_problems import (
+from app.services.store_problems import (
     HistoryProblem,
     StoreDamagedError,
     StoreError,
@@ -34,7 +34,7 @@ from app.store_problems import (
     StoreUnwritableError,
     problem_kind,
 )
-from app.store_records import (
+from app.services.store_records import (
     DEFAULT_PRESET,
     DEFAULT_TITLE,
     MESSAGE_STATES,
@@ -49,7 +49,7 @@ from app.store_records import (
     preset_of,
     preset_row,
 )
-from app.store_schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from app.services.store_schema import MIGRATIONS, SCHEMA_VERSION, migrate
 
 __all__ = [
     "DEFAULT_PRESET", "DEFAULT_TITLE", "MESSAGE_STATES", "MIGRATIONS", "SCHEMA_VERSION", "ChatSettings", "ChatStore",

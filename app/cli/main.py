@@ -10,25 +10,25 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from app.chat_defaults import (
+from app.cli.hw import add_hw_parser
+from app.cli.library import add_library_parsers
+from app.cli.mem import add_mem_parser, final_report, memory_json
+from app.cli.plan import PlanError, add_plan_parser, context_option
+from app.cli.preset import PresetError, add_preset_parser, apply_chat_preset
+from app.cli.pull import add_pull_parser
+from app.cli.search import add_search_parser
+from app.cli.serve import add_serve_parser
+from app.services.chat_defaults import (
     DEFAULT_AUTO_CTX_CAP,
     DEFAULT_MAX_TOKENS,
     DEFAULT_SYSTEM_PROMPT,
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
-from app.hw_command import add_hw_parser
-from app.library_command import add_library_parsers
-from app.load_planner import LoadPlanner, LoadSettings
-from app.log_setup import configure_logging
-from app.mem_command import add_mem_parser, final_report, memory_json
-from app.paths import AppPaths
-from app.plan_command import PlanError, add_plan_parser, context_option
-from app.preset_command import PresetError, add_preset_parser, apply_chat_preset
-from app.pull_command import add_pull_parser
-from app.search_command import add_search_parser
-from app.serve_command import add_serve_parser
-from app.store import StoreError
+from app.services.load_planner import LoadPlanner, LoadSettings
+from app.services.log_setup import configure_logging
+from app.services.paths import AppPaths
+from app.services.store import StoreError
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, ModelInfo, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_chat(args: argparse.Namespace) -> int:
     """Load the model in the engine process, stream the reply to stdout."""
     if getattr(args, "endpoint", None):
-        from app.remote.chat_command import run_remote_chat
+        from app.cli.remote_chat import run_remote_chat
 
         return run_remote_chat(args)
     if args.mem and not args.json:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.store_problems import HistoryProblem, StoreDamagedError, StoreError, problem_kind
-from app.store_schema import check_not_newer, migrate, schema_version
+from app.services.store_problems import HistoryProblem, StoreDamagedError, StoreError, problem_kind
+from app.services.store_schema import check_not_newer, migrate, schema_version
 
 # Opens an SQLite connection to a path, read-write or read-only (isolation_level=None).
 # The store takes one so that tests can put the file on a read-only or full medium.

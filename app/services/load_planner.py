@@ -12,9 +12,9 @@ import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from app.chat_defaults import DEFAULT_AUTO_CTX_CAP, DEFAULT_N_CTX
-from app.machine import detect_machine
-from app.paths import AppPaths
+from app.services.chat_defaults import DEFAULT_AUTO_CTX_CAP, DEFAULT_N_CTX
+from app.services.machine import detect_machine
+from app.services.paths import AppPaths
 from engine.protocol import LoadRequest
 from models.errors import InvalidModelFile
 from models.folder_plan import folder_candidate, is_model_folder, plan_folder

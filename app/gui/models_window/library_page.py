@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.dialogs import confirm
-from app.gui.models.formatting import human_size
+from app.gui.models_window.formatting import human_size
 from models.store import ImportedModel, Item, LocalFile, LocalRepo, ModelStore, StoreError
 
 ITEM_ROLE = 0x0100  # Qt.ItemDataRole.UserRole

@@ -7,12 +7,13 @@ import importlib.util
 import json
 from typing import Any
 
-from app.machine import detect_machine
+from app.services.machine import detect_machine
+from app.services.plan_text import format_plan
 from models.errors import InvalidModelFile
 from models.folder_plan import folder_candidate, is_model_folder, plan_folder
 from models.hardware import NvmlApi, profile_for
 from models.hub import HubClient, HubError
-from models.plan import AUTO_CONTEXT_CAP, Candidate, Machine, Plan, make_plan
+from models.plan import AUTO_CONTEXT_CAP, Candidate, Machine, make_plan
 from models.plan_sources import gguf_file_candidate, repo_candidates
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
@@ -121,31 +122,3 @@ def _repo_candidates(repo_id: str, revision: str) -> list[Candidate]:
     if not candidates:
         raise PlanError(f"{repo_id}: no GGUF file or AWQ/FP8 checkpoint to plan for")
     return candidates
-
-
-def format_plan(plan: Plan) -> str:
-    gib = 1024**3
-    lines = [
-        f"{'Fits' if plan.fits else 'Does not fit'}: {plan.format.upper()} {plan.quant or ''} {plan.files[0]}",
-        f"  {_layers(plan)}, context {plan.context:,}, KV cache {plan.kv_type}, "
-        f"flash attention {'on' if plan.flash_attn else 'off'}",
-        f"  largest context that fits: {plan.max_context:,} tokens" if plan.max_context
-        else "  not even 256 tokens of context fit",
-    ]
-    if plan.forecast:
-        for device, d in plan.forecast.devices.items():
-            lines.append(
-                f"  {device:<7} weights {d.weights_bytes / gib:6.2f} GiB  KV {d.kv_cache_bytes / gib:6.2f} GiB  "
-                f"compute {d.compute_bytes / gib:6.2f} GiB  total {d.total_bytes / gib:6.2f} GiB"
-            )
-    lines.append("Why:")
-    lines += [f"  - {reason}" for reason in plan.reasons]
-    return "\n".join(lines)
-
-
-def _layers(plan: Plan) -> str:
-    if plan.n_gpu_layers > plan.n_layers:
-        return f"all {plan.n_layers} layers and the output on the GPU"
-    if plan.n_gpu_layers == 0:
-        return "all layers on the CPU"
-    return f"{plan.n_gpu_layers} of {plan.n_layers} layers on the GPU"

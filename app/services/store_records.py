@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
-from app.chat_defaults import (
+from app.services.chat_defaults import (
     DEFAULT_AUTO_CTX_CAP,
     DEFAULT_CONTEXT,
     DEFAULT_MAX_TOKENS,

@@ -7,8 +7,8 @@ import sys
 from pathlib import PurePosixPath
 from typing import Any, TextIO
 
-from app.machine import detect_machine
-from app.pull_plan import build_request, torch_available, with_extras
+from app.services.machine import detect_machine
+from app.services.pull_plan import build_request, torch_available, with_extras
 from models.downloads import Downloader, DownloadError, Progress
 from models.errors import InvalidModelFile
 from models.hardware import HardwareProfile

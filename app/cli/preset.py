@@ -7,9 +7,14 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from app.chat_defaults import DEFAULT_MAX_TOKENS, DEFAULT_SYSTEM_PROMPT, DEFAULT_TEMPERATURE, DEFAULT_TOP_P
-from app.paths import AppPaths
-from app.store import ChatStore, Preset
+from app.services.chat_defaults import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_SYSTEM_PROMPT,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+)
+from app.services.paths import AppPaths
+from app.services.store import ChatStore, Preset
 
 
 class PresetError(Exception):
