@@ -173,7 +173,8 @@ def test_repacking_keeps_one_copy_of_each_library_with_relative_rpaths(tmp_path,
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     build = _module()
-    monkeypatch.setattr(build, "_patchelf", lambda python: _patchelf())
+    # repack_cuda_wheel looks patchelf up in its own module (packaging/llama_wheels.py), not in the script's.
+    monkeypatch.setattr(sys.modules[build.repack_cuda_wheel.__module__], "_patchelf", lambda python: _patchelf())
     out = build.repack_cuda_wheel(sys.executable, wheel, out_dir)
     with zipfile.ZipFile(out) as zf:
         kept = sorted(zf.namelist())
