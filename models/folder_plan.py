@@ -14,21 +14,14 @@ from models.forecast import DeviceForecast, Forecast, ForecastSettings, ModelSha
 from models.hf_config import read_hf_config
 from models.hub import RepoFile
 from models.load_options import TorchOptions
-from models.plan import (
-    AUTO_CONTEXT_CAP,
-    GPU_RESERVE_BYTES,
-    MIN_CONTEXT,
-    PAGED_BLOCK_SIZE,
-    RAM_RESERVE_BYTES,
-    SAFETY_MARGIN,
-    Candidate,
-    Machine,
-    Plan,
-    gb,
-    largest_fitting_context,
-)
+from models.plan import Plan
+from models.plan_budget import GPU_RESERVE_BYTES, PAGED_BLOCK_SIZE, RAM_RESERVE_BYTES, SAFETY_MARGIN
+from models.plan_candidates import Candidate
+from models.plan_context import AUTO_CONTEXT_CAP, MIN_CONTEXT, largest_fitting_context
+from models.plan_machine import Machine
 from models.plan_sources import checkpoint_candidate
 from models.repo_files import group_files
+from models.units import gb
 
 # The PyTorch engine's KV budget on the CPU when the user sets none (engine/torch/kv_pool.py uses it).
 DEFAULT_CPU_KV_BYTES = 1 << 30

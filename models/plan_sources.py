@@ -9,7 +9,7 @@ from models.forecast import ModelShape, shape_from_gguf
 from models.gguf_header import read_gguf_header
 from models.hf_config import HfConfig, read_hf_config
 from models.hub import HubClient, HubError, RepoDetails
-from models.plan import Candidate, gguf_candidates
+from models.plan_candidates import Candidate, gguf_candidates
 from models.quant_levels import quant_from_name
 from models.repo_files import FileGroup, group_files
 

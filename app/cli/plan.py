@@ -13,7 +13,10 @@ from models.errors import InvalidModelFile
 from models.folder_plan import folder_candidate, is_model_folder, plan_folder
 from models.hardware import NvmlApi, profile_for
 from models.hub import HubClient, HubError
-from models.plan import AUTO_CONTEXT_CAP, Candidate, Machine, make_plan
+from models.plan import make_plan
+from models.plan_candidates import Candidate
+from models.plan_context import AUTO_CONTEXT_CAP
+from models.plan_machine import Machine
 from models.plan_sources import gguf_file_candidate, repo_candidates
 
 KV_TYPES = ("f16", "q8_0", "q4_0")

@@ -13,7 +13,8 @@ from models.downloads import Downloader, DownloadError, Progress
 from models.errors import InvalidModelFile
 from models.hardware import HardwareProfile
 from models.hub import HubClient, HubError, RepoDetails
-from models.plan import Machine, make_plan
+from models.plan import make_plan
+from models.plan_machine import Machine
 from models.plan_sources import repo_candidates
 from models.repo_files import group_files
 

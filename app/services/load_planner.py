@@ -20,7 +20,8 @@ from models.errors import InvalidModelFile
 from models.folder_plan import folder_candidate, is_model_folder, plan_folder
 from models.hardware import HardwareProfile
 from models.load_options import FlashAttn, KvType, TorchOptions
-from models.plan import Machine, Plan, make_plan
+from models.plan import Plan, make_plan
+from models.plan_machine import Machine
 from models.plan_sources import gguf_file_candidate
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from models.hardware import GIB, HardwareProfile
-from models.plan import Machine
+from models.plan_machine import Machine
 
 
 def format_profile(profile: HardwareProfile) -> str:

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 
 from models.downloads import DownloadFile, DownloadRequest
 from models.hub import HubClient, RepoDetails
-from models.plan import AUTO_CONTEXT_CAP, Candidate, Machine, Plan, make_plan
+from models.plan import Plan, make_plan
+from models.plan_candidates import Candidate
+from models.plan_context import AUTO_CONTEXT_CAP
+from models.plan_machine import Machine
 from models.plan_sources import repo_candidates
 from models.repo_files import FileGroup, group_files
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from models.hardware import GIB, HardwareProfile
-from models.plan import Machine
+from models.plan_machine import Machine
 
 GB = 1000**3
 MARGIN_BYTES = 1 * GIB  # room for the KV cache at a modest context and the compute buffers

@@ -12,7 +12,7 @@ import torch
 from engine.protocol import LoadRequest
 from engine.torch.arch import CausalLM
 from models.folder_plan import default_cpu_kv_bytes
-from models.plan import PAGED_BLOCK_SIZE
+from models.plan_budget import PAGED_BLOCK_SIZE
 
 BLOCK_SIZE = PAGED_BLOCK_SIZE
 # Tokens one engine step may evaluate: bounds a prefill chunk and the activations it needs.

@@ -29,7 +29,7 @@ from engine.torch.sequence import SamplingOptions
 from engine.torch.speculative import Drafter, DraftModelDrafter, PromptLookupDrafter, SpeculativeRunner
 from models.errors import InvalidModelFile
 from models.folder_plan import cpu_ram_budget, cpu_weights, folder_candidate
-from models.plan import gb
+from models.units import gb
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from app.services.load_planner import LoadPlanner, LoadSettings
 from models.folder_plan import folder_candidate, plan_folder
 from models.forecast import KV_PADDING
 from models.hardware import profile_for
-from models.plan import AUTO_CONTEXT_CAP, Machine
+from models.plan_context import AUTO_CONTEXT_CAP
+from models.plan_machine import Machine
 from tests.fixtures.tiny_hf import big_folder
 
 TAILOR = str(Path(sys.executable).with_name("tailor"))

@@ -23,7 +23,7 @@ from models.folder_plan import (
 )
 from models.hardware import profile_for
 from models.load_options import TorchOptions
-from models.plan import Machine
+from models.plan_machine import Machine
 from tests.fixtures.tiny_hf import big_folder, write_awq_copy, write_tiny_model
 
 TAILOR = str(Path(sys.executable).with_name("tailor"))

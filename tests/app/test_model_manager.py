@@ -12,8 +12,9 @@ from PySide6.QtCore import Qt
 from app.gui.models_window import library_page, repo_page
 from app.gui.models_window.manager_window import TAB_DOWNLOADS, TAB_REPO, ModelManager
 from app.gui.models_window.repo_page import COL_STAR, COL_VERDICT, STAR
-from models.plan import GIB, Machine
+from models.plan_machine import Machine
 from models.store import LocalFile, LocalRepo, ModelStore
+from models.units import GIB
 from tests.fixtures import fake_hub as hub_fixtures
 from tests.fixtures import hub_repos
 from tests.fixtures.fake_hub import FakeHub

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from app.gui.models_window.manager_window import ModelManager
-from models.plan import GIB, Machine
+from models.plan_machine import Machine
 from models.store import ModelStore
+from models.units import GIB
 from tests.app.conftest import QUICK
 from tests.fixtures import fake_hub as hub_fixtures
 from tests.fixtures.fake_hub import FakeHub

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from models.forecast import ModelShape, scaled_to
-from models.plan import GIB, Candidate, Machine, gguf_candidates, make_plan
+from models.plan import make_plan
+from models.plan_candidates import Candidate, gguf_candidates
+from models.plan_machine import Machine
+from models.units import GIB
 
 GB = 10**9
 

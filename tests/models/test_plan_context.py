@@ -12,17 +12,11 @@ import pytest
 
 from models.forecast import KV_PADDING
 from models.hardware import detect_hardware
-from models.plan import (
-    AUTO_CONTEXT_CAP,
-    AUTO_WALK_CONTEXT,
-    GIB,
-    MIN_CONTEXT,
-    Candidate,
-    Machine,
-    Plan,
-    gguf_candidates,
-    make_plan,
-)
+from models.plan import Plan, make_plan
+from models.plan_candidates import Candidate, gguf_candidates
+from models.plan_context import AUTO_CONTEXT_CAP, AUTO_WALK_CONTEXT, MIN_CONTEXT
+from models.plan_machine import Machine
+from models.units import GIB
 from tests.fixtures.fake_nvml import OneGpuNvml
 from tests.models.test_plan import GB, LLAMA_8B, LLAMA_70B, REPO_8B, REPO_70B, llama_shape, machine
 

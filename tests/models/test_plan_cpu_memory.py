@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from models.cpu_repack import parse_system_info, repack_types
 from models.forecast import ForecastSettings, forecast, shape_from_gguf
-from models.plan import GIB, Candidate, Machine, gguf_candidates, make_plan
+from models.plan import make_plan
+from models.plan_candidates import Candidate, gguf_candidates
+from models.plan_machine import Machine
+from models.units import GIB
 from tests.fixtures.real_shapes import GEMMA_3_27B, LLAMA_3_1_8B, q4_k_m_header
 
 GB = 10**9

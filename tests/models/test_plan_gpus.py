@@ -16,7 +16,11 @@ from models.forecast import ForecastSettings, compute_bytes, forecast, kv_layer_
 from models.gpu_cards import GpuCard, cuda_cards
 from models.hardware import HardwareProfile, detect_hardware
 from models.layer_split import PIPELINE_COPIES, layer_devices, split_points
-from models.plan import GIB, Machine, card_budget, gguf_candidates, make_plan
+from models.plan import make_plan
+from models.plan_budget import card_budget
+from models.plan_candidates import gguf_candidates
+from models.plan_machine import Machine
+from models.units import GIB
 from tests.fixtures.fake_nvml import MixedGpuNvml, OneGpuNvml, TwoGpuNvml
 from tests.fixtures.real_shapes import LLAMA_3_1_70B, q4_k_m_header
 

@@ -8,7 +8,8 @@ import pytest
 
 from models.backend_devices import BackendDevice, LlamaDevices, unknown_devices
 from models.hardware import GIB, profile_for
-from models.plan import Machine, make_plan
+from models.plan import make_plan
+from models.plan_machine import Machine
 from tests.models.test_plan import REPO_8B
 
 CPU_DEVICE = BackendDevice("CPU", "AMD EPYC", "cpu", 60 * GIB, 64 * GIB)

@@ -18,7 +18,7 @@ from app.gui.models_window.search_page import SearchPage
 from app.services.paths import AppPaths
 from models.downloads import DownloadRequest, StateChanged
 from models.hub import HubClient
-from models.plan import Machine
+from models.plan_machine import Machine
 from models.store import ModelStore
 
 TAB_SEARCH, TAB_REPO, TAB_DOWNLOADS, TAB_LIBRARY = range(4)

@@ -41,7 +41,8 @@ from app.services.pull_plan import (
     with_extras,
 )
 from models.hub import HubClient
-from models.plan import Candidate, Machine
+from models.plan_candidates import Candidate
+from models.plan_machine import Machine
 
 STAR = "★"
 COLUMNS = ("", "File", "Quant", "Size", "On this machine", "", "")
