@@ -1,4 +1,4 @@
-"""What a download is, what it reports, and how it fails. Re-exported by `models.downloads`."""
+"""What a download is, what it reports, and how it fails; the Downloader is in `models.downloads`."""
 
 from __future__ import annotations
 

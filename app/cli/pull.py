@@ -9,7 +9,8 @@ from typing import Any, TextIO
 
 from app.services.machine import detect_machine
 from app.services.pull_plan import build_request, torch_available, with_extras
-from models.downloads import Downloader, DownloadError, Progress
+from models.download_types import DownloadError, Progress
+from models.downloads import Downloader
 from models.errors import InvalidModelFile
 from models.hardware import HardwareProfile
 from models.hub import HubClient, HubError, RepoDetails

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from models.downloads import DownloadFile, DownloadRequest
+from models.download_types import DownloadFile, DownloadRequest
 from models.hub import HubClient, RepoDetails
 from models.plan import Plan, make_plan
 from models.plan_candidates import Candidate

@@ -26,7 +26,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from models.downloads import Downloader, DownloadFile, DownloadRequest
+from models.download_types import DownloadFile, DownloadRequest
+from models.downloads import Downloader
 from tests.fixtures.fault_server import serve_faulty
 
 RUNS = 3

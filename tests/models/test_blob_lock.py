@@ -17,7 +17,8 @@ import pytest
 
 from models.blob_lock import BlobLock, blob_lock_path, partial_lock_path
 from models.download_records import clean_stale_partials
-from models.downloads import Downloader, DownloadFile, DownloadRequest, Progress
+from models.download_types import DownloadFile, DownloadRequest, Progress
+from models.downloads import Downloader
 from tests.fixtures.fault_server import FaultServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +29,8 @@ WAITING = "waiting for another download of this file"
 
 _CHILD = textwrap.dedent("""
     import json, sys
-    from models.downloads import Downloader, DownloadFile, DownloadRequest, Progress
+    from models.download_types import DownloadFile, DownloadRequest, Progress
+    from models.downloads import Downloader
     cache, url, size, sha = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 
     def on_event(event):

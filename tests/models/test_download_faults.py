@@ -21,7 +21,8 @@ import pytest
 
 from models.download_http import RateFloor, retry_after_s
 from models.download_records import load_pending
-from models.downloads import Downloader, DownloadError, DownloadFile, DownloadRequest
+from models.download_types import DownloadError, DownloadFile, DownloadRequest
+from models.downloads import Downloader
 from models.hub import HubClient, HubError
 from tests.fixtures import fake_hub as hub_fixtures
 from tests.fixtures.fake_hub import FakeHub

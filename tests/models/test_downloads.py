@@ -14,16 +14,9 @@ from pathlib import Path
 import pytest
 from huggingface_hub import scan_cache_dir, try_to_load_from_cache
 
-from models.download_records import load_pending, records_path
-from models.downloads import (
-    Downloader,
-    DownloadError,
-    DownloadFile,
-    DownloadRequest,
-    Progress,
-    StateChanged,
-    clean_stale_partials,
-)
+from models.download_records import clean_stale_partials, load_pending, records_path
+from models.download_types import DownloadError, DownloadFile, DownloadRequest, Progress, StateChanged
+from models.downloads import Downloader
 from tests.fixtures.fault_server import FaultServer, serve_faulty
 
 COMMIT = "a" * 40
@@ -305,7 +298,8 @@ def test_not_enough_free_space_is_refused_before_fetching(server, files, cache):
 _CHILD = textwrap.dedent("""
     import resource, signal, sys
     from pathlib import Path
-    from models.downloads import Downloader, DownloadError, DownloadFile, DownloadRequest
+    from models.download_types import DownloadError, DownloadFile, DownloadRequest
+    from models.downloads import Downloader
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
     cache, url, size, sha = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]

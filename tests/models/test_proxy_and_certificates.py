@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from models.downloads import Downloader, DownloadError, DownloadFile, DownloadRequest
+from models.download_types import DownloadError, DownloadFile, DownloadRequest
+from models.downloads import Downloader
 from models.hub import HubClient
 from tests.fixtures import fake_hub as hub_fixtures
 from tests.fixtures.fake_hub import FakeHub

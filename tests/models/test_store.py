@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from models.download_records import add_pending
-from models.downloads import DownloadFile, DownloadRequest
+from models.download_types import DownloadFile, DownloadRequest
 from models.hf_cache import link_blob, write_ref
 from models.store import ImportedModel, LocalFile, LocalRepo, LocalRevision, ModelStore, StoreError
 

@@ -12,7 +12,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from app.gui.main_thread import MainThread
-from models.downloads import Download, Downloader, DownloadRequest, Progress, StateChanged
+from models.download_handle import Download
+from models.download_types import DownloadRequest, Progress, StateChanged
+from models.downloads import Downloader
 
 
 class DownloadBridge(QObject):

@@ -17,7 +17,8 @@ from PySide6.QtWidgets import (
 
 from app.gui.models_window.download_bridge import DownloadBridge
 from app.gui.models_window.formatting import human_eta, human_size
-from models.downloads import Download, DownloadRequest, Progress, StateChanged
+from models.download_handle import Download
+from models.download_types import DownloadRequest, Progress, StateChanged
 
 _STATE_WORDS = {"queued": "queued", "running": "downloading", "paused": "paused", "done": "done",
                 "failed": "failed", "cancelled": "cancelled"}

@@ -16,7 +16,7 @@ from app.gui.models_window.library_page import LibraryPage
 from app.gui.models_window.repo_page import RepoPage, this_machine
 from app.gui.models_window.search_page import SearchPage
 from app.services.paths import AppPaths
-from models.downloads import DownloadRequest, StateChanged
+from models.download_types import DownloadRequest, StateChanged
 from models.hub import HubClient
 from models.plan_machine import Machine
 from models.store import ModelStore
