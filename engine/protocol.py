@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from models.load_options import KvType, TorchOptions
+from models.load_options import KvType, SpeculativeOptions, TorchOptions
 
 # ---------------------------------------------------------------- requests (client -> engine)
 
@@ -62,6 +62,8 @@ class LoadRequest:
     # written beside the report so readers compare the two.
     status_dir: str | None = None
     forecast: dict | None = None
+    # Speculative decoding, for either engine (each refuses, by name, a mode it cannot run).
+    speculation: SpeculativeOptions = SpeculativeOptions()
     # The PyTorch engine's options (a model folder; the GGUF backend ignores them).
     torch: TorchOptions = TorchOptions()
 

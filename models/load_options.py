@@ -1,9 +1,10 @@
 """What a user chooses for a model load, shared by the chat store, the planner and the engine.
 
-The KV cache type and flash attention (llama.cpp's), and `TorchOptions`, the PyTorch engine's
-options (a model folder; the GGUF backend ignores them). It lives here, the lowest layer, because
-the folder plan (models/folder_plan.py) sizes the KV pool with them, the engine's LoadRequest
-carries them, and the app's chat settings store them.
+The KV cache type and flash attention (llama.cpp's), `SpeculativeOptions`, speculative decoding
+(both engines: a GGUF file and a model folder), and `TorchOptions`, the PyTorch engine's KV memory
+(a model folder; the GGUF backend ignores them). It lives here, the lowest layer, because the
+folder plan (models/folder_plan.py) sizes the KV pool with them, the engine's LoadRequest carries
+them, and the app's chat settings store them.
 """
 
 from __future__ import annotations
@@ -20,13 +21,20 @@ SPECULATIVE_MODES: tuple[str, ...] = get_args(Speculative)
 
 
 @dataclass(slots=True, frozen=True)
+class SpeculativeOptions:
+    """Speculative decoding of a load, for either engine; each engine checks what it supports."""
+
+    mode: Speculative = "auto"
+    # The draft model, for "draft" (or "auto", which then drafts with it): a model folder for the
+    # PyTorch engine, a .gguf file for the GGUF engine.
+    draft_path: str | None = None
+    tokens: int | None = None  # drafts per step; None: the engine's default
+
+
+@dataclass(slots=True, frozen=True)
 class TorchOptions:
-    """The PyTorch engine's load options: the KV memory and speculative decoding."""
+    """The PyTorch engine's load options: the KV memory."""
 
     # Share of the GPU memory left after the weights that the KV block pool may take.
     gpu_memory_fraction: float = 0.9
     cpu_kv_bytes: int | None = None  # the KV budget on the CPU; None: the engine's default
-    speculative: Speculative = "auto"
-    # The draft model's folder, for "draft" (or "auto", which then drafts with it).
-    draft_path: str | None = None
-    speculative_tokens: int | None = None  # drafts per step; None: the engine's default

@@ -32,7 +32,7 @@ from app.services.store import StoreError
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, ModelInfo, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path
-from models.load_options import TorchOptions
+from models.load_options import SPECULATIVE_MODES, SpeculativeOptions, TorchOptions
 from models.plan import Plan
 
 # After Ctrl+C stops a reply, how long the engine has to end it before the command gives up on it.
@@ -78,11 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="flash attention (%(default)s; a quantized KV cache needs it on)",
     )
     chat.add_argument(
-        "--speculative", choices=("off", "lookup", "draft"),
-        help="PyTorch engine: speculative decoding off, by prompt lookup, or by a --draft model "
-        "(default: prompt lookup on the CPU, off on a GPU; draft when --draft is given)",
+        "--speculative", choices=SPECULATIVE_MODES,
+        help="speculative decoding: auto (the default: draft when --draft is given, else the engine's choice), "
+        "off, lookup (prompt lookup: drafts from the conversation itself, for a GGUF file and a model folder), "
+        "or draft (a --draft model)",
     )
-    chat.add_argument("--draft", type=Path, metavar="DIR", help="PyTorch engine: a draft model folder (same tokenizer)")
+    chat.add_argument(
+        "--draft", type=Path, metavar="PATH",
+        help="the draft model, with the model's tokenizer: a folder for a model folder (PyTorch engine), "
+        "a .gguf file for a GGUF model",
+    )
     chat.add_argument(
         "--gpu-memory-fraction", type=_fraction, default=0.9, metavar="F",
         help="PyTorch engine: share of the GPU memory left after the weights for the KV cache (%(default)s)",
@@ -153,9 +158,9 @@ def run_chat(args: argparse.Namespace) -> int:
         except (PresetError, StoreError) as exc:
             raise CliError(str(exc)) from None
     if args.speculative == "draft" and args.draft is None:
-        raise CliError("--speculative draft needs --draft DIR (a draft model folder)")
-    if args.draft is not None and args.speculative not in (None, "draft"):
-        raise CliError(f"--draft needs --speculative draft (or no --speculative), not {args.speculative}")
+        raise CliError("--speculative draft needs --draft DIR (a draft model folder) or FILE (a .gguf draft)")
+    if args.draft is not None and args.speculative not in (None, "auto", "draft"):
+        raise CliError(f"--draft needs --speculative draft (or auto, or no --speculative), not {args.speculative}")
     if args.ctx is not None and args.ctx_cap is not None:
         raise CliError(f"--ctx-cap is the most tokens --ctx auto picks: it does nothing with --ctx {args.ctx}")
     try:
@@ -175,9 +180,10 @@ def run_chat(args: argparse.Namespace) -> int:
     client.start()
     try:
         # GPU layers, KV type and flash attention as the decision tree plans them for this machine.
-        options = TorchOptions(gpu_memory_fraction=args.gpu_memory_fraction, speculative=args.speculative or "auto",
-                               draft_path=str(args.draft) if args.draft else None)
-        settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, torch=options,
+        speculation = SpeculativeOptions(mode=args.speculative or "auto",
+                                         draft_path=str(args.draft) if args.draft else None)
+        settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, speculation=speculation,
+                                torch=TorchOptions(gpu_memory_fraction=args.gpu_memory_fraction),
                                 auto_ctx_cap=args.ctx_cap or DEFAULT_AUTO_CTX_CAP)
         planned = LoadPlanner(prefix_cache_dir=paths.prefix_cache).plan_load(str(model), settings)
         client.load(planned.request)

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 
 from app.gui.context_box import AutoCapBox, ContextBox
 from app.gui.preset_dialog import PresetDialog
+from app.gui.speculation_group import SpeculationGroup
 from app.gui.torch_settings_group import TorchSettingsGroup
 from app.services.store import ChatSettings, Preset
 from models.folder_plan import is_model_folder
@@ -74,6 +75,8 @@ class SettingsPanel(QWidget):
         outer = QVBoxLayout(self)
         form = self._form = QFormLayout()
         outer.addLayout(form)
+        self.speculation_group = SpeculationGroup()  # every model: both engines decode speculatively
+        outer.addWidget(self.speculation_group)
         self.torch_group = TorchSettingsGroup()  # shown while the model is a folder (the PyTorch engine)
         self.torch_group.hide()
         outer.addWidget(self.torch_group)
@@ -98,6 +101,7 @@ class SettingsPanel(QWidget):
         self.n_ctx.valueChanged.connect(lambda _value: self.auto_cap.setEnabled(self.n_ctx.context() is None))
         for combo in (self.kv_type, self.flash_attn):
             combo.currentTextChanged.connect(self._changed)
+        self.speculation_group.changed.connect(self._changed)
         self.torch_group.changed.connect(self._changed)
         self.preset.activated.connect(self._apply_preset)
         self.save_preset.clicked.connect(self.ask_save_preset)
@@ -158,6 +162,7 @@ class SettingsPanel(QWidget):
             self.auto_cap.setValue(settings.auto_ctx_cap)
             self.kv_type.setCurrentText(settings.kv_type)
             self.flash_attn.setCurrentText(settings.flash_attn)
+            self.speculation_group.set_values(settings)
             self.torch_group.set_values(settings)
         finally:
             self._loading = False
@@ -172,13 +177,16 @@ class SettingsPanel(QWidget):
             auto_ctx_cap=self.auto_cap.value(),
             kv_type=self.kv_type.currentText(),
             flash_attn=self.flash_attn.currentText(),
+            speculation=self.speculation_group.values(),
             torch=self.torch_group.values(),
         )
 
     def set_model_path(self, path: str) -> None:
         """Show the PyTorch engine's settings only while the model is a model folder, and llama.cpp's
-        (KV cache type, flash attention) only while it is a GGUF file: each engine ignores the other's."""
+        (KV cache type, flash attention) only while it is a GGUF file: each engine ignores the other's.
+        Speculative decoding is shown for both; its draft is of the model's kind (a folder or a .gguf file)."""
         folder = is_model_folder(path)
+        self.speculation_group.set_model_path(path)
         self.torch_group.setVisible(folder)
         for widget in (self.kv_type, self.flash_attn):
             self._form.setRowVisible(widget, not folder)

@@ -19,7 +19,7 @@ from engine.protocol import LoadRequest
 from models.errors import InvalidModelFile
 from models.folder_plan import folder_candidate, is_model_folder, plan_folder
 from models.hardware import HardwareProfile
-from models.load_options import FlashAttn, KvType, TorchOptions
+from models.load_options import FlashAttn, KvType, SpeculativeOptions, TorchOptions
 from models.plan import Plan, make_plan
 from models.plan_machine import Machine
 from models.plan_sources import gguf_file_candidate
@@ -37,6 +37,7 @@ class LoadSettings:
     # System prompts of pinned presets, prefilled at load. Not compared: a changed pin takes
     # effect at the next load and never forces one.
     pinned_prompts: tuple[str, ...] = field(default=(), compare=False)
+    speculation: SpeculativeOptions = SpeculativeOptions()  # speculative decoding (either engine), as LoadRequest's
     # The PyTorch engine's options (a model folder; the GGUF backend ignores them), as LoadRequest's.
     torch: TorchOptions = TorchOptions()
     auto_ctx_cap: int = DEFAULT_AUTO_CTX_CAP  # the most tokens Auto picks (below the trained length)
@@ -125,5 +126,6 @@ class LoadPlanner:
             path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, kv_type=kv_type, flash_attn=flash_attn,
             swa_full=plan.swa_full if plan else True, prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
             forecast=plan.forecast.to_dict() if plan and plan.forecast else None,
-            pinned_prompts=settings.pinned_prompts, torch=settings.torch,
+            pinned_prompts=settings.pinned_prompts, speculation=settings.speculation,
+            torch=settings.torch,
         )

@@ -14,13 +14,15 @@ from app.services.chat_defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
-from models.load_options import FlashAttn, KvType, TorchOptions
+from models.load_options import FlashAttn, KvType, SpeculativeOptions, TorchOptions
 
 Role = Literal["system", "user", "assistant"]
 MessageState = Literal["complete", "streaming", "interrupted", "cancelled"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant")
 MESSAGE_STATES: tuple[str, ...] = ("complete", "streaming", "interrupted", "cancelled")
 DEFAULT_TITLE = "New chat"
+# SpeculativeOptions' fields and their keys in the stored JSON (those of TorchOptions before them).
+_FLAT_SPECULATION = {"mode": "speculative", "draft_path": "draft_path", "tokens": "speculative_tokens"}
 
 
 @dataclass(slots=True)
@@ -35,14 +37,18 @@ class ChatSettings:
     auto_ctx_cap: int = DEFAULT_AUTO_CTX_CAP  # the most tokens Auto chooses (LoadSettings.auto_ctx_cap)
     kv_type: KvType = "f16"
     flash_attn: FlashAttn = "auto"
+    # Speculative decoding (either engine), as LoadRequest's. Its draft_path is kept while another
+    # mode is chosen.
+    speculation: SpeculativeOptions = SpeculativeOptions()
     # The PyTorch engine's load options (a model folder; the GGUF backend ignores them), as LoadRequest's.
-    # Its draft_path is kept while another speculative mode is chosen.
     torch: TorchOptions = TorchOptions()
 
     def to_json(self) -> str:
         data = asdict(self)
-        # Stored flat, as before TorchOptions existed: older releases still read them.
+        # Stored flat, under the keys of the releases before SpeculativeOptions and TorchOptions
+        # existed: they still read them.
         data.update(data.pop("torch"))
+        data.update({_FLAT_SPECULATION[k]: v for k, v in data.pop("speculation").items()})
         return json.dumps(data)
 
     @classmethod
@@ -50,8 +56,10 @@ class ChatSettings:
         """Settings from stored JSON; unknown keys are dropped, missing ones get defaults."""
         data = json.loads(text) if text else {}
         torch = TorchOptions(**{k: v for k, v in data.items() if k in TorchOptions.__dataclass_fields__})
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "torch"}
-        return cls(**known, torch=torch)
+        speculation = SpeculativeOptions(**{k: data[flat] for k, flat in _FLAT_SPECULATION.items() if flat in data})
+        nested = ("torch", "speculation")
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k not in nested}
+        return cls(**known, speculation=speculation, torch=torch)
 
 
 @dataclass(slots=True, frozen=True)

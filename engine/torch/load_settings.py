@@ -30,7 +30,8 @@ class Speculation:
 
 
 def check(request: LoadRequest) -> None:
-    """Refuse settings the engine cannot honour, with the setting named (BackendError "bad_request")."""
+    """Refuse settings the engine cannot honour, with the setting named (BackendError "bad_request"):
+    the KV memory (`request.torch`) and speculative decoding (`request.speculation`)."""
     options = request.torch
     if not 0.0 < options.gpu_memory_fraction <= 1.0:
         raise BackendError(
@@ -39,30 +40,27 @@ def check(request: LoadRequest) -> None:
     if options.cpu_kv_bytes is not None and options.cpu_kv_bytes <= 0:
         raise BackendError("bad_request", f"The CPU KV budget must be positive, not {options.cpu_kv_bytes} bytes.")
     # The Literal type is a promise to type checkers only: a request can still carry any string.
-    if options.speculative not in SPECULATIVE_MODES:
+    spec = request.speculation
+    if spec.mode not in SPECULATIVE_MODES:
         raise BackendError(
             "bad_request",
-            f"Unknown speculative decoding {options.speculative!r}: use one of {', '.join(SPECULATIVE_MODES)}.",
+            f"Unknown speculative decoding {spec.mode!r}: use one of {', '.join(SPECULATIVE_MODES)}.",
         )
-    if options.speculative == "draft" and not options.draft_path:
+    if spec.mode == "draft" and not spec.draft_path:
         raise BackendError("bad_request", "Speculative decoding with a draft model needs the draft model's folder.")
-    if options.draft_path and options.speculative not in ("draft", "auto"):
-        raise BackendError(
-            "bad_request", f"A draft model was given, but speculative decoding is {options.speculative!r}."
-        )
-    if options.speculative_tokens is not None and not 1 <= options.speculative_tokens <= 16:
-        raise BackendError(
-            "bad_request", f"Draft tokens per step must be 1 to 16, not {options.speculative_tokens}."
-        )
+    if spec.draft_path and spec.mode not in ("draft", "auto"):
+        raise BackendError("bad_request", f"A draft model was given, but speculative decoding is {spec.mode!r}.")
+    if spec.tokens is not None and not 1 <= spec.tokens <= 16:
+        raise BackendError("bad_request", f"Draft tokens per step must be 1 to 16, not {spec.tokens}.")
 
 
 def speculation(request: LoadRequest, auto_tokens: int) -> Speculation:
     """The mode a (checked) request asks for; "auto" means `auto_tokens` prompt-lookup drafts (0: off)."""
-    options = request.torch
-    k = options.speculative_tokens or DEFAULT_SPECULATIVE_TOKENS
-    mode = options.speculative
+    spec = request.speculation
+    k = spec.tokens or DEFAULT_SPECULATIVE_TOKENS
+    mode = spec.mode
     if mode == "auto":
-        if options.draft_path:
+        if spec.draft_path:
             return Speculation("draft", k)
         return Speculation("lookup", auto_tokens) if auto_tokens > 0 else Speculation("off", 0)
     return Speculation(mode, 0 if mode == "off" else k)

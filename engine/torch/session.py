@@ -72,7 +72,9 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
             "invalid_model",
             f"{directory.name}: the tokenizer has {tokenizer.vocab_size} tokens, the model only {config.vocab_size}",
         )
-    draft = load_draft(request.torch.draft_path or "", tokenizer, device, model.dtype) if spec.mode == "draft" else None
+    draft = None
+    if spec.mode == "draft":
+        draft = load_draft(request.speculation.draft_path or "", tokenizer, device, model.dtype)
     max_len = max(2, min(request.n_ctx, config.max_position_embeddings,
                          draft.config.max_position_embeddings if draft else config.max_position_embeddings))
     try:

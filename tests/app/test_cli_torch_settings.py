@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.services.load_planner import LoadPlanner, LoadSettings
-from models.load_options import TorchOptions
+from models.load_options import SpeculativeOptions, TorchOptions
 from tests.app.test_cli import tailor
 from tests.fixtures.tiny_hf import write_tiny_model
 
@@ -27,12 +27,14 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_settings_reach_the_load_request(folders: tuple[Path, Path]) -> None:
     target, draft = folders
-    options = TorchOptions(gpu_memory_fraction=0.5, speculative="draft", draft_path=str(draft), cpu_kv_bytes=1 << 24)
-    request = LoadPlanner().plan_load(str(target), LoadSettings(256, torch=options)).request.torch
-    assert (request.gpu_memory_fraction, request.speculative, request.draft_path, request.cpu_kv_bytes) == (
-        0.5, "draft", str(draft), 1 << 24)
-    default = LoadPlanner().plan_load(str(target), LoadSettings(256)).request.torch
-    assert (default.gpu_memory_fraction, default.speculative, default.draft_path) == (0.9, "auto", None)
+    options = TorchOptions(gpu_memory_fraction=0.5, cpu_kv_bytes=1 << 24)
+    speculation = SpeculativeOptions(mode="draft", draft_path=str(draft))
+    request = LoadPlanner().plan_load(str(target), LoadSettings(256, speculation=speculation, torch=options)).request
+    assert (request.torch.gpu_memory_fraction, request.speculation.mode, request.speculation.draft_path,
+            request.torch.cpu_kv_bytes) == (0.5, "draft", str(draft), 1 << 24)
+    default = LoadPlanner().plan_load(str(target), LoadSettings(256)).request
+    assert (default.torch.gpu_memory_fraction, default.speculation.mode, default.speculation.draft_path) == (
+        0.9, "auto", None)
 
 
 def test_chat_with_a_draft_model_reports_its_acceptance(folders: tuple[Path, Path], tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -142,6 +143,19 @@ def test_settings_json_tolerates_unknown_and_missing_keys():
         temperature=0.1
     )
     assert ChatSettings.from_json(None) == ChatSettings()
+
+
+def test_speculative_decoding_round_trips_under_the_flat_keys_of_older_releases(store):
+    from models.load_options import SpeculativeOptions
+
+    settings = ChatSettings(speculation=SpeculativeOptions(mode="draft", draft_path="/models/draft.gguf", tokens=6))
+    data = json.loads(settings.to_json())
+    # The keys an older release reads (no nested object), with these values.
+    assert (data["speculative"], data["draft_path"], data["speculative_tokens"]) == ("draft", "/models/draft.gguf", 6)
+    assert "speculation" not in data and "mode" not in data and "tokens" not in data
+    assert ChatSettings.from_json(settings.to_json()) == settings
+    conversation = store.create_conversation("Drafted", settings)
+    assert store.get_conversation(conversation.id).settings.speculation == settings.speculation
 
 
 def test_presets_start_with_the_pinned_default_and_can_be_saved_replaced_and_deleted(store):

@@ -1,4 +1,5 @@
-"""The window's PyTorch engine settings: speculative decoding, the draft model, the KV memory.
+"""The window's load settings of speculative decoding (the mode, the draft model: both engines) and
+of the PyTorch engine (the KV memory).
 
 Real widgets offscreen, the real SQLite store, and (for the end-to-end tests) the real engine
 process running tiny model folders written by tests/fixtures/tiny_hf.py.
@@ -13,14 +14,16 @@ import pytest
 
 from app.chat.load_settings import load_settings_of
 from app.gui.settings_panel import SettingsPanel
-from app.gui.torch_settings_group import GIB, NO_DRAFT_HINT
+from app.gui.speculation_group import NO_DRAFT_HINT
+from app.gui.torch_settings_group import GIB
 from app.services.load_planner import LoadSettings
 from app.services.store import ChatSettings, ChatStore
-from models.load_options import TorchOptions
+from models.load_options import SpeculativeOptions, TorchOptions
 from tests.app.conftest import QUICK
 
 TIMEOUT_MS = 120_000
-DIALOG = "app.gui.torch_settings_group.QFileDialog.getExistingDirectory"
+DIALOG = "app.gui.speculation_group.QFileDialog.getExistingDirectory"
+FILE_DIALOG = "app.gui.speculation_group.QFileDialog.getOpenFileName"
 
 
 @pytest.fixture
@@ -53,22 +56,25 @@ def test_the_group_is_shown_only_for_a_model_folder(panel: SettingsPanel, tmp_pa
 
     panel.set_model_path(str(starter_model))
     assert panel.torch_group.isHidden() and llama_cpp_rows_shown()
+    assert not panel.speculation_group.isHidden()  # both engines decode speculatively
     # A model folder: the PyTorch engine's settings, and not llama.cpp's KV type and flash attention.
     panel.set_model_path(str(_model_folder(tmp_path / "tiny")))
-    assert not panel.torch_group.isHidden()
+    assert not panel.torch_group.isHidden() and not panel.speculation_group.isHidden()
     assert not any(panel._form.isRowVisible(w) for w in (panel.kv_type, panel.flash_attn))
     panel.set_model_path(str(tmp_path / "not-there"))
     assert panel.torch_group.isHidden() and llama_cpp_rows_shown()
+    assert not panel.speculation_group.isHidden()
 
 
 def test_each_control_changes_the_chat_and_load_settings(qtbot, panel: SettingsPanel, tmp_path: Path, monkeypatch):
-    group = panel.torch_group
+    group, spec = panel.torch_group, panel.speculation_group
+    panel.set_model_path(str(_model_folder(tmp_path / "model")))  # its draft is a folder
     assert panel.settings() == ChatSettings()  # the defaults: auto, no draft, 90 %, CPU budget Auto
     assert group.cpu_kv.text() == "Auto" and group.gpu_share.value() == 90
 
-    settings = _emitted(qtbot, panel, lambda: group.speculative.setCurrentIndex(group.speculative.findData("lookup")))
-    assert settings.torch.speculative == "lookup"
-    assert load_settings_of(settings).torch.speculative == "lookup"
+    settings = _emitted(qtbot, panel, lambda: spec.speculative.setCurrentIndex(spec.speculative.findData("lookup")))
+    assert settings.speculation.mode == "lookup"
+    assert load_settings_of(settings).speculation.mode == "lookup"
     # A changed setting is a changed LoadSettings: the runner reloads the model for it.
     assert load_settings_of(settings) != load_settings_of(ChatSettings())
 
@@ -87,34 +93,42 @@ def test_each_control_changes_the_chat_and_load_settings(qtbot, panel: SettingsP
 
     draft = _model_folder(tmp_path / "draft")
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(draft))
-    group.speculative.setCurrentIndex(group.speculative.findData("draft"))
-    settings = _emitted(qtbot, panel, group.browse.click)
-    assert settings.torch.speculative == "draft" and settings.torch.draft_path == str(draft)
-    assert load_settings_of(settings).torch == TorchOptions(
-        gpu_memory_fraction=0.75, cpu_kv_bytes=GIB // 4, speculative="draft", draft_path=str(draft),
-    )
+    spec.speculative.setCurrentIndex(spec.speculative.findData("draft"))
+    settings = _emitted(qtbot, panel, spec.browse.click)
+    assert settings.speculation.mode == "draft" and settings.speculation.draft_path == str(draft)
+    assert load_settings_of(settings).torch == TorchOptions(gpu_memory_fraction=0.75, cpu_kv_bytes=GIB // 4)
+    assert load_settings_of(settings).speculation == SpeculativeOptions(mode="draft", draft_path=str(draft))
     # Another mode keeps the folder for later, but the load asks for no draft (the engine refuses one).
-    settings = _emitted(qtbot, panel, lambda: group.speculative.setCurrentIndex(group.speculative.findData("off")))
-    assert settings.torch.draft_path == str(draft)
-    assert load_settings_of(settings).torch.draft_path is None
+    settings = _emitted(qtbot, panel, lambda: spec.speculative.setCurrentIndex(spec.speculative.findData("off")))
+    assert settings.speculation.draft_path == str(draft)
+    assert load_settings_of(settings).speculation.draft_path is None
     # Shown again exactly as stored.
     panel.set_settings(ChatSettings())
     panel.set_settings(settings)
     assert panel.settings() == settings
 
 
-def test_torch_settings_reload_a_model_folder_but_not_a_gguf_model(tmp_path: Path, starter_model: Path):
-    folder = _model_folder(tmp_path / "folder")
-    plain, lookup = ChatSettings(), ChatSettings(torch=TorchOptions(speculative="lookup", gpu_memory_fraction=0.5))
-    assert load_settings_of(plain, (), str(folder)) != load_settings_of(lookup, (), str(folder))
-    assert load_settings_of(lookup, (), str(folder)).torch.speculative == "lookup"
+def test_speculation_reloads_either_model_and_torch_settings_only_a_folder(tmp_path: Path, starter_model: Path):
+    folder, gguf = str(_model_folder(tmp_path / "folder")), str(starter_model)
+    plain = ChatSettings()
+    lookup = ChatSettings(speculation=SpeculativeOptions(mode="lookup"))
+    memory = ChatSettings(torch=TorchOptions(gpu_memory_fraction=0.5))
+    for path in (folder, gguf):  # both engines decode speculatively: switching chats reloads either
+        assert load_settings_of(plain, (), path) != load_settings_of(lookup, (), path)
+        assert load_settings_of(lookup, (), path).speculation.mode == "lookup"
+    assert load_settings_of(plain, (), folder) != load_settings_of(memory, (), folder)
     # Two chats that differ only in PyTorch settings share one load of a GGUF model.
-    assert load_settings_of(plain, (), str(starter_model)) == load_settings_of(lookup, (), str(starter_model))
-    assert load_settings_of(lookup, (), str(starter_model)).torch.speculative == "auto"
+    assert load_settings_of(plain, (), gguf) == load_settings_of(memory, (), gguf)
+    assert load_settings_of(memory, (), gguf).torch == TorchOptions()
+    # The draft counts only while "Draft model" is chosen, for a GGUF model too.
+    kept = ChatSettings(speculation=SpeculativeOptions(mode="lookup", draft_path="/models/draft.gguf"))
+    assert load_settings_of(kept, (), gguf) == load_settings_of(lookup, (), gguf)
+    drafted = ChatSettings(speculation=SpeculativeOptions(mode="draft", draft_path="/models/draft.gguf"))
+    assert load_settings_of(drafted, (), gguf).speculation.draft_path == "/models/draft.gguf"
 
 
 def test_the_draft_folder_is_enabled_only_for_a_draft_model(panel: SettingsPanel):
-    group = panel.torch_group
+    group = panel.speculation_group
     for value in ("auto", "off", "lookup"):
         group.speculative.setCurrentIndex(group.speculative.findData(value))
         assert not group.browse.isEnabled() and not group.draft_path.isEnabled()
@@ -129,7 +143,8 @@ def test_the_draft_folder_is_enabled_only_for_a_draft_model(panel: SettingsPanel
 def test_a_folder_that_is_not_a_model_is_refused_and_nothing_changes(
     qtbot, panel: SettingsPanel, tmp_path: Path, monkeypatch
 ):
-    group = panel.torch_group
+    group = panel.speculation_group
+    panel.set_model_path(str(_model_folder(tmp_path / "model")))  # its draft is a folder
     good = _model_folder(tmp_path / "draft")
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(good))
     group.speculative.setCurrentIndex(group.speculative.findData("draft"))
@@ -149,24 +164,57 @@ def test_a_folder_that_is_not_a_model_is_refused_and_nothing_changes(
     assert panel.settings() == before
 
 
+def test_a_gguf_model_takes_a_gguf_draft_and_refuses_anything_else(
+    qtbot, panel: SettingsPanel, tmp_path: Path, starter_model: Path, monkeypatch
+):
+    group = panel.speculation_group
+    panel.set_model_path(str(starter_model))
+    draft = tmp_path / "tiny-draft.gguf"
+    draft.write_bytes(b"GGUF")  # the panel checks the kind; the engine reads the file
+    asked = []
+
+    def pick(path: Path):
+        def dialog(*args, **kwargs):
+            asked.append(args[-1])  # the file filter: a GGUF model's draft is a file, not a folder
+            return str(path), ""
+        return dialog
+
+    monkeypatch.setattr(FILE_DIALOG, pick(draft))
+    monkeypatch.setattr(DIALOG, lambda *a, **k: pytest.fail("a GGUF model's draft is not a folder"))
+    group.speculative.setCurrentIndex(group.speculative.findData("draft"))
+    settings = _emitted(qtbot, panel, group.browse.click)
+    assert asked == ["GGUF models (*.gguf)"]
+    assert settings.speculation == SpeculativeOptions(mode="draft", draft_path=str(draft))
+    assert load_settings_of(settings, (), str(starter_model)).speculation.draft_path == str(draft)
+    before = panel.settings()
+    for wrong in (_model_folder(tmp_path / "folder-draft"), tmp_path / "notes.txt", tmp_path / "gone.gguf"):
+        if wrong.suffix == ".txt":
+            wrong.write_text("not a model")
+        monkeypatch.setattr(FILE_DIALOG, pick(wrong))
+        with qtbot.assertNotEmitted(panel.settings_changed, wait=300):
+            group.browse.click()
+        assert group.message.text() == f"{wrong.name} is not a .gguf file: the draft model is unchanged."
+        assert panel.settings() == before
+
+
 def test_the_settings_round_trip_through_the_store(tmp_path: Path):
-    settings = ChatSettings(torch=TorchOptions(speculative="draft", draft_path="/models/tiny-draft",
-                                               gpu_memory_fraction=0.6, cpu_kv_bytes=3 * GIB))
+    settings = ChatSettings(speculation=SpeculativeOptions(mode="draft", draft_path="/models/tiny-draft"),
+                            torch=TorchOptions(gpu_memory_fraction=0.6, cpu_kv_bytes=3 * GIB))
     store = ChatStore(tmp_path / "chats.sqlite3")
     conversation = store.create_conversation("Drafted", settings)
-    store.update_settings(store.create_conversation().id, ChatSettings(torch=TorchOptions(speculative="off")))
+    store.update_settings(store.create_conversation().id, ChatSettings(speculation=SpeculativeOptions(mode="off")))
     store.close()
     store = ChatStore(tmp_path / "chats.sqlite3")
     try:
         assert store.get_conversation(conversation.id).settings == settings
-        speculative = [c.settings.torch.speculative for c in store.list_conversations()]
+        speculative = [c.settings.speculation.mode for c in store.list_conversations()]
         assert speculative in (["off", "draft"], ["draft", "off"])
     finally:
         store.close()
     # Settings saved before these fields existed get the defaults.
     old = ChatSettings.from_json(json.dumps({"n_ctx": 2048, "kv_type": "q8_0"}))
-    options = old.torch
-    assert (options.speculative, options.draft_path, options.gpu_memory_fraction, options.cpu_kv_bytes) == (
+    options, spec = old.torch, old.speculation
+    assert (spec.mode, spec.draft_path, options.gpu_memory_fraction, options.cpu_kv_bytes) == (
         "auto", None, 0.9, None)
     assert load_settings_of(old) == LoadSettings(2048, "q8_0")
 
@@ -181,15 +229,16 @@ def test_chats_stored_by_the_last_release_keep_their_torch_options():
     settings = ChatSettings.from_json(stored)
     assert settings == ChatSettings(
         system_prompt="Be brief.", n_ctx=None,
-        torch=TorchOptions(speculative="draft", draft_path="/models/tiny-draft", gpu_memory_fraction=0.6,
-                           cpu_kv_bytes=3 * GIB),
+        speculation=SpeculativeOptions(mode="draft", draft_path="/models/tiny-draft"),
+        torch=TorchOptions(gpu_memory_fraction=0.6, cpu_kv_bytes=3 * GIB),
     )
     # Written back flat, with every key the release wrote and the same values: it still reads them.
     written = json.loads(settings.to_json())
     assert written == {**json.loads(stored), "speculative_tokens": None}
     assert ChatSettings.from_json(settings.to_json()) == settings
-    tokens = ChatSettings(torch=TorchOptions(speculative="lookup", speculative_tokens=3))
+    tokens = ChatSettings(speculation=SpeculativeOptions(mode="lookup", tokens=3))
     assert ChatSettings.from_json(tokens.to_json()) == tokens
+    assert json.loads(tokens.to_json())["speculative_tokens"] == 3
 
 
 # ---------------------------------------------------------------- in the window, with the engine
@@ -229,9 +278,9 @@ def _record_loads(window, monkeypatch) -> list:
 
 def _choose(window, qtbot, value: str) -> None:
     """Pick a speculative mode in the panel and wait until the chat's settings have it."""
-    group, session = window.settings_panel.torch_group, window.session
+    group, session = window.settings_panel.speculation_group, window.session
     group.speculative.setCurrentIndex(group.speculative.findData(value))
-    qtbot.waitUntil(lambda: session.store.get_conversation(session.current.id).settings.torch.speculative
+    qtbot.waitUntil(lambda: session.store.get_conversation(session.current.id).settings.speculation.mode
                     == value, timeout=2000)
 
 
@@ -253,7 +302,7 @@ def test_prompt_lookup_reloads_the_folder_model_and_the_chat_answers(
     with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS):
         window.open_folder_action.trigger()
     assert panel.torch_group.isVisible()
-    assert requests[-1].path == str(folder) and requests[-1].torch.speculative == "auto"
+    assert requests[-1].path == str(folder) and requests[-1].speculation.mode == "auto"
     assert _send(window, qtbot, "Hello there").state == "complete", window.banner.text()
 
     _choose(window, qtbot, "lookup")
@@ -261,7 +310,7 @@ def test_prompt_lookup_reloads_the_folder_model_and_the_chat_answers(
         reply = _send(window, qtbot, "Say it again")
     assert loaded.args[0].info.path == str(folder)
     last = requests[-1]
-    assert (last.path, last.torch.speculative, last.torch.draft_path) == (str(folder), "lookup", None)
+    assert (last.path, last.speculation.mode, last.speculation.draft_path) == (str(folder), "lookup", None)
     assert reply.state == "complete" and reply.stats["gen_tokens"] > 0, window.banner.text()
     assert len(window.session.store.list_messages(window.session.current.id)) == 4
 
@@ -275,8 +324,9 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
     qtbot, make_window, tiny_folders, monkeypatch
 ):
     window = make_window(model=tiny_folders["tiny-llama"], settings=QUICK)
-    controller, session, group = window.controller, window.session, window.settings_panel.torch_group
-    assert group.isVisible()
+    controller, session, group = window.controller, window.session, window.settings_panel.speculation_group
+    torch_group = window.settings_panel.torch_group
+    assert torch_group.isVisible() and group.isVisible()
     requests = _record_loads(window, monkeypatch)
     first = _send(window, qtbot, "Hello there")
     assert first.state == "complete", window.banner.text()
@@ -290,17 +340,17 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
 
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(tiny_folders["other-draft"]))
     group.browse.click()
-    qtbot.waitUntil(lambda: session.current.settings.torch.draft_path == str(tiny_folders["other-draft"]),
+    qtbot.waitUntil(lambda: session.current.settings.speculation.draft_path == str(tiny_folders["other-draft"]),
                     timeout=2000)
     with qtbot.waitSignal(controller.problem, timeout=TIMEOUT_MS) as problem:
         assert session.regenerate()  # answers the message again, loading with this draft
         window.composer.setPlainText("typed while it loaded")
-    options = requests[-1].torch
-    assert options.speculative == "draft" and options.draft_path == str(tiny_folders["other-draft"])
+    options = requests[-1].speculation
+    assert options.mode == "draft" and options.draft_path == str(tiny_folders["other-draft"])
     message = problem.args[0]
     assert "other-draft has another tokenizer" in message and "share the model's tokenizer" in message
     assert window.banner.isVisible() and window.banner.text() == message
-    assert not session.busy and group.isVisible()  # still the folder model: the draft can be fixed here
+    assert not session.busy and torch_group.isVisible()  # still the folder model: the draft can be fixed here
     texts = [(m.role, m.content) for m in session.store.list_messages(session.current.id)]
     assert texts == [("user", "Hello there"), ("assistant", first.content), ("user", "And now with a draft")]
     assert "Hello there" in window.chat.plain_text() and "And now with a draft" in window.chat.plain_text()
@@ -309,11 +359,11 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
     # A draft that shares the tokenizer: the same question is answered, with the drafts' acceptance.
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(tiny_folders["tiny-draft"]))
     group.browse.click()
-    qtbot.waitUntil(lambda: session.current.settings.torch.draft_path == str(tiny_folders["tiny-draft"]),
+    qtbot.waitUntil(lambda: session.current.settings.speculation.draft_path == str(tiny_folders["tiny-draft"]),
                     timeout=2000)
     with qtbot.waitSignal(controller.stream_finished, timeout=TIMEOUT_MS) as finished:
         assert session.regenerate()
     reply = finished.args[0]
     assert reply.state == "complete", window.banner.text()
-    assert requests[-1].torch.draft_path == str(tiny_folders["tiny-draft"])
+    assert requests[-1].speculation.draft_path == str(tiny_folders["tiny-draft"])
     assert 0.0 <= reply.stats["draft_acceptance"] <= 1.0

@@ -13,7 +13,7 @@ import torch
 from engine.backend import BackendError
 from engine.protocol import ChatMessage, GenerateRequest, LoadRequest, SamplingParams
 from engine.torch.backend import TorchBackend
-from models.load_options import TorchOptions
+from models.load_options import SpeculativeOptions, TorchOptions
 from tests.fixtures.tiny_hf import write_first_layer_copy, write_tiny_model
 
 REWRITE = (ChatMessage("user", "Say it again: the quick brown fox jumps over the lazy dog. " * 3),)
@@ -39,17 +39,19 @@ def reply(backend: TorchBackend) -> tuple[str, float | None]:
 
 
 def loaded(target_dir: Path, **options) -> TorchBackend:
-    """A CPU backend that loaded the target with these TorchOptions."""
+    """A CPU backend that loaded the target with these TorchOptions and SpeculativeOptions fields."""
+    speculation = {k: options.pop(k) for k in list(options) if k in SpeculativeOptions.__dataclass_fields__}
     backend = TorchBackend(device="cpu")
-    backend.load(LoadRequest(str(target_dir), n_ctx=256, torch=TorchOptions(**options)))
+    backend.load(LoadRequest(str(target_dir), n_ctx=256, speculation=SpeculativeOptions(**speculation),
+                             torch=TorchOptions(**options)))
     return backend
 
 
 def test_speculative_modes_give_the_plain_greedy_reply(target_dir: Path, draft_dir: Path) -> None:
-    plain, none = reply(loaded(target_dir, speculative="off"))
+    plain, none = reply(loaded(target_dir, mode="off"))
     assert none is None
-    lookup_text, lookup_rate = reply(loaded(target_dir, speculative="lookup", speculative_tokens=3))
-    draft_text, draft_rate = reply(loaded(target_dir, speculative="draft", draft_path=str(draft_dir)))
+    lookup_text, lookup_rate = reply(loaded(target_dir, mode="lookup", tokens=3))
+    draft_text, draft_rate = reply(loaded(target_dir, mode="draft", draft_path=str(draft_dir)))
     assert lookup_text == plain and draft_text == plain
     assert lookup_rate is not None and draft_rate is not None and draft_rate > 0
 
@@ -61,9 +63,9 @@ def test_the_draft_model_itself_proposes_the_drafts(target_dir: Path, tmp_path: 
     shutil.copytree(target_dir, same)
     other = tmp_path / "other"  # same tokenizer, other weights: its drafts are rejected
     write_tiny_model(other, "qwen2", seed=5, num_hidden_layers=1)
-    plain, _ = reply(loaded(target_dir, speculative="off"))
-    same_text, same_rate = reply(loaded(target_dir, speculative="draft", draft_path=str(same)))
-    other_text, other_rate = reply(loaded(target_dir, speculative="draft", draft_path=str(other)))
+    plain, _ = reply(loaded(target_dir, mode="off"))
+    same_text, same_rate = reply(loaded(target_dir, mode="draft", draft_path=str(same)))
+    other_text, other_rate = reply(loaded(target_dir, mode="draft", draft_path=str(other)))
     assert same_text == plain and other_text == plain
     assert same_rate == 1.0
     assert other_rate is not None and other_rate < 0.5
@@ -83,13 +85,13 @@ def test_draft_with_another_tokenizer_is_refused(target_dir: Path, draft_dir: Pa
     vocab[a], vocab[b] = vocab[b], vocab[a]  # two tokens swapped: the same size, another tokenizer
     (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer))
     with pytest.raises(BackendError, match="another tokenizer than the model") as info:
-        loaded(target_dir, speculative="draft", draft_path=str(tmp_path))
+        loaded(target_dir, mode="draft", draft_path=str(tmp_path))
     assert info.value.kind == "invalid_model"
 
 
 def test_draft_folder_that_is_not_a_model_is_refused(target_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(BackendError, match="The draft model") as info:
-        loaded(target_dir, speculative="draft", draft_path=str(tmp_path))
+        loaded(target_dir, mode="draft", draft_path=str(tmp_path))
     assert info.value.kind == "invalid_model"
 
 
@@ -99,10 +101,10 @@ def test_draft_folder_that_is_not_a_model_is_refused(target_dir: Path, tmp_path:
         ({"gpu_memory_fraction": 0.0}, "GPU memory fraction"),
         ({"gpu_memory_fraction": 1.5}, "GPU memory fraction"),
         ({"cpu_kv_bytes": 0}, "CPU KV budget"),
-        ({"speculative": "medusa"}, "Unknown speculative decoding 'medusa'"),
-        ({"speculative": "draft"}, "needs the draft model's folder"),
-        ({"speculative": "lookup", "draft_path": "/somewhere"}, "speculative decoding is 'lookup'"),
-        ({"speculative": "lookup", "speculative_tokens": 0}, "Draft tokens per step"),
+        ({"mode": "medusa"}, "Unknown speculative decoding 'medusa'"),
+        ({"mode": "draft"}, "needs the draft model's folder"),
+        ({"mode": "lookup", "draft_path": "/somewhere"}, "speculative decoding is 'lookup'"),
+        ({"mode": "lookup", "tokens": 0}, "Draft tokens per step"),
     ],
 )
 def test_bad_settings_are_refused_by_name(target_dir: Path, settings: dict, message: str) -> None:
