@@ -28,6 +28,7 @@ from engine.gguf.llama_handle import (
     MAX_DEVICES,
     LlamaHandle,
     LlamaSettings,
+    Sampler,
     gpu_offload_supported,
 )
 from engine.gguf.log_bridge import LlamaLogBridge
@@ -36,7 +37,9 @@ from engine.gguf.offload_fallback import fallback_notice, is_out_of_memory, laye
 from engine.gguf.prefix_cache import CacheKey, PrefixCache, model_identity, settings_key
 from engine.gguf.prefix_reuse import PrefixReuse
 from engine.gguf.prefix_store import PrefixStore
+from engine.gguf.prompt_lookup import PromptLookup
 from engine.gguf.sampling import make_sampler
+from engine.gguf.speculation import DEFAULT_DRAFT_TOKENS, DraftPolicy
 from engine.protocol import (
     Done,
     FinishReason,
@@ -47,6 +50,7 @@ from engine.protocol import (
 )
 from engine.reply_stream import ReplyStream, check_fits, render_chat, render_pinned
 from models.layer_split import split_points
+from models.load_options import SpeculativeOptions
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +85,7 @@ class GgufBackend:
         self._store: PrefixStore | None = None
         self._prefixes: PrefixReuse | None = None
         self._gpu_names: dict[str, str] = {}
+        self._speculation = SpeculativeOptions()
         self._meter: DeviceMeter | None = None  # made at the first report, so NVML starts once
 
     # ------------------------------------------------------------ loading
@@ -99,9 +104,13 @@ class GgufBackend:
         if request.kv_type != "f16" and not request.flash_attn:
             raise BackendError("bad_request", f"A {request.kv_type} KV cache needs flash attention on.")
         check_tensor_split(request.tensor_split)
+        if request.speculation.mode == "draft":
+            raise BackendError("bad_request", "A draft model for a GGUF file is not supported yet: choose Prompt "
+                                              "lookup or Auto (which drafts from the conversation itself).")
         self.close()
         llama, n_gpu_layers, notice = self._open(path, request, kv_type)
         self._llama = llama
+        self._speculation = request.speculation
         self._cache.budget_bytes = max(0, request.prefix_cache_bytes)
         self._cache_key = CacheKey(
             model_identity(path),
@@ -215,33 +224,53 @@ class GgufBackend:
         cached = prefixes.prepare(tokens, room=len(tokens) + min(s.max_tokens, n_ctx - len(tokens)))
         reply = ReplyStream(request, len(tokens), emit, t_start)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        finish: FinishReason = "length"
         sampler = make_sampler(s)
+        policy = DraftPolicy(self._speculation.mode if llama.trims_tail else "off",
+                             self._speculation.tokens or DEFAULT_DRAFT_TOKENS)
+        lookup = PromptLookup(tokens) if policy.active else None
         try:
             prefixes.seqs.decode(tokens[cached:], prefixes.on_full)
-            while True:
-                token = sampler.sample(llama)
-                reply.token()
-                if cancelled():
-                    finish = "cancelled"
-                    break
-                if llama.is_end_of_generation(token):
-                    finish = "stop"
-                    break
-                reply.add(decoder.decode(llama.detokenize([token])))
-                if reply.stopped:
-                    finish = "stop"
-                    break
-                if reply.n_gen >= s.max_tokens or prefixes.seqs.n_live + 1 >= n_ctx:
-                    break
-                prefixes.seqs.decode([token], prefixes.on_full)
+            finish = self._decode(reply, decoder, sampler, cancelled, s.max_tokens, policy, lookup)
         except KvCacheFull:
             raise BackendError(
                 "context_overflow", "The KV cache is full. Start a new chat or raise the context length."
             ) from None
         finally:
             sampler.close()
-        return reply.done(finish, cached, decoder.decode(b"", final=True))
+        return reply.done(finish, cached, decoder.decode(b"", final=True), policy.acceptance)
+
+    def _decode(self, reply: ReplyStream, decoder: codecs.IncrementalDecoder, sampler: Sampler,
+                cancelled: Callable[[], bool], max_tokens: int, policy: DraftPolicy,
+                lookup: PromptLookup | None) -> FinishReason:
+        """Sample the reply token by token; with prompt lookup, each step decodes the new token with
+        drafts after it and keeps the drafts the sampler picks itself (speculative decoding)."""
+        llama, seqs = self._llama, self._prefixes.seqs
+        drafts: list[int] = []  # the last batch's drafts: in the KV cache until refuted
+        row = 0  # the row of the last batch's logits to sample next: drafts[:row] were accepted
+        step_start = time.perf_counter()
+        while True:
+            token = sampler.sample(llama, row if drafts else -1)
+            reply.token()
+            hit = row < len(drafts) and token == drafts[row]
+            finish = _finish_after(llama, token, reply, decoder, cancelled)
+            # Where plain decoding would be: the accepted tokens, this one not yet counted.
+            if finish is None and (reply.n_gen >= max_tokens or seqs.n_live - len(drafts) + row + 1 >= llama.n_ctx):
+                finish = "length"
+            if hit:
+                row += 1  # its cell holds it already; the next row's logits are computed
+                if finish is None:
+                    continue
+            seqs.trim_live(seqs.n_live - len(drafts) + row)  # drop the drafts it refuted
+            if finish is not None:
+                return finish
+            policy.record(len(drafts), row, time.perf_counter() - step_start)
+            room = min(max_tokens - reply.n_gen - 1, llama.n_ctx - seqs.n_live - 2)
+            if lookup is not None:
+                lookup.extend([*drafts[:row], token])
+                drafts = lookup.draft(policy.limit(room))
+            step_start = time.perf_counter()
+            seqs.decode([token, *drafts], self._prefixes.on_full, all_logits=bool(drafts))
+            row = 0
 
     def _require_model(self) -> LlamaHandle:
         if self._llama is None:
@@ -280,6 +309,18 @@ class GgufBackend:
         # pinned prompt holds the same first tokens in cells of its own).
         return GgufMemoryFigures(self._logs.buffers, self._prefixes.seqs.used_cells(), self._llama.n_ctx, ram, disk,
                                  dict(self._gpu_names))
+
+
+def _finish_after(llama: LlamaHandle, token: int, reply: ReplyStream, decoder: codecs.IncrementalDecoder,
+                  cancelled: Callable[[], bool]) -> FinishReason | None:
+    """Why the reply ends at `token` (cancelled, end of generation, a stop string); None when it goes
+    on, its text added to the reply."""
+    if cancelled():
+        return "cancelled"
+    if llama.is_end_of_generation(token):
+        return "stop"
+    reply.add(decoder.decode(llama.detokenize([token])))
+    return "stop" if reply.stopped else None
 
 
 def check_tensor_split(tensor_split: tuple[float, ...]) -> None:

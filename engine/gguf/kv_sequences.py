@@ -103,8 +103,9 @@ class KvSequences:
         self._live = list(tokens)
         self._live_cells = [next(self._ids) for _ in tokens]
 
-    def decode(self, tokens: Sequence[int], on_full) -> None:
-        """Append `tokens` to sequence 0 in batches; logits of the last one are kept.
+    def decode(self, tokens: Sequence[int], on_full, all_logits: bool = False) -> None:
+        """Append `tokens` to sequence 0 in batches; logits of the last one are kept (of each token
+        of the last batch with `all_logits`: speculative drafts being verified).
 
         `on_full()` is called when llama.cpp finds no free cells; it frees some (or raises)
         and the batch is tried again.
@@ -114,7 +115,7 @@ class KvSequences:
         for i in range(0, len(tokens), llama.n_batch):
             batch = list(tokens[i : i + llama.n_batch])
             while True:
-                code = llama.decode(batch, len(self._live), LIVE)
+                code = llama.decode(batch, len(self._live), LIVE, all_logits)
                 if code == 0:
                     break
                 if code != 1:  # 1: no KV slot for the batch; anything else is an error

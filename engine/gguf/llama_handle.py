@@ -140,6 +140,12 @@ class _Model:
             out[key] = _c_string(llama_cpp.llama_model_meta_val_str_by_index, self.ptr, i)
         return out
 
+    def trims_tail(self) -> bool:
+        """Whether a sequence's latest positions can be dropped again (rejected speculative drafts):
+        not where the model keeps one recurrent state per sequence."""
+        p = self.ptr
+        return not (llama_cpp.llama_model_is_recurrent(p) or llama_cpp.llama_model_is_hybrid(p))
+
     def shares_cells(self) -> bool:
         """Whether sequences of one KV cache can share and trim cells freely: recurrent and hybrid models
         hold one state per sequence, and a sliding-window cache drops old cells."""
@@ -180,14 +186,15 @@ class _Batch:
         self.size = size
         self.batch = llama_cpp.llama_batch_init(size, 0, 1)
 
-    def fill(self, tokens: Sequence[int], first_pos: int, seq_id: int) -> None:
-        """`tokens` at positions first_pos…, logits for the last one only."""
+    def fill(self, tokens: Sequence[int], first_pos: int, seq_id: int, all_logits: bool = False) -> None:
+        """`tokens` at positions first_pos…, logits for the last one only (or, `all_logits`, for each:
+        what verifying speculative drafts needs)."""
         if not 0 < len(tokens) <= self.size:
             raise ValueError(f"a batch holds 1 to {self.size} tokens, not {len(tokens)}")
         b = self.batch
         b.n_tokens = len(tokens)
         for i, token in enumerate(tokens):
-            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = token, first_pos + i, 1, False
+            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = token, first_pos + i, 1, all_logits
             b.seq_id[i][0] = seq_id
         b.logits[len(tokens) - 1] = True
 
@@ -213,9 +220,9 @@ class Sampler:
         for name, *args in steps:  # a name not in _SAMPLERS: KeyError
             llama_cpp.llama_sampler_chain_add(self._chain, _SAMPLERS[name](*args))  # the chain owns it
 
-    def sample(self, llama: LlamaHandle) -> int:
-        """The next token, from the logits of the last token decoded."""
-        return llama_cpp.llama_sampler_sample(self._chain, llama.context_pointer, -1)
+    def sample(self, llama: LlamaHandle, row: int = -1) -> int:
+        """The next token, from the logits of the last batch's `row`-th token (-1: its last)."""
+        return llama_cpp.llama_sampler_sample(self._chain, llama.context_pointer, row)
 
     def close(self) -> None:
         if self._chain:
@@ -286,6 +293,7 @@ class LlamaHandle:
         self.n_params = int(llama_cpp.llama_model_n_params(m))
         self.size_bytes = int(llama_cpp.llama_model_size(m))
         self.n_swa = int(llama_cpp.llama_model_n_swa(m))
+        self.trims_tail = self._model.trims_tail()  # speculative drafts can be verified (and dropped)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._model.vocab))
         self.bos = int(llama_cpp.llama_vocab_bos(self._model.vocab))
         self.eos = int(llama_cpp.llama_vocab_eos(self._model.vocab))
@@ -348,9 +356,9 @@ class LlamaHandle:
 
     # ------------------------------------------------------------ the KV cache
 
-    def decode(self, tokens: Sequence[int], first_pos: int, seq_id: int = 0) -> int:
+    def decode(self, tokens: Sequence[int], first_pos: int, seq_id: int = 0, all_logits: bool = False) -> int:
         """Evaluate up to n_batch tokens of one sequence; llama_decode's code (0 ok, 1 no free cells)."""
-        self._batch.fill(tokens, first_pos, seq_id)
+        self._batch.fill(tokens, first_pos, seq_id, all_logits)
         return int(llama_cpp.llama_decode(self._context.ptr, self._batch.batch))
 
     def seq_rm(self, seq_id: int, p0: int, p1: int) -> bool:
