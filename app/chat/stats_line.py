@@ -22,7 +22,10 @@ def format_stats(stats: dict | None) -> str:
     # The cached tokens would have been prefilled at this message's own prefill rate.
     saved = f" (~{cached / prefill:.1f} s saved)" if cached and prefill else ""
     # Speeds first: a narrow status bar cuts the end of the line, and the cache detail is also in the memory panel.
+    # Speculative decoding: the share of drafted tokens the model kept (absent when nothing was drafted).
+    kept = stats.get("draft_acceptance")
+    drafts = f" ({kept:.0%} of drafts kept)" if kept is not None else ""
     return (
-        f"decode {stats.get('decode_tok_s', 0):.1f} tok/s · TTFT {stats.get('ttft_s', 0):.2f} s"
+        f"decode {stats.get('decode_tok_s', 0):.1f} tok/s{drafts} · TTFT {stats.get('ttft_s', 0):.2f} s"
         f" · prefill {prefill:.0f} tok/s · {cache_text(cached, prompt)}{saved}"
     )

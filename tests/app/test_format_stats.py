@@ -15,3 +15,10 @@ def test_nothing_cached_says_nothing_saved():
     line = format_stats({"ttft_s": 0.3, "prompt_tokens": 40, "cached_tokens": 0, "prefill_tok_s": 150.0})
     assert line.endswith("0 of 40 prompt tokens from cache") and "saved" not in line
     assert format_stats(None) == ""
+
+
+def test_a_speculative_reply_says_how_many_drafts_the_model_kept():
+    line = format_stats({"ttft_s": 0.1, "prompt_tokens": 40, "cached_tokens": 0, "prefill_tok_s": 150.0,
+                         "decode_tok_s": 90.0, "draft_acceptance": 0.634})
+    assert line.startswith("decode 90.0 tok/s (63% of drafts kept) · TTFT")
+    assert "drafts" not in format_stats({"decode_tok_s": 9.0, "draft_acceptance": None})
