@@ -4,13 +4,18 @@
 every step: a step that verifies drafts costs more than a plain one (a batch of several tokens),
 and pays only when enough drafts are accepted. When the drafted steps of this reply make tokens
 slower than its plain steps do, auto stops drafting for a while, then tries again.
+
+Both change the draft length as the reply goes (as transformers' assisted generation does): two
+more after a step that kept every draft, one fewer after a miss. On a CPU a batch costs nearly
+its length in prefill time, so drafts that will be refuted are not free.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-DEFAULT_DRAFT_TOKENS = 8  # drafts per step: llama.cpp's lookup decoding verifies about as many
+DEFAULT_DRAFT_TOKENS = 8  # drafts per step at most: llama.cpp's lookup decoding verifies about as many
+START_DRAFT_TOKENS = 4  # the first step's; the length then follows what is kept
 COOLDOWN_STEPS = 32  # plain steps before auto tries drafting again
 SMOOTHING = 0.3  # weight of the newest step in the running costs
 
@@ -31,6 +36,7 @@ class DraftPolicy:
     _plain_s: float | None = None  # running seconds per token of plain steps
     _draft_s: float | None = None  # running seconds per token made by drafted steps
     _cooldown: int = 0
+    _length: int = START_DRAFT_TOKENS
 
     @property
     def active(self) -> bool:
@@ -48,7 +54,7 @@ class DraftPolicy:
         if self._cooldown > 0:
             self._cooldown -= 1
             return 0
-        return min(self.max_draft, room)
+        return min(self._length, self.max_draft, room)
 
     def record(self, drafted: int, accepted: int, seconds: float) -> None:
         """One step: `drafted` drafts verified, `accepted` of them kept, in `seconds` of decoding."""
@@ -57,6 +63,8 @@ class DraftPolicy:
             return
         self.drafted += drafted
         self.accepted += accepted
+        grown = self._length + 2 if accepted == drafted else self._length - 1
+        self._length = max(1, min(self.max_draft, grown))
         self._draft_s = _smooth(self._draft_s, seconds / (accepted + 1))  # accepted drafts + the next token
         slower = self._plain_s is not None and self._draft_s > self._plain_s
         if self.mode == "auto" and slower:

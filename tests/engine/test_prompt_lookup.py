@@ -44,3 +44,32 @@ def test_a_draft_costs_the_same_in_a_long_conversation():
         lookup.draft(8)
     per_token_s = (time.perf_counter() - t0) / 2_000
     assert per_token_s < 2e-4, per_token_s  # microseconds, not a scan of 20,000 tokens
+
+
+def test_the_draft_length_follows_what_the_model_keeps():
+    from engine.gguf.speculation import START_DRAFT_TOKENS, DraftPolicy
+
+    policy = DraftPolicy("lookup", max_draft=8)
+    assert policy.limit(100) == START_DRAFT_TOKENS
+    policy.record(4, 4, 0.01)  # every draft kept: two more next time
+    assert policy.limit(100) == 6 and policy.limit(3) == 3  # never past the room left
+    policy.record(6, 6, 0.01)
+    policy.record(8, 8, 0.01)
+    assert policy.limit(100) == 8  # at most max_draft
+    policy.record(8, 2, 0.01)  # a miss: one fewer
+    assert policy.limit(100) == 7 and policy.acceptance == 20 / 26
+
+
+def test_auto_stops_drafting_when_drafted_steps_make_tokens_slower():
+    from engine.gguf.speculation import COOLDOWN_STEPS, DraftPolicy
+
+    policy = DraftPolicy("auto")
+    policy.record(0, 0, 0.010)  # a plain step: 10 ms a token
+    policy.record(4, 0, 0.030)  # drafts refuted: 30 ms for one token
+    assert [policy.limit(100) for _ in range(COOLDOWN_STEPS)] == [0] * COOLDOWN_STEPS
+    assert policy.limit(100) > 0  # then it tries again
+    lookup = DraftPolicy("lookup")
+    lookup.record(0, 0, 0.010)
+    lookup.record(4, 0, 0.030)
+    assert lookup.limit(100) > 0  # lookup always drafts
+    assert DraftPolicy("off").limit(100) == 0
