@@ -148,7 +148,8 @@ def build_report(
     """A MemoryReport from a backend's parts per device and what the OS and driver say.
 
     Args:
-        parts: per device ("cpu", "cuda:N"), bytes of "weights", "kv" (allocated) and "compute".
+        parts: per device ("cpu", "cuda:N"), bytes of "weights", "kv" (allocated) and "compute", and
+            "draft" (a draft model's own buffers, all three).
         meter: reads the process's use and the free memory of each device.
         kv_used: KV cells holding tokens (shared prefixes once); kv_total: cells allocated.
         prefix_ram_bytes / prefix_disk_bytes: the prefix cache's tiers.
@@ -156,7 +157,7 @@ def build_report(
     """
     devices = []
     for device, p in parts.items():
-        weights, kv, compute = p.get("weights", 0), p.get("kv", 0), p.get("compute", 0)
+        weights, kv, compute, draft = p.get("weights", 0), p.get("kv", 0), p.get("compute", 0), p.get("draft", 0)
         prefix = prefix_ram_bytes if device == "cpu" else 0
         if device == "cpu":
             usage = meter.host()
@@ -164,7 +165,7 @@ def build_report(
             usage = meter.gpu(int(device.partition(":")[2]), (gpu_names or {}).get(device))
         else:
             usage = None  # a backend NVML cannot see (Vulkan, Metal): our parts only
-        ours = weights + kv + compute + prefix
+        ours = weights + kv + compute + prefix + draft
         process = usage.process_bytes if usage is not None else None
         devices.append(
             DeviceMemory(
@@ -179,6 +180,7 @@ def build_report(
                 kv_used_tokens=min(kv_used, kv_total) if kv else 0,
                 kv_total_tokens=kv_total if kv else 0,
                 prefix_cache_bytes=prefix,
+                draft_bytes=draft,
                 name=usage.name if usage is not None else device,
             )
         )

@@ -209,6 +209,7 @@ class DeviceMemory:
     kv_used_tokens: int = 0  # tokens whose KV cells live here (each device holds its layers' cells)
     kv_total_tokens: int = 0  # cells this device's KV cache has room for
     prefix_cache_bytes: int = 0  # saved sequence states held in this device's memory
+    draft_bytes: int = 0  # a speculative draft model's weights, KV cache and compute buffers here
     name: str = ""  # what people call it: "NVIDIA GeForce RTX 4090", "RAM"
 
     @property

@@ -31,6 +31,7 @@ PARTS = (
     Part("kv_free", "KV free", "#ff9d9a"),
     Part("compute", "compute", "#59a14f"),
     Part("prefix_cache", "prefix cache", "#b07aa1"),
+    Part("draft", "draft model", "#edc948"),
     Part("other", "engine, other", "#9c755f"),
     Part("others", "other programs", "#bab0ac"),
     Part("free", "free", "#f1f1f1"),
@@ -59,6 +60,7 @@ def segments_of(device: DeviceMemory) -> tuple[list[Segment], int]:
         "kv_free": device.kv_allocated_bytes - kv_used,
         "compute": device.compute_bytes,
         "prefix_cache": device.prefix_cache_bytes,
+        "draft": device.draft_bytes,
         "other": device.other_bytes,
     }
     used = sum(ours.values())

@@ -12,7 +12,7 @@ import codecs
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import psutil
@@ -22,6 +22,7 @@ from engine.chat_template import ChatTemplate, ChatTemplateError
 from engine.device_memory import DeviceMeter
 from engine.gguf.backends import load_backends
 from engine.gguf.devices import read_devices
+from engine.gguf.draft_model import DraftModel
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.kv_sequences import KvCacheFull
 from engine.gguf.llama_handle import (
@@ -31,7 +32,7 @@ from engine.gguf.llama_handle import (
     Sampler,
     gpu_offload_supported,
 )
-from engine.gguf.log_bridge import LlamaLogBridge
+from engine.gguf.log_bridge import BufferSizes, LlamaLogBridge
 from engine.gguf.memory_report import GgufMemoryFigures, gguf_memory_report
 from engine.gguf.offload_fallback import fallback_notice, is_out_of_memory, layer_attempts, next_attempt
 from engine.gguf.prefix_cache import CacheKey, PrefixCache, model_identity, settings_key
@@ -53,6 +54,8 @@ from models.layer_split import split_points
 from models.load_options import SpeculativeOptions
 
 log = logging.getLogger(__name__)
+
+Drafter = Callable[[Sequence[int], int], list[int]]  # (the conversation so far, how many at most) -> drafts
 
 # ggml type ids of the KV cache types offered.
 KV_CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
@@ -86,6 +89,8 @@ class GgufBackend:
         self._prefixes: PrefixReuse | None = None
         self._gpu_names: dict[str, str] = {}
         self._speculation = SpeculativeOptions()
+        self._draft: DraftModel | None = None
+        self._draft_buffers: BufferSizes | None = None  # llama.cpp's buffers of the draft model
         self._meter: DeviceMeter | None = None  # made at the first report, so NVML starts once
 
     # ------------------------------------------------------------ loading
@@ -104,13 +109,13 @@ class GgufBackend:
         if request.kv_type != "f16" and not request.flash_attn:
             raise BackendError("bad_request", f"A {request.kv_type} KV cache needs flash attention on.")
         check_tensor_split(request.tensor_split)
-        if request.speculation.mode == "draft":
-            raise BackendError("bad_request", "A draft model for a GGUF file is not supported yet: choose Prompt "
-                                              "lookup or Auto (which drafts from the conversation itself).")
+        if request.speculation.mode == "draft" and not request.speculation.draft_path:
+            raise BackendError("bad_request", "Speculative decoding with a draft model needs the draft's GGUF file.")
         self.close()
         llama, n_gpu_layers, notice = self._open(path, request, kv_type)
         self._llama = llama
         self._speculation = request.speculation
+        self._draft = self._open_draft(request, llama, n_gpu_layers)
         self._cache.budget_bytes = max(0, request.prefix_cache_bytes)
         self._cache_key = CacheKey(
             model_identity(path),
@@ -188,6 +193,27 @@ class GgufBackend:
                             detail, retry)
                 n_gpu_layers, why = retry, "out of memory" if out_of_memory else detail
 
+    def _open_draft(self, request: LoadRequest, llama: LlamaHandle, n_gpu_layers: int) -> DraftModel | None:
+        """The draft model asked for ("draft", or "auto" with a draft file), its buffers logged apart.
+
+        It runs where the model does: on the GPU when every layer of the model is there, else on the CPU.
+        """
+        on_gpu = n_gpu_layers == -1 or n_gpu_layers > llama.n_layer
+        spec = request.speculation
+        if spec.mode not in ("draft", "auto") or not spec.draft_path:
+            return None
+        settings = LlamaSettings(n_ctx=llama.n_ctx, n_threads=request.n_threads or default_threads(),
+                                 n_batch=llama.n_batch, n_gpu_layers=-1 if on_gpu else 0,
+                                 flash_attn=request.flash_attn)
+        try:
+            with self._logs.separate_buffers() as buffers:
+                draft = DraftModel(Path(spec.draft_path).expanduser(), llama, settings)
+        except BackendError:
+            self.close()  # the load failed as a whole: no model without the draft that was asked for
+            raise
+        self._draft_buffers = buffers
+        return draft
+
     def _pin(self, system_prompts: tuple[str, ...]) -> None:
         """Prefill each pinned system prompt once; one the template cannot render alone is skipped."""
         for text in system_prompts:
@@ -202,6 +228,9 @@ class GgufBackend:
         if self._prefixes is not None:
             # What the context holds now is what is most likely resumed after a reload or restart.
             self._prefixes.keep_for_later()
+        if self._draft is not None:
+            self._draft.close()
+            self._draft, self._draft_buffers = None, None
         if self._llama is not None:
             self._llama.close()
         if self._store is not None:
@@ -227,10 +256,11 @@ class GgufBackend:
         sampler = make_sampler(s)
         policy = DraftPolicy(self._speculation.mode if llama.trims_tail else "off",
                              self._speculation.tokens or DEFAULT_DRAFT_TOKENS)
-        lookup = PromptLookup(tokens) if policy.active else None
+        drafter = (self._draft.draft if self._draft is not None else PromptLookup(tokens).follow) \
+            if policy.active else None
         try:
             prefixes.seqs.decode(tokens[cached:], prefixes.on_full)
-            finish = self._decode(reply, decoder, sampler, cancelled, s.max_tokens, policy, lookup)
+            finish = self._decode(tokens, reply, decoder, sampler, cancelled, s.max_tokens, policy, drafter)
         except KvCacheFull:
             raise BackendError(
                 "context_overflow", "The KV cache is full. Start a new chat or raise the context length."
@@ -239,12 +269,14 @@ class GgufBackend:
             sampler.close()
         return reply.done(finish, cached, decoder.decode(b"", final=True), policy.acceptance)
 
-    def _decode(self, reply: ReplyStream, decoder: codecs.IncrementalDecoder, sampler: Sampler,
+    def _decode(self, prompt: list[int], reply: ReplyStream, decoder: codecs.IncrementalDecoder, sampler: Sampler,
                 cancelled: Callable[[], bool], max_tokens: int, policy: DraftPolicy,
-                lookup: PromptLookup | None) -> FinishReason:
-        """Sample the reply token by token; with prompt lookup, each step decodes the new token with
-        drafts after it and keeps the drafts the sampler picks itself (speculative decoding)."""
+                drafter: Drafter | None) -> FinishReason:
+        """Sample the reply token by token; with a drafter (prompt lookup or a draft model), each step
+        decodes the new token with drafts after it and keeps the drafts the sampler picks itself
+        (speculative decoding)."""
         llama, seqs = self._llama, self._prefixes.seqs
+        context = list(prompt)  # the prompt and the tokens accepted so far: what drafts follow
         drafts: list[int] = []  # the last batch's drafts: in the KV cache until refuted
         row = 0  # the row of the last batch's logits to sample next: drafts[:row] were accepted
         step_start = time.perf_counter()
@@ -264,11 +296,10 @@ class GgufBackend:
             if finish is not None:
                 return finish
             policy.record(len(drafts), row, time.perf_counter() - step_start)
+            step_start = time.perf_counter()  # a step's cost: drafting and verifying
             room = min(max_tokens - reply.n_gen - 1, llama.n_ctx - seqs.n_live - 2)
-            if lookup is not None:
-                lookup.extend([*drafts[:row], token])
-                drafts = lookup.draft(policy.limit(room))
-            step_start = time.perf_counter()
+            context += [*drafts[:row], token]
+            drafts = drafter(context, policy.limit(room)) if drafter is not None else []
             seqs.decode([token, *drafts], self._prefixes.on_full, all_logits=bool(drafts))
             row = 0
 
@@ -308,7 +339,7 @@ class GgufBackend:
         # Exact: the ledger knows which cells sequences share (a state restored from RAM beside a
         # pinned prompt holds the same first tokens in cells of its own).
         return GgufMemoryFigures(self._logs.buffers, self._prefixes.seqs.used_cells(), self._llama.n_ctx, ram, disk,
-                                 dict(self._gpu_names))
+                                 dict(self._gpu_names), self._draft_buffers)
 
 
 def _finish_after(llama: LlamaHandle, token: int, reply: ReplyStream, decoder: codecs.IncrementalDecoder,

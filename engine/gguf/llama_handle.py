@@ -293,6 +293,7 @@ class LlamaHandle:
         self.n_params = int(llama_cpp.llama_model_n_params(m))
         self.size_bytes = int(llama_cpp.llama_model_size(m))
         self.n_swa = int(llama_cpp.llama_model_n_swa(m))
+        self.n_layer = int(llama_cpp.llama_model_n_layer(m))
         self.trims_tail = self._model.trims_tail()  # speculative drafts can be verified (and dropped)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._model.vocab))
         self.bos = int(llama_cpp.llama_vocab_bos(self._model.vocab))

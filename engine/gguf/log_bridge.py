@@ -6,10 +6,12 @@ llama.cpp prints to stderr by default; in Tailor its lines go to the `llama_cpp`
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import re
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from engine.gguf.llama_handle import install_log_callback
@@ -66,6 +68,15 @@ class LlamaLogBridge:
     def reset_buffers(self) -> None:
         self.buffers = BufferSizes()
         self.recent_errors.clear()
+
+    @contextlib.contextmanager
+    def separate_buffers(self) -> Iterator[BufferSizes]:
+        """The buffers logged inside the block, kept apart from the model's (a draft model's own)."""
+        kept, self.buffers = self.buffers, BufferSizes()
+        try:
+            yield self.buffers
+        finally:
+            self.buffers = kept
 
     def _on_log(self, level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
         try:

@@ -96,13 +96,18 @@ class GgufMemoryFigures:
     prefix_ram_bytes: int = 0
     prefix_disk_bytes: int = 0
     gpu_names: Mapping[str, str] = field(default_factory=dict)  # "cuda:N" -> the card's name as CUDA gives it
+    draft_buffers: BufferSizes | None = None  # the draft model's logged buffers (speculative decoding)
 
 
 def gguf_memory_report(figures: GgufMemoryFigures, meter: DeviceMeter) -> MemoryReport:
     """The report of a GgufBackend's figures, with what the OS and the driver say (`meter`)."""
     if figures.buffers is None:
         return build_report({"cpu": {}}, meter, 0, 0, figures.prefix_ram_bytes, figures.prefix_disk_bytes)
+    parts = parts_by_device(figures.buffers)
+    if figures.draft_buffers is not None:  # one part of its own per device, beside the model's
+        for device, draft in parts_by_device(figures.draft_buffers).items():
+            parts.setdefault(device, dict.fromkeys(_PARTS, 0))["draft"] = sum(draft.values())
     return build_report(
-        parts_by_device(figures.buffers), meter, figures.kv_cells_used, figures.kv_cells_total,
+        parts, meter, figures.kv_cells_used, figures.kv_cells_total,
         figures.prefix_ram_bytes, figures.prefix_disk_bytes, gpu_names=figures.gpu_names,
     )

@@ -43,6 +43,11 @@ class PromptLookup:
                     self._next[tuple(self._tokens[end - n : end])] = end
             self._tokens.append(token)
 
+    def follow(self, context: Sequence[int], limit: int) -> list[int]:
+        """Drafts after `context`, the indexed tokens and those added since (a backend's Drafter)."""
+        self.extend(context[len(self._tokens) :])
+        return self.draft(limit)
+
     def draft(self, limit: int) -> list[int]:
         """Up to `limit` tokens that followed the latest earlier occurrence of the longest tail that
         occurred before; [] when none did."""

@@ -1,6 +1,7 @@
 """When the GGUF backend drafts, and how much: prompt lookup's policy, measured per reply.
 
-"lookup" always drafts when the conversation offers a match. "auto" drafts too, but it times
+"lookup" always drafts when the conversation offers a match, "draft" whenever its draft model
+guesses. "auto" drafts too, but it times
 every step: a step that verifies drafts costs more than a plain one (a batch of several tokens),
 and pays only when enough drafts are accepted. When the drafted steps of this reply make tokens
 slower than its plain steps do, auto stops drafting for a while, then tries again.
@@ -25,7 +26,7 @@ class DraftPolicy:
     """How many drafts to verify at the next step, from what the reply's steps cost so far.
 
     Args:
-        mode: "off", "lookup" or "auto".
+        mode: "off", "lookup", "draft" or "auto".
         max_draft: drafts per step at most.
     """
 
@@ -40,7 +41,7 @@ class DraftPolicy:
 
     @property
     def active(self) -> bool:
-        return self.mode in ("lookup", "auto") and self.max_draft > 0
+        return self.mode in ("lookup", "draft", "auto") and self.max_draft > 0
 
     @property
     def acceptance(self) -> float | None:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from engine.backend import BackendError
 from engine.gguf.backend import GgufBackend
 from engine.protocol import ChatMessage, LoadRequest, SamplingParams
 from models.load_options import SpeculativeOptions
@@ -77,8 +76,3 @@ def test_a_stop_string_inside_accepted_drafts_ends_the_reply_there(backend, star
     _load(backend, starter_model, "lookup")
     done = reply(backend, REWRITE, replace(GREEDY, stop=("Lisbon",)))
     assert "Lisbon" not in done.text and done.finish_reason == "stop" and done.text.strip()
-
-
-def test_a_draft_model_for_gguf_is_refused_by_name(backend, starter_model):
-    with pytest.raises(BackendError, match="draft model for a GGUF file is not supported yet"):
-        _load(backend, starter_model, "draft")
