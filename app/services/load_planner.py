@@ -23,6 +23,7 @@ from models.load_options import FlashAttn, KvType, SpeculativeOptions, TorchOpti
 from models.plan import Plan, make_plan
 from models.plan_machine import Machine
 from models.plan_sources import gguf_file_candidate
+from models.units import human_size
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +90,37 @@ class LoadPlanner:
                          flash_attn=flash_attn, auto_context_cap=settings.auto_ctx_cap)
         if overruled:
             plan = replace(plan, reasons=(*plan.reasons, overruled))
+        plan = self._with_draft(plan, settings.speculation)
         request = self._request(
             path, settings, plan, kv_type=plan.kv_type, flash_attn=plan.flash_attn, n_gpu_layers=plan.n_gpu_layers
         )
         # Over several GPUs, the split the forecast placed the layers by (not llama.cpp's own at load time).
         return PlannedLoad(replace(request, tensor_split=plan.tensor_split), plan)
+
+    def _with_draft(self, plan: Plan, speculation: SpeculativeOptions) -> Plan:
+        """`plan` with a reason that says what a GGUF draft model adds (speculative decoding): its own
+        weights, KV cache and compute where the engine puts it (the GPU when every layer of the model
+        is there, else the CPU), at the model's context."""
+        draft = speculation.draft_path
+        if speculation.mode not in ("draft", "auto") or not draft or is_model_folder(draft):
+            return plan
+        name = Path(draft).name
+        try:
+            candidate = gguf_file_candidate(draft)
+        except (InvalidModelFile, ValueError, OSError) as exc:
+            return replace(plan, reasons=(*plan.reasons, f"Draft model {name}: not planned ({exc})."))
+        machine = Machine.from_profile(self.profile)
+        on_gpu = plan.n_gpu_layers > plan.n_layers and machine.has_gpu
+        if not on_gpu:
+            machine = replace(machine, gpu_name=None, gpu_free_bytes=0, gpu_total_bytes=0, compute_capability=None)
+        own = make_plan(machine, [candidate], context=plan.context, flash_attn=plan.flash_attn).forecast
+        if own is None:
+            return replace(plan, reasons=(*plan.reasons, f"Draft model {name}: not planned (no forecast)."))
+        where = "the GPU" if on_gpu else "the CPU"
+        return replace(plan, reasons=(*plan.reasons, (
+            f"Draft model {name}: {human_size(own.total('total_bytes'))} more on {where} "
+            f"({human_size(own.total('weights_bytes'))} weights, {human_size(own.total('kv_cache_bytes'))} KV cache "
+            f"at {plan.context:,} tokens), for speculative decoding.")))
 
     def _plan_folder(self, path: str, settings: LoadSettings, flash_attn: bool) -> PlannedLoad:
         """A Hugging Face folder: the PyTorch engine's plan (the KV type and GPU layers are its own)."""
