@@ -25,6 +25,7 @@ from app.services.chat_defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
+from app.services.draft_finder import library_drafts
 from app.services.load_planner import LoadPlanner, LoadSettings
 from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
@@ -185,7 +186,8 @@ def run_chat(args: argparse.Namespace) -> int:
         settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, speculation=speculation,
                                 torch=TorchOptions(gpu_memory_fraction=args.gpu_memory_fraction),
                                 auto_ctx_cap=args.ctx_cap or DEFAULT_AUTO_CTX_CAP)
-        planned = LoadPlanner(prefix_cache_dir=paths.prefix_cache).plan_load(str(model), settings)
+        planner = LoadPlanner(prefix_cache_dir=paths.prefix_cache, drafts=library_drafts(paths.data_dir))
+        planned = planner.plan_load(str(model), settings)
         client.load(planned.request)
         info = _wait_loaded(client)
         print(f"tailor: {_loaded_line(info, args.ctx is None, planned.plan)}", file=sys.stderr)

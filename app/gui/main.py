@@ -15,6 +15,7 @@ from app.gui.crash_dialog import CrashReporter
 from app.gui.first_run import app_settings, maybe_show_first_run
 from app.gui.main_window import MainWindow
 from app.gui.single_instance import SingleInstance, bring_to_front, server_name
+from app.services.draft_finder import library_drafts
 from app.services.load_planner import LoadPlanner
 from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
@@ -40,7 +41,8 @@ def build_window(
     store = open_store(db_path, connect)
     if store.writable:
         start_daily_backup(store.path)
-    planner = LoadPlanner(prefix_cache_dir=AppPaths.default().prefix_cache)
+    paths = AppPaths.default()
+    planner = LoadPlanner(prefix_cache_dir=paths.prefix_cache, drafts=library_drafts(paths.data_dir))
     controller = ChatController(
         store, model_path, planner, lambda on_event: EngineClient(on_event=on_event, log_path=log_path)
     )

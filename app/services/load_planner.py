@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.services.chat_defaults import DEFAULT_AUTO_CTX_CAP, DEFAULT_N_CTX
+from app.services.draft_finder import DraftFinder
 from app.services.machine import detect_machine
 from app.services.paths import AppPaths
 from engine.protocol import LoadRequest
@@ -60,8 +61,10 @@ class LoadPlanner:
     """Plans loads on one machine; the hardware is detected once, when first needed."""
 
     def __init__(self, profile: HardwareProfile | None = None, prefix_cache_dir: Path | None = None,
-                 status_dir: Path | None = None):
+                 status_dir: Path | None = None, drafts: DraftFinder | None = None):
         self._profile = profile
+        # Where Speculative: Auto looks for a draft model (the library); None: it drafts by prompt lookup only.
+        self._drafts = drafts
         # Where the engine keeps chat prefixes warm across restarts; None keeps them in RAM only.
         self._prefix_cache_dir = str(prefix_cache_dir) if prefix_cache_dir else None
         # Where every engine writes its latest memory report for `tailor mem` (the user cache dir).
@@ -90,12 +93,23 @@ class LoadPlanner:
                          flash_attn=flash_attn, auto_context_cap=settings.auto_ctx_cap)
         if overruled:
             plan = replace(plan, reasons=(*plan.reasons, overruled))
+        found = self._found_draft(path, settings.speculation)
+        if found is not None:
+            settings = replace(settings, speculation=replace(settings.speculation, draft_path=str(found)))
+            plan = replace(plan, reasons=(*plan.reasons, f"Speculative: Auto drafts with {found.name}, a smaller model "
+                                                         "on disk with the same tokenizer, and from the conversation."))
         plan = self._with_draft(plan, settings.speculation)
         request = self._request(
             path, settings, plan, kv_type=plan.kv_type, flash_attn=plan.flash_attn, n_gpu_layers=plan.n_gpu_layers
         )
         # Over several GPUs, the split the forecast placed the layers by (not llama.cpp's own at load time).
         return PlannedLoad(replace(request, tensor_split=plan.tensor_split), plan)
+
+    def _found_draft(self, path: str, speculation: SpeculativeOptions) -> Path | None:
+        """A draft model from the library for Auto, when none was chosen."""
+        if self._drafts is None or speculation.mode != "auto" or speculation.draft_path:
+            return None
+        return self._drafts.find(path)
 
     def _with_draft(self, plan: Plan, speculation: SpeculativeOptions) -> Plan:
         """`plan` with a reason that says what a GGUF draft model adds (speculative decoding): its own

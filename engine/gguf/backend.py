@@ -91,6 +91,7 @@ class GgufBackend:
         self._speculation = SpeculativeOptions()
         self._draft: DraftModel | None = None
         self._draft_buffers: BufferSizes | None = None  # llama.cpp's buffers of the draft model
+        self._draft_notice: str | None = None  # why Auto loaded without its draft model
         self._meter: DeviceMeter | None = None  # made at the first report, so NVML starts once
 
     # ------------------------------------------------------------ loading
@@ -115,6 +116,7 @@ class GgufBackend:
         llama, n_gpu_layers, notice = self._open(path, request, kv_type)
         self._llama = llama
         self._speculation = request.speculation
+        self._draft_notice = None
         self._draft = self._open_draft(request, llama, n_gpu_layers)
         self._cache.budget_bytes = max(0, request.prefix_cache_bytes)
         self._cache_key = CacheKey(
@@ -148,7 +150,7 @@ class GgufBackend:
             n_params=llama.n_params,
             size_bytes=llama.size_bytes,
             has_chat_template=bool(source),
-            notice=notice,
+            notice=" ".join(n for n in (notice, self._draft_notice) if n) or None,
         )
         self._pin(request.pinned_prompts)
         return self._info
@@ -208,7 +210,11 @@ class GgufBackend:
         try:
             with self._logs.separate_buffers() as buffers:
                 draft = DraftModel(Path(spec.draft_path).expanduser(), llama, settings)
-        except BackendError:
+        except BackendError as exc:
+            if spec.mode == "auto":  # a draft Auto found, not one the user chose: without it, and say why
+                log.warning("speculative decoding without a draft model: %s", exc)
+                self._draft_notice = f"{exc} Drafting from the conversation only."
+                return None
             self.close()  # the load failed as a whole: no model without the draft that was asked for
             raise
         self._draft_buffers = buffers
@@ -256,8 +262,7 @@ class GgufBackend:
         sampler = make_sampler(s)
         policy = DraftPolicy(self._speculation.mode if llama.trims_tail else "off",
                              self._speculation.tokens or DEFAULT_DRAFT_TOKENS)
-        drafter = (self._draft.draft if self._draft is not None else PromptLookup(tokens).follow) \
-            if policy.active else None
+        drafter = self._drafter(tokens) if policy.active else None
         try:
             prefixes.seqs.decode(tokens[cached:], prefixes.on_full)
             finish = self._decode(tokens, reply, decoder, sampler, cancelled, s.max_tokens, policy, drafter)
@@ -268,6 +273,16 @@ class GgufBackend:
         finally:
             sampler.close()
         return reply.done(finish, cached, decoder.decode(b"", final=True), policy.acceptance)
+
+    def _drafter(self, prompt: list[int]) -> Drafter:
+        """What drafts for this reply: the draft model ("draft"), the conversation ("lookup"), or for
+        Auto the conversation where it has a match and the draft model (if any) where it has none."""
+        draft, lookup = self._draft, PromptLookup(prompt)
+        if draft is None:
+            return lookup.follow
+        if self._speculation.mode == "draft":
+            return draft.draft
+        return lambda context, limit: lookup.follow(context, limit) or draft.draft(context, limit)
 
     def _decode(self, prompt: list[int], reply: ReplyStream, decoder: codecs.IncrementalDecoder, sampler: Sampler,
                 cancelled: Callable[[], bool], max_tokens: int, policy: DraftPolicy,

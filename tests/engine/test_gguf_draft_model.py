@@ -85,3 +85,11 @@ def test_auto_with_a_draft_file_drafts_with_it(backend, starter_model, drafts):
     _load(backend, starter_model, "auto", drafts["tiny"])
     assert backend.memory().device("cpu").draft_bytes > 0
     assert reply(backend, PROMPT, GREEDY).text.strip()
+
+
+def test_auto_loads_without_a_draft_that_does_not_fit_and_says_why(backend, starter_model, drafts):
+    info = backend.load(LoadRequest(str(starter_model), n_ctx=2048, n_threads=2, prefix_cache_bytes=0,
+                                    speculation=SpeculativeOptions("auto", str(drafts["other-vocab"]))))
+    assert "cannot draft for this model" in info.notice and "Drafting from the conversation only" in info.notice
+    assert backend.memory().device("cpu").draft_bytes == 0
+    assert reply(backend, PROMPT, GREEDY).text.strip()
