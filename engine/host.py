@@ -17,6 +17,7 @@ from pathlib import Path
 from queue import Empty, Queue
 
 from engine.backend import Backend, BackendError
+from engine.openmp_policy import choose_openmp_wait_policy
 from engine.process_log import open_process_log
 from engine.protocol import (
     CancelRequest,
@@ -227,9 +228,10 @@ class EngineHost:
         # models.folder_plan.is_model_folder's test, inline: importing that module (the hub client)
         # would add 0.4 s to every engine start.
         if folder.is_dir() and (folder / "config.json").is_file():
-            # Before torch loads OpenMP: waiting threads sleep instead of spinning, or on a busy machine
-            # every small op of a decode step waits for a descheduled spinner (20x slower measured).
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            # Before torch loads OpenMP: its threads spin between ops when the cores are idle (what makes a
+            # decode step fast), and sleep when other programs are busy, or every small op of a decode step
+            # waits for a descheduled spinner (20x slower measured). engine/openmp_policy.py says why.
+            choose_openmp_wait_policy()
             try:  # torch is an optional extra, imported only inside the engine process
                 from engine.torch.backend import TorchBackend
             except ImportError as exc:

@@ -17,6 +17,7 @@ import torch
 
 from engine.backend import BackendError
 from engine.device_memory import DeviceMeter
+from engine.openmp_policy import ThreadGovernor
 from engine.protocol import (
     Done,
     FinishReason,
@@ -51,6 +52,7 @@ class TorchBackend:
         self._speculative_tokens = speculative_tokens
         self._meter = DeviceMeter()
         self._session: TorchSession | None = None
+        self._governor: ThreadGovernor | None = None
         # Share of speculative drafts the model accepted in the latest reply (None: no drafts).
         self.last_acceptance_rate: float | None = None
 
@@ -62,6 +64,8 @@ class TorchBackend:
     def load(self, request: LoadRequest) -> ModelInfo:
         self.close()
         self._session = open_session(request, self._device, self._speculative_tokens)
+        if self._device.type == "cpu":  # the threads the session runs on, fewer while other programs are busy
+            self._governor = ThreadGovernor(torch.get_num_threads(), torch.set_num_threads, time.monotonic())
         return self._session.info
 
     def close(self) -> None:
@@ -86,7 +90,10 @@ class TorchBackend:
         finish: FinishReason = "length"
         cached: int | None = None
         done = False
+        governor = self._governor
         while not done:
+            if governor is not None:
+                governor.look(time.monotonic())
             if cancelled():
                 engine.abort(seq_id)
                 finish = "cancelled"

@@ -1,0 +1,88 @@
+"""The engine's OpenMP wait policy: spin on idle cores, sleep on busy ones, the user's setting kept."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from engine.openmp_policy import ThreadGovernor, choose_openmp_wait_policy, choose_policy, threads_for
+
+
+def test_idle_cores_spin() -> None:
+    assert choose_policy(logical_cpus=2, busy_share=0.0, threads=2) == "default"
+    assert choose_policy(logical_cpus=2, busy_share=0.2, threads=2) == "default"  # a terminal, a shell
+
+
+def test_a_core_in_use_elsewhere_makes_the_threads_sleep() -> None:
+    assert choose_policy(logical_cpus=2, busy_share=0.5, threads=2) == "passive"  # a build on one of two cores
+    assert choose_policy(logical_cpus=2, busy_share=1.0, threads=2) == "passive"
+
+
+def test_spare_cores_beyond_the_threads_absorb_a_load() -> None:
+    # 16 logical CPUs, torch on 8 threads: a build on 4 cores leaves 12 idle.
+    assert choose_policy(logical_cpus=16, busy_share=0.25, threads=8) == "default"
+    assert choose_policy(logical_cpus=16, busy_share=0.75, threads=8) == "passive"
+
+
+def test_the_users_policy_is_kept() -> None:
+    env = {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert "ACTIVE" in choose_openmp_wait_policy(env)
+    assert env == {"OMP_WAIT_POLICY": "ACTIVE"}
+
+
+def test_the_choice_is_set_only_when_it_is_passive() -> None:
+    """In a fresh process (torch not loaded): the environment says PASSIVE exactly when that was chosen."""
+    code = (
+        "import os; from engine.openmp_policy import choose_openmp_wait_policy as c; env = {}; p = c(env); "
+        "assert (env.get('OMP_WAIT_POLICY') == 'PASSIVE') == (p == 'passive'), (p, env); "
+        "assert p in ('default', 'passive'), p; print(p)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_once_torch_is_loaded_nothing_changes() -> None:
+    import torch  # noqa: F401 - loaded, as in the engine after its first model
+
+    env: dict[str, str] = {}
+    assert "torch is loaded" in choose_openmp_wait_policy(env)
+    assert env == {}
+
+
+def test_threads_keep_a_core_each() -> None:
+    assert threads_for(logical_cpus=2, others_cores=0.0, full=2) == 2
+    assert threads_for(logical_cpus=2, others_cores=0.3, full=2) == 2
+    assert threads_for(logical_cpus=2, others_cores=1.0, full=2) == 1
+    assert threads_for(logical_cpus=2, others_cores=5.0, full=2) == 1  # never none
+    assert threads_for(logical_cpus=16, others_cores=4.0, full=8) == 8
+
+
+def test_a_busy_program_takes_threads_from_the_decode() -> None:
+    """A real program spinning on all cores but one: the next look runs torch on fewer threads."""
+    logical = psutil.cpu_count() or 1
+    if logical < 2:
+        pytest.skip("one CPU: there are no threads to take")
+    set_to: list[int] = []
+    governor = ThreadGovernor(logical, set_to.append, time.monotonic())
+    code = "import time\nend = time.monotonic() + 3\nwhile time.monotonic() < end: pass"
+    hogs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(max(1, logical - 1))]
+    try:
+        time.sleep(ThreadGovernor.LOOK_S * 2)  # the hogs' CPU time accrues (the governor reads counters)
+        threads = governor.look(time.monotonic())
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert threads < logical and set_to == [threads]
+
+
+def test_no_look_before_its_time_and_one_thread_is_left_alone() -> None:
+    set_to: list[int] = []
+    start = time.monotonic()
+    assert ThreadGovernor(4, set_to.append, start).look(start + ThreadGovernor.LOOK_S / 2) == 4
+    assert ThreadGovernor(1, set_to.append, start).look(start + 10) == 1
+    assert set_to == []
