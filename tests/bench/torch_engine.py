@@ -1,7 +1,10 @@
 """PyTorch engine on the CPU: figures measured side by side on the starter model's fp32 weights.
 
 The starter GGUF (SmolLM2-135M) is dequantized into a dense Hugging Face folder first. Then:
-  - decode tok/s, greedy, batch 1: our engine vs transformers' generate() on the same weights;
+  - decode tok/s, greedy, batch 1: `tailor chat --speculative off` vs transformers' generate() on the
+    same weights and prompt, each in a fresh process started with the user's environment (no OpenMP
+    settings of ours: transformers runs on its defaults, the engine chooses its own), alternating;
+  and, inside this process, on the engine's own OpenMP choice:
   - aggregate tok/s with 8 concurrent streams vs 1 (continuous batching);
   - TTFT of a request sharing a 1,024-token prefix with a finished one, vs cold (prefix caching);
   - prompt-lookup speculative decoding on a rewrite-the-input task vs plain greedy (same output).
@@ -16,19 +19,29 @@ On a CUDA device (skipped, with a line saying so, elsewhere):
     python -m tests.bench.torch_engine      # TAILOR_BENCH_THREADS (default 2)
 """
 
+# ruff: noqa: E402 - torch (and every engine module that imports it) must load after the OpenMP choice
+
 from __future__ import annotations
 
+import json
 import math
 import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-# As in the engine process (engine/host.py): OpenMP threads sleep while they wait, set before torch loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from engine.openmp_policy import choose_openmp_wait_policy
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+# The engine-internal figures below run in this process: with the OpenMP policy the engine process
+# chooses (engine/host.py), before torch loads. The comparison with transformers runs both sides in
+# processes of their own (bench_decode_vs_transformers).
+choose_openmp_wait_policy(os.environ)
+
+import torch
+import torch.nn.functional as F
 
 from engine.protocol import ChatMessage
 from engine.starter import starter_model_path
@@ -45,6 +58,10 @@ from tests.fixtures.gguf_to_hf import convert
 from tests.fixtures.tiny_hf import write_awq_copy, write_tiny_model
 
 THREADS = int(os.environ.get("TAILOR_BENCH_THREADS", "2"))
+REPO = Path(__file__).resolve().parents[2]
+# Tokens of the reply `tailor chat` is asked for (greedy: the starter model tells a story this long).
+PRODUCT_TOKENS = 128
+STORY = "Tell me a long story about a fox who learns to sail."
 DECODE_TOKENS = 32
 ROUNDS = 3
 BLOCKS = 512
@@ -91,36 +108,61 @@ def chat_ids(tok: HfTokenizer, text: str) -> list[int]:
     return tok.encode(tok.template.render([ChatMessage("user", text)]))
 
 
-def bench_decode_vs_transformers(directory: Path, model: CausalLM, prompt: list[int]) -> None:
-    """Best of ROUNDS alternating runs of each side, so both see the same machine load."""
-    from transformers import AutoModelForCausalLM
+def clean_env(tailor_home: Path) -> dict[str, str]:
+    """The environment a user's shell gives a program: ours without OpenMP settings (the engine chooses
+    its own, transformers runs on its defaults), and Tailor's folders in `tailor_home`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "KMP_", "TAILOR_"))}
+    env["TAILOR_HOME"] = str(tailor_home)
+    env["PYTHONPATH"] = str(REPO)
+    return env
 
-    engine, _ = make_engine(model)
-    hf = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
-    hf.generation_config.eos_token_id = None
-    ids = torch.tensor([prompt])
 
-    def hf_decode_s() -> float:
-        with torch.inference_mode():
-            t = time.perf_counter()
-            hf.generate(ids, max_new_tokens=1, do_sample=False, pad_token_id=0)
-            prefill = time.perf_counter() - t
-            t = time.perf_counter()
-            hf.generate(ids, max_new_tokens=DECODE_TOKENS + 1, do_sample=False, pad_token_id=0)
-            return time.perf_counter() - t - prefill
+def json_line(cmd: list[str], env: dict[str, str]) -> dict:
+    """Run `cmd` to the end; the last line of its stdout, which is JSON."""
+    done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} ... exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
-    timed_generate(engine, [prompt], 2)
-    hf_decode_s()  # warm-up
-    ours_s, ref_s = [], []
+
+def product_decode(directory: Path, text: str, env: dict[str, str]) -> dict:
+    """`tailor chat --model DIR --speculative off` as a user runs it: one reply, its --json figures."""
+    return json_line([sys.executable, "-m", "app.launcher", "chat", "--model", str(directory), "--speculative", "off",
+                      "--system", "", "--temperature", "0", "--max-tokens", str(PRODUCT_TOKENS), "--json", text], env)
+
+
+def transformers_decode(directory: Path, prompt: list[int], n: int, env: dict[str, str]) -> dict:
+    """transformers' generate() on the same weights and prompt, n tokens, in a process of its own."""
+    return json_line([sys.executable, "-m", "tests.fixtures.transformers_decode", str(directory), str(n),
+                      json.dumps(prompt)], env)
+
+
+def bench_decode_vs_transformers(directory: Path, model: CausalLM, tok: HfTokenizer, tmp: Path) -> None:
+    """The product (`tailor chat`) vs transformers generate(), each in its own process started with the
+    user's environment, alternating ROUNDS times so both see the same machine load."""
+    text = STORY
+    prompt = chat_ids(tok, text)
+    env = clean_env(tmp / "tailor-home")
+    ours, ref = [], []
     for r in range(ROUNDS):
-        ours_s.append(timed_generate(engine, [prompt[:-1] + [prompt[-1] + r + 1]], DECODE_TOKENS + 1)[2])
-        ref_s.append(hf_decode_s())
-    ours, ref = DECODE_TOKENS / min(ours_s), DECODE_TOKENS / min(ref_s)
-    print(f"decode tok/s, batch 1, greedy, fp32: ours {ours:.1f}, transformers generate() {ref:.1f}: {ours / ref:.2f}x")
+        product = product_decode(directory, text, env)
+        if product["prompt_tokens"] != len(prompt):
+            raise RuntimeError(f"the product's prompt has {product['prompt_tokens']} tokens, the baseline's {len(prompt)}")
+        baseline = transformers_decode(directory, prompt, product["gen_tokens"], env)
+        ours.append(product["decode_tok_s"])
+        ref.append(baseline["decode_tok_s"])
+        print(f"  round {r + 1}: tailor chat {ours[-1]:.1f} tok/s, transformers generate() {ref[-1]:.1f} tok/s "
+              f"({product['gen_tokens']} tokens after a {len(prompt)}-token prompt): {ours[-1] / ref[-1]:.2f}x; "
+              f"load average {os.getloadavg()[0]:.1f} (another program busy makes both slower, and "
+              f"transformers' spinning threads far slower)")
+    print(f"decode tok/s, batch 1, greedy, fp32, each in its own process as a user runs it: `tailor chat "
+          f"--speculative off` {max(ours):.1f}, transformers generate() (defaults, {baseline['threads']} threads) "
+          f"{max(ref):.1f}: {max(ours) / max(ref):.2f}x (best of {ROUNDS} alternating runs each; median of the "
+          f"rounds' ratios {statistics.median(o / f for o, f in zip(ours, ref, strict=True)):.2f}x)")
     floor = weight_matmuls_s(model)
     print(f"  the step's weight matmuls alone, one row: {floor * 1000:.1f} ms a token, a bound of {1 / floor:.1f} tok/s "
-          f"= {1 / floor / ref:.2f}x transformers for any engine reading these fp32 weights; ours spends "
-          f"{min(ours_s) / DECODE_TOKENS * 1000 - floor * 1000:.1f} ms a token beyond them")
+          f"for any engine reading these fp32 weights; tailor chat spends {1000 / max(ours) - floor * 1000:.1f} ms a "
+          f"token beyond them")
 
 
 def weight_matmuls_s(model: CausalLM) -> float:
@@ -302,7 +344,7 @@ def main() -> None:
         model = load_model(directory).model
         tok = HfTokenizer(directory)
         prompts = [chat_ids(tok, f"Tell me a story about animal number {i} in the forest.") for i in range(8)]
-        bench_decode_vs_transformers(directory, model, prompts[0])
+        bench_decode_vs_transformers(directory, model, tok, Path(tempfile.mkdtemp(dir=tmp)))
         bench_streams(model, prompts)
         bench_prefix(model, tok)
         bench_speculative(model, tok)
