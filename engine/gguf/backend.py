@@ -294,7 +294,7 @@ class GgufBackend:
         context = list(prompt)  # the prompt and the tokens accepted so far: what drafts follow
         drafts: list[int] = []  # the last batch's drafts: in the KV cache until refuted
         row = 0  # the row of the last batch's logits to sample next: drafts[:row] were accepted
-        step_start = time.perf_counter()
+        step_start: float | None = None  # the prompt's decode is not a step
         while True:
             token = sampler.sample(llama, row if drafts else -1)
             reply.token()
@@ -310,7 +310,8 @@ class GgufBackend:
             seqs.trim_live(seqs.n_live - len(drafts) + row)  # drop the drafts it refuted
             if finish is not None:
                 return finish
-            policy.record(len(drafts), row, time.perf_counter() - step_start)
+            if step_start is not None:
+                policy.record(len(drafts), row, time.perf_counter() - step_start)
             step_start = time.perf_counter()  # a step's cost: drafting and verifying
             room = min(max_tokens - reply.n_gen - 1, llama.n_ctx - seqs.n_live - 2)
             context += [*drafts[:row], token]

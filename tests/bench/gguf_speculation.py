@@ -1,11 +1,14 @@
 """Speculative decoding by prompt lookup in the GGUF engine: decode tok/s of `tailor chat` with
 drafts against the same command without, side by side.
 
-Two tasks on the starter model, greedy: a rewrite (the reply copies most of the prompt: prompt
-lookup's case; `--speculative lookup` vs `off`, target >= 1.5x, and the replies must be identical)
-and a free-form story (`--speculative auto`, the default, vs `off`: auto must not slow it down,
-target >= 0.95x). Each run is a fresh `tailor chat` process, as users run it; ABBA order, 5 runs
-each (TAILOR_BENCH_RUNS); the figure is the ratio of the medians.
+Tasks on the starter model, greedy: two rewrites (the reply copies most of the prompt: prompt
+lookup's case; `--speculative lookup` vs `off`, target >= 1.5x): a record copied as JSON, which the
+135M model copies faithfully, and a paragraph repeated, which it paraphrases in places; and a
+free-form story (`--speculative auto`, the default, vs `off`: auto must not slow it down, target
+>= 0.95x). Each run is a fresh `tailor chat` process, as users run it; ABBA order, 5 runs each
+(TAILOR_BENCH_RUNS); the figure is the ratio of the medians. Whether the replies are identical is
+printed: llama.cpp's CPU attention sums a single token's KV over threads once the cache view holds
+512 cells or more, and a batch row otherwise, so a near tie may fall the other way (README).
 
     python -m tests.bench.gguf_speculation
 """
@@ -30,6 +33,12 @@ TEXT = (
     "contracts with the builders. We will meet again every second Tuesday to check progress."
 )
 REWRITE = f"Repeat the following text exactly as it is, word for word:\n\n{TEXT}"
+RECORD = (
+    '{"name": "Maria Lopez", "role": "project lead", "team": ["Tom", "Anna", "Chen"], "budget": 2400000, '
+    '"start": "2027-04-01", "end": "2027-10-31", "docks": 3, "cold_room": true, "city": "Lisbon", '
+    '"floors": 2, "permits": ["building", "fire", "food"], "review": "every second Tuesday"}'
+)
+COPY = f"Copy this JSON exactly:\n{RECORD}"
 STORY = "Write a long story about a dragon who learns to bake bread."
 
 
@@ -64,9 +73,13 @@ def compare(home: str, prompt: str, mode: str) -> tuple[float, float, bool, list
 def main() -> None:
     with tempfile.TemporaryDirectory() as home:
         run(home, STORY, "off")  # warm the page cache
-        print("rewrite (prompt lookup vs off):")
+        print("rewrite: a record copied as JSON (prompt lookup vs off):")
+        fast, plain, same, _ = compare(home, COPY, "lookup")
+        print(f"gguf_lookup_copy_ratio={fast / plain:.2f} ({fast:.1f} vs {plain:.1f} tok/s; target >= 1.5), "
+              f"identical greedy replies: {same}")
+        print("rewrite: a paragraph repeated (prompt lookup vs off):")
         fast, plain, same, _ = compare(home, REWRITE, "lookup")
-        print(f"gguf_lookup_rewrite_ratio={fast / plain:.2f} ({fast:.1f} vs {plain:.1f} tok/s; target >= 1.5), "
+        print(f"gguf_lookup_repeat_ratio={fast / plain:.2f} ({fast:.1f} vs {plain:.1f} tok/s), "
               f"identical greedy replies: {same}")
         print("free-form story (auto vs off):")
         fast, plain, same, _ = compare(home, STORY, "auto")

@@ -46,30 +46,55 @@ def test_a_draft_costs_the_same_in_a_long_conversation():
     assert per_token_s < 2e-4, per_token_s  # microseconds, not a scan of 20,000 tokens
 
 
-def test_the_draft_length_follows_what_the_model_keeps():
-    from engine.gguf.speculation import START_DRAFT_TOKENS, DraftPolicy
+def test_drafts_are_as_long_as_pays_by_the_measured_step_costs():
+    from engine.gguf.speculation import DraftPolicy
 
-    policy = DraftPolicy("lookup", max_draft=8)
-    assert policy.limit(100) == START_DRAFT_TOKENS
-    policy.record(4, 4, 0.01)  # every draft kept: two more next time
-    assert policy.limit(100) == 6 and policy.limit(3) == 3  # never past the room left
-    policy.record(6, 6, 0.01)
-    policy.record(8, 8, 0.01)
-    assert policy.limit(100) == 8  # at most max_draft
-    policy.record(8, 2, 0.01)  # a miss: one fewer
-    assert policy.limit(100) == 7 and policy.acceptance == 20 / 26
+    gpu = DraftPolicy("auto", max_draft=8)
+    for _ in range(3):  # a batch costs what a token does (a GPU): long drafts pay once the model keeps them
+        gpu.record(0, 0, 0.010)
+        gpu.record(8, 8, 0.011)
+    assert gpu.limit(100) == 8 and gpu.limit(3) == 3  # never past the room left
+    cpu = DraftPolicy("auto", max_draft=8)
+    for _ in range(3):  # a 2-core CPU: 9 tokens cost 5 plain steps; the model keeps 1 draft in 3
+        cpu.record(0, 0, 0.006)
+        cpu.record(8, 1, 0.031)
+    assert cpu.limit(100) == 0 and cpu.acceptance == 3 / 24  # plain decoding is faster
+    forced = DraftPolicy("lookup", max_draft=8)
+    forced.record(0, 0, 0.006)
+    forced.record(8, 1, 0.031)
+    assert forced.limit(100) >= 1  # lookup drafts all the same
 
 
-def test_auto_stops_drafting_when_drafted_steps_make_tokens_slower():
-    from engine.gguf.speculation import COOLDOWN_STEPS, DraftPolicy
+def test_auto_looks_again_after_a_run_of_plain_steps():
+    from engine.gguf.speculation import EXPLORE_DRAFT, EXPLORE_EVERY, DraftPolicy
 
     policy = DraftPolicy("auto")
-    policy.record(0, 0, 0.010)  # a plain step: 10 ms a token
-    policy.record(4, 0, 0.030)  # drafts refuted: 30 ms for one token
-    assert [policy.limit(100) for _ in range(COOLDOWN_STEPS)] == [0] * COOLDOWN_STEPS
-    assert policy.limit(100) > 0  # then it tries again
-    lookup = DraftPolicy("lookup")
-    lookup.record(0, 0, 0.010)
-    lookup.record(4, 0, 0.030)
-    assert lookup.limit(100) > 0  # lookup always drafts
+    for _ in range(3):
+        policy.record(0, 0, 0.006)
+        policy.record(4, 0, 0.030)
+    for _ in range(EXPLORE_EVERY - 1):
+        assert policy.limit(100) == 0
+        policy.record(0, 0, 0.006)
+    assert policy.limit(100) == 0
+    policy.record(0, 0, 0.006)
+    assert policy.limit(100) == EXPLORE_DRAFT  # a short draft, to see whether the reply repeats now
+    policy.record(EXPLORE_DRAFT, 0, 0.014)  # it kept nothing: the next try waits twice as long
+    for _ in range(2 * EXPLORE_EVERY):
+        assert policy.limit(100) == 0
+        policy.record(0, 0, 0.006)
+    assert policy.limit(100) == EXPLORE_DRAFT
     assert DraftPolicy("off").limit(100) == 0
+
+
+def test_a_run_of_kept_drafts_is_expected_to_go_on():
+    from engine.gguf.speculation import DraftPolicy
+
+    policy = DraftPolicy("auto", max_draft=8)
+    policy.record(0, 0, 0.006)
+    for _ in range(3):  # CPU costs: runs of full steps, runs of misses
+        for kept in (8, 8, 8, 8, 8, 0, 0, 0, 0, 0):
+            policy.record(8, kept, 0.031)
+    policy.record(8, 8, 0.031)
+    after_full = policy.limit(100)
+    policy.record(8, 0, 0.031)
+    assert after_full == 8 and policy.limit(100) < after_full  # a run goes on; after a miss, less or none
