@@ -28,7 +28,8 @@ from models.load_options import SpeculativeOptions
 
 # (value of SpeculativeOptions.mode, label, what it does)
 SPECULATIVE = (
-    ("auto", "Auto", "The engine's choice: a draft model when one is chosen, else prompt lookup where it pays."),
+    ("auto", "Auto", "Drafts only where it pays (measured as the reply goes): from the conversation, and with a "
+                     "draft model — the one chosen, or a smaller one with the same tokenizer in your library."),
     ("off", "Off", "One token per step of the model."),
     ("lookup", "Prompt lookup",
      "Guesses the next tokens by finding the last few in the prompt: fast when the reply repeats it "
