@@ -64,6 +64,9 @@ class LoadRequest:
     forecast: dict | None = None
     # Speculative decoding, for either engine (each refuses, by name, a mode it cannot run).
     speculation: SpeculativeOptions = SpeculativeOptions()
+    # Where a GGUF draft model goes: the plan leaves room for it there. None: on the GPU when every
+    # layer of the model is there, else on the CPU.
+    draft_on_gpu: bool | None = None
     # The PyTorch engine's options (a model folder; the GGUF backend ignores them).
     torch: TorchOptions = TorchOptions()
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from app.services.chat_defaults import DEFAULT_AUTO_CTX_CAP, DEFAULT_N_CTX
 from app.services.draft_finder import DraftFinder
+from app.services.draft_plan import PlanOn, plan_with_draft
 from app.services.machine import detect_machine
 from app.services.paths import AppPaths
 from engine.protocol import LoadRequest
@@ -24,7 +25,6 @@ from models.load_options import FlashAttn, KvType, SpeculativeOptions, TorchOpti
 from models.plan import Plan, make_plan
 from models.plan_machine import Machine
 from models.plan_sources import gguf_file_candidate
-from models.units import human_size
 
 log = logging.getLogger(__name__)
 
@@ -89,21 +89,25 @@ class LoadPlanner:
             # The engine checks the file again and sends the user-facing error.
             log.info("no plan for %s: %s", path, exc)
             return PlannedLoad(self._request(path, settings, None, kv_type=kv_type, flash_attn=flash_attn), None)
-        plan = make_plan(Machine.from_profile(self.profile), [candidate], context=settings.n_ctx, kv_type=kv_type,
-                         flash_attn=flash_attn, auto_context_cap=settings.auto_ctx_cap)
-        if overruled:
-            plan = replace(plan, reasons=(*plan.reasons, overruled))
         found = self._found_draft(path, settings.speculation)
         if found is not None:
             settings = replace(settings, speculation=replace(settings.speculation, draft_path=str(found)))
+
+        def plan_on(machine: Machine) -> Plan:
+            return make_plan(machine, [candidate], context=settings.n_ctx, kv_type=kv_type, flash_attn=flash_attn,
+                             auto_context_cap=settings.auto_ctx_cap)
+
+        plan, draft_on_gpu = self._plan_with_draft(plan_on, settings.speculation)
+        if overruled:
+            plan = replace(plan, reasons=(*plan.reasons, overruled))
+        if found is not None:
             plan = replace(plan, reasons=(*plan.reasons, f"Speculative: Auto drafts with {found.name}, a smaller model "
                                                          "on disk with the same tokenizer, and from the conversation."))
-        plan = self._with_draft(plan, settings.speculation)
         request = self._request(
             path, settings, plan, kv_type=plan.kv_type, flash_attn=plan.flash_attn, n_gpu_layers=plan.n_gpu_layers
         )
         # Over several GPUs, the split the forecast placed the layers by (not llama.cpp's own at load time).
-        return PlannedLoad(replace(request, tensor_split=plan.tensor_split), plan)
+        return PlannedLoad(replace(request, tensor_split=plan.tensor_split, draft_on_gpu=draft_on_gpu), plan)
 
     def _found_draft(self, path: str, speculation: SpeculativeOptions) -> Path | None:
         """A draft model from the library for Auto, when none was chosen."""
@@ -111,30 +115,19 @@ class LoadPlanner:
             return None
         return self._drafts.find(path)
 
-    def _with_draft(self, plan: Plan, speculation: SpeculativeOptions) -> Plan:
-        """`plan` with a reason that says what a GGUF draft model adds (speculative decoding): its own
-        weights, KV cache and compute where the engine puts it (the GPU when every layer of the model
-        is there, else the CPU), at the model's context."""
+    def _plan_with_draft(self, plan_on: PlanOn, speculation: SpeculativeOptions) -> tuple[Plan, bool | None]:
+        """The model's plan on this machine, leaving room for a GGUF draft model when one is asked for;
+        and whether the draft goes on the GPU (None: no draft planned, the engine's own rule)."""
+        machine = Machine.from_profile(self.profile)
         draft = speculation.draft_path
         if speculation.mode not in ("draft", "auto") or not draft or is_model_folder(draft):
-            return plan
-        name = Path(draft).name
+            return plan_on(machine), None
         try:
             candidate = gguf_file_candidate(draft)
         except (InvalidModelFile, ValueError, OSError) as exc:
-            return replace(plan, reasons=(*plan.reasons, f"Draft model {name}: not planned ({exc})."))
-        machine = Machine.from_profile(self.profile)
-        on_gpu = plan.n_gpu_layers > plan.n_layers and machine.has_gpu
-        if not on_gpu:
-            machine = replace(machine, gpu_name=None, gpu_free_bytes=0, gpu_total_bytes=0, compute_capability=None)
-        own = make_plan(machine, [candidate], context=plan.context, flash_attn=plan.flash_attn).forecast
-        if own is None:
-            return replace(plan, reasons=(*plan.reasons, f"Draft model {name}: not planned (no forecast)."))
-        where = "the GPU" if on_gpu else "the CPU"
-        return replace(plan, reasons=(*plan.reasons, (
-            f"Draft model {name}: {human_size(own.total('total_bytes'))} more on {where} "
-            f"({human_size(own.total('weights_bytes'))} weights, {human_size(own.total('kv_cache_bytes'))} KV cache "
-            f"at {plan.context:,} tokens), for speculative decoding.")))
+            plan = plan_on(machine)
+            return replace(plan, reasons=(*plan.reasons, f"Draft model {Path(draft).name}: not planned ({exc}).")), None
+        return plan_with_draft(machine, plan_on, candidate, Path(draft).name)
 
     def _plan_folder(self, path: str, settings: LoadSettings, flash_attn: bool) -> PlannedLoad:
         """A Hugging Face folder: the PyTorch engine's plan (the KV type and GPU layers are its own)."""

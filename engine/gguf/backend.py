@@ -198,9 +198,12 @@ class GgufBackend:
     def _open_draft(self, request: LoadRequest, llama: LlamaHandle, n_gpu_layers: int) -> DraftModel | None:
         """The draft model asked for ("draft", or "auto" with a draft file), its buffers logged apart.
 
-        It runs where the model does: on the GPU when every layer of the model is there, else on the CPU.
+        It goes where the plan left room for it (request.draft_on_gpu), else where the model is: on the GPU
+        when every layer of the model is there, else on the CPU.
         """
-        on_gpu = n_gpu_layers == -1 or n_gpu_layers > llama.n_layer
+        on_gpu = request.draft_on_gpu
+        if on_gpu is None:
+            on_gpu = n_gpu_layers == -1 or n_gpu_layers > llama.n_layer
         spec = request.speculation
         if spec.mode not in ("draft", "auto") or not spec.draft_path:
             return None
