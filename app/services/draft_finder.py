@@ -47,7 +47,7 @@ def tokenizer_of(header: GgufHeader) -> Tokenizer | None:
 def library_ggufs(store: ModelStore) -> list[Path]:
     """Every GGUF file of the library: downloaded ones and imported ones that still exist."""
     library = store.list()
-    files = [f.path for repo in library.repos for f in repo.gguf_files()]
+    files = [f.path for repo in library.repos for f in repo.gguf_files]
     return files + [m.path for m in library.imported if m.exists]
 
 

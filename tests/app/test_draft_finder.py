@@ -55,3 +55,25 @@ def test_auto_plans_with_the_draft_it_found_and_the_other_modes_do_not(starter_m
     chosen = planner.plan_load(str(starter_model), LoadSettings(
         n_ctx=2048, speculation=SpeculativeOptions("auto", str(library["smaller"]))))
     assert chosen.request.speculation.draft_path == str(library["smaller"])  # the user's choice stays
+
+
+def test_the_library_offers_its_downloaded_and_imported_ggufs(starter_model, library, tmp_path):
+    import hashlib
+
+    from app.services.draft_finder import library_ggufs
+    from models.hf_cache import link_blob, write_ref
+    from models.store import ModelStore
+
+    cache = tmp_path / "hub"
+    data = library["small"].read_bytes()
+    repo = cache / "models--org--small-GGUF"
+    blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(data)
+    link_blob(blob, repo / "snapshots" / ("c" * 40) / "small.gguf")
+    write_ref(repo, "main", "c" * 40)
+    store = ModelStore(tmp_path / "data", cache)
+    store.import_gguf(library["smaller"])
+    files = library_ggufs(store)
+    assert {p.name for p in files} == {"small.gguf", "smaller.gguf"}
+    assert DraftFinder(lambda: [*library_ggufs(store), starter_model]).find(str(starter_model)).name == "smaller.gguf"
