@@ -30,22 +30,21 @@ def context_option(text: str) -> int | None:
     """`--ctx auto|N`: None for auto (the largest context that fits), else a positive number of tokens."""
     if text.strip().lower() == "auto":
         return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be auto or a positive integer, not {text}")
-    return value
+    return _positive(text, "must be auto or a positive integer")
 
 
 def _cap_option(text: str) -> int:
+    return _positive(text, "must be a positive integer")
+
+
+def _positive(text: str, what: str) -> int:
+    """`text` as a positive integer, else argparse's error: `what`, then the text given."""
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
+        raise argparse.ArgumentTypeError(f"{what}, not {text}")
     return value
 
 
