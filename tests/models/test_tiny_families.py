@@ -210,7 +210,9 @@ def test_gemma3_without_the_full_size_swa_cache_keeps_only_the_window(files, lla
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_family_generates(family: str, files):
-    llm = llama_cpp.Llama(str(files[f"{family}-q4_k_m"]), n_ctx=2048, verbose=False)
+    # logits_all: llama-cpp-python fills `scores` only then; without it the array is never written and
+    # holds whatever the allocator left (a test reading it failed by chance)
+    llm = llama_cpp.Llama(str(files[f"{family}-q4_k_m"]), n_ctx=2048, logits_all=True, verbose=False)
     try:
         prompt = llm.tokenize(b"The capital of France is")
         generation = llm.generate(prompt, temp=0.0)
