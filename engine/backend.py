@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from engine.protocol import Done, GenerateRequest, LoadRequest, MemoryReport, ModelInfo
 
@@ -30,3 +30,21 @@ class Backend(Protocol):
     def memory(self) -> MemoryReport: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class BatchingBackend(Backend, Protocol):
+    """A backend that runs several replies at once, one batch per `step()` (the GGUF one)."""
+
+    @property
+    def free_slots(self) -> int:
+        """How many more replies can start now."""
+        ...
+
+    def submit(self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]) -> None:
+        """Start a reply (BackendError when it cannot run); its text comes through `emit` during steps."""
+        ...
+
+    def step(self) -> list[tuple[int, Done | BackendError]]:
+        """One batch of every running reply; (request id, Done or BackendError) of those that ended."""
+        ...

@@ -2,7 +2,9 @@
 
 Started by EngineClient with multiprocessing (spawn). A reader thread takes requests off
 the pipe so a Cancel reaches the generation loop between two tokens; everything else is
-handled in order on the main thread.
+handled in order on the main thread. A backend that batches (GGUF) runs several replies at
+once: requests are taken between its steps, a new reply joins the running ones while a slot
+is free, and a load or unload waits until the replies before it have ended.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import os
 import signal
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from queue import Empty, Queue
 
-from engine.backend import Backend, BackendError
+from engine.backend import Backend, BackendError, BatchingBackend
 from engine.openmp_policy import choose_openmp_wait_policy
 from engine.process_log import open_process_log
 from engine.protocol import (
@@ -88,24 +92,61 @@ class EngineHost:
         self._client_gone = threading.Event()
         self._status: StatusFile | None = None
         self._last_report: MemoryReport | None = None
+        self._queue: deque[Request | None] = deque()  # taken off the inbox, not handled yet (in order)
+        self._replies: dict[int, _ReplyOut] = {}  # replies running in a batching backend, by request id
+        self._last_step_report = 0.0
 
     def serve(self, requests: Connection) -> None:
         threading.Thread(target=self._receive, args=(requests,), name="engine-requests", daemon=True).start()
         while True:
+            self._take_requests(wait=not self._replies and not self._queue)
+            if not self._run_queue():
+                return
+            if self._replies:
+                self._step()
+
+    def _take_requests(self, wait: bool) -> None:
+        """Move what arrived from the inbox to the queue; `wait`: block a while for the first (idle)."""
+        if wait:
             try:
-                request = self._inbox.get(timeout=IDLE_CHECK_S)
+                self._queue.append(self._inbox.get(timeout=IDLE_CHECK_S))
             except Empty:
                 self._report_if_changed()
-                continue
-            if request is None or isinstance(request, ShutdownRequest):
                 return
+        while True:
             try:
-                self._handle(request)
-            except BackendError as exc:
-                self._send(Error(exc.kind, str(exc), getattr(request, "request_id", None)))  # type: ignore[arg-type]
-            except Exception as exc:  # noqa: BLE001 - report, keep serving
-                log.exception("request %r failed", request)
-                self._send(Error("internal", f"{type(exc).__name__}: {exc}", getattr(request, "request_id", None)))
+                self._queue.append(self._inbox.get_nowait())
+            except Empty:
+                return
+
+    def _run_queue(self) -> bool:
+        """Handle queued requests in order while they can run now; False once told to shut down."""
+        while self._queue:
+            request = self._queue[0]
+            batching = isinstance(request, GenerateRequest) and isinstance(self._backend, BatchingBackend)
+            if batching and self._backend.free_slots > 0:  # type: ignore[union-attr]
+                self._queue.popleft()
+                self._start(request)  # type: ignore[arg-type]
+                continue
+            if self._replies:  # a full batch, or a load, unload or shutdown behind running replies: wait
+                return True
+            self._queue.popleft()
+            if request is None or isinstance(request, ShutdownRequest):
+                return False
+            self._guarded(request, lambda r=request: self._handle(r))
+        return True
+
+    def _guarded(self, request: Request, handle: Callable[[], None]) -> bool:
+        """Run `handle`; a failure becomes the request's Error event (the engine keeps serving). Whether it ran."""
+        try:
+            handle()
+            return True
+        except BackendError as exc:
+            self._send(Error(exc.kind, str(exc), getattr(request, "request_id", None)))  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - report, keep serving
+            log.exception("request %r failed", request)
+            self._send(Error("internal", f"{type(exc).__name__}: {exc}", getattr(request, "request_id", None)))
+        return False
 
     def close(self) -> None:
         if self._backend is not None:
@@ -157,45 +198,67 @@ class EngineHost:
         self._send_memory(backend.memory())
 
     def _generate(self, request: GenerateRequest) -> None:
+        """A reply on a backend that runs one at a time (PyTorch): from start to end, here."""
         backend = self._backend
         if backend is None:
             raise BackendError("no_model", "No model is loaded.")
         rid = request.request_id
-        pending: list[str] = []
+        out = _ReplyOut(rid, self._send)
         last_report = time.monotonic()
-        # The first piece goes out at once: time to first token is what a warm prefix saves.
-        last_flush = last_report - TOKEN_FLUSH_INTERVAL_S
-
-        def flush() -> None:
-            if pending:
-                self._send(Token(rid, "".join(pending)))
-                pending.clear()
 
         def emit(text: str) -> None:
-            nonlocal last_flush, last_report
-            pending.append(text)
-            now = time.monotonic()
-            if now - last_flush >= TOKEN_FLUSH_INTERVAL_S:
-                last_flush = now
-                flush()
-            if now - last_report >= MEMORY_REPORT_INTERVAL_S:
-                last_report = now
+            nonlocal last_report
+            out.emit(text)
+            if time.monotonic() - last_report >= MEMORY_REPORT_INTERVAL_S:
+                last_report = time.monotonic()
                 self._send_memory(backend.memory())
 
-        def cancelled() -> bool:
-            if self._client_gone.is_set():
-                return True
-            with self._cancel_lock:
-                return rid in self._cancelled
-
         try:
-            done = backend.generate(request, emit, cancelled)
+            done = backend.generate(request, emit, lambda: self._is_cancelled(rid))
         finally:
-            flush()
+            out.flush()
             with self._cancel_lock:
                 self._cancelled.discard(rid)
         self._send(done)
         self._send_memory(backend.memory())
+
+    def _start(self, request: GenerateRequest) -> None:
+        """Start a reply in the batching backend, beside those running."""
+        rid = request.request_id
+        out = _ReplyOut(rid, self._send)
+        backend = self._backend
+        assert isinstance(backend, BatchingBackend)
+        if self._guarded(request, lambda: backend.submit(request, out.emit, lambda: self._is_cancelled(rid))):
+            self._replies[rid] = out
+        else:  # refused: its Error is sent
+            self._forget_cancel(rid)
+
+    def _step(self) -> None:
+        """One batch of the running replies; each that ended gets its last text and its Done or Error."""
+        backend = self._backend
+        assert isinstance(backend, BatchingBackend)
+        for rid, outcome in backend.step():
+            out = self._replies.pop(rid)
+            out.flush()
+            self._forget_cancel(rid)
+            if isinstance(outcome, BackendError):
+                self._send(Error(outcome.kind, str(outcome), rid))  # type: ignore[arg-type]
+            else:
+                self._send(outcome)
+        now = time.monotonic()
+        if not self._replies or now - self._last_step_report >= MEMORY_REPORT_INTERVAL_S:
+            self._last_step_report = now
+            self._send_memory(backend.memory())
+
+    def _is_cancelled(self, rid: int) -> bool:
+        if self._client_gone.is_set():
+            return True
+        with self._cancel_lock:
+            return rid in self._cancelled
+
+    def _forget_cancel(self, rid: int) -> None:
+        with self._cancel_lock:
+            self._cancelled.discard(rid)
 
     # ------------------------------------------------------------ memory reports
 
@@ -255,6 +318,28 @@ class EngineHost:
                 self._events.send(event)
             except (BrokenPipeError, OSError):
                 pass  # the client went away; the reader thread will end the loop
+
+
+class _ReplyOut:
+    """One reply's text on its way to the client, in pieces at most every TOKEN_FLUSH_INTERVAL_S (the
+    first at once: time to first token is what a warm prefix saves)."""
+
+    def __init__(self, request_id: int, send: Callable[[Event], None]):
+        self._rid, self._send = request_id, send
+        self._pending: list[str] = []
+        self._last_flush = time.monotonic() - TOKEN_FLUSH_INTERVAL_S
+
+    def emit(self, text: str) -> None:
+        self._pending.append(text)
+        now = time.monotonic()
+        if now - self._last_flush >= TOKEN_FLUSH_INTERVAL_S:
+            self._last_flush = now
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            self._send(Token(self._rid, "".join(self._pending)))
+            self._pending.clear()
 
 
 def _changed(old: MemoryReport | None, new: MemoryReport) -> bool:

@@ -30,6 +30,12 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
 
 
+# Replies at once on one loaded model (the window's chat and `tailor serve`'s clients share them), and
+# the most that may be asked: each is a sequence of one llama.cpp context.
+DEFAULT_PARALLEL = 4
+MAX_PARALLEL = 64
+
+
 @dataclass(slots=True, frozen=True)
 class LoadRequest:
     """Load a model file; replaces whatever model is loaded."""
@@ -64,6 +70,9 @@ class LoadRequest:
     forecast: dict | None = None
     # Speculative decoding, for either engine (each refuses, by name, a mode it cannot run).
     speculation: SpeculativeOptions = SpeculativeOptions()
+    # Replies the GGUF engine runs at once, batched in one context sharing its KV cache (`tailor serve
+    # --parallel`); 1 for recurrent, hybrid and sliding-window models, whatever is asked.
+    n_parallel: int = DEFAULT_PARALLEL
     # Where a GGUF draft model goes: the plan leaves room for it there. None: on the GPU when every
     # layer of the model is there, else on the CPU.
     draft_on_gpu: bool | None = None

@@ -1,18 +1,18 @@
 """GGUF backend on llama-cpp-python: load, render the chat template, stream, reuse the KV prefix.
 
 llama_handle.py holds the model, its context and batch (every call into llama-cpp-python).
-Generation runs in sequence 0 of a context with several sequence ids; prefix_reuse.py
-decides which prefix sequence 0 starts from (the live one, a parked sequence, a saved state
-in RAM or on disk), and kv_sequences.py keeps the books of the cells they share.
+Each reply runs in a live sequence (a slot) of a context with several sequence ids, batched with
+the replies beside it (reply_batch.py); prefix_reuse.py decides which prefix a slot starts from
+(its own cells, another slot's, a parked sequence, a saved state in RAM or on disk), and
+kv_sequences.py keeps the books of the cells they share.
 """
 
 from __future__ import annotations
 
-import codecs
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -24,12 +24,10 @@ from engine.gguf.backends import load_backends
 from engine.gguf.devices import read_devices
 from engine.gguf.draft_model import DraftModel
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
-from engine.gguf.kv_sequences import KvCacheFull
 from engine.gguf.llama_handle import (
     MAX_DEVICES,
     LlamaHandle,
     LlamaSettings,
-    Sampler,
     gpu_offload_supported,
 )
 from engine.gguf.log_bridge import BufferSizes, LlamaLogBridge
@@ -39,11 +37,11 @@ from engine.gguf.prefix_cache import CacheKey, PrefixCache, model_identity, sett
 from engine.gguf.prefix_reuse import PrefixReuse
 from engine.gguf.prefix_store import PrefixStore
 from engine.gguf.prompt_lookup import PromptLookup
+from engine.gguf.reply_batch import Drafter, ReplyBatch, RunningReply
 from engine.gguf.sampling import make_sampler
 from engine.gguf.speculation import DEFAULT_DRAFT_TOKENS, DraftPolicy
 from engine.protocol import (
     Done,
-    FinishReason,
     GenerateRequest,
     LoadRequest,
     MemoryReport,
@@ -55,8 +53,6 @@ from models.load_options import SpeculativeOptions
 
 log = logging.getLogger(__name__)
 
-Drafter = Callable[[Sequence[int], int], list[int]]  # (the conversation so far, how many at most) -> drafts
-
 # ggml type ids of the KV cache types offered.
 KV_CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
 
@@ -65,9 +61,9 @@ FALLBACK_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-# Sequence ids beyond the live one: pinned system prompts stay in the KV cache under them,
-# and a chat that starts with one shares its cells (nothing copied). Recurrent, hybrid and
-# sliding-window models get the live one alone (llama_handle.py says why).
+# Sequence ids beyond the live ones (one per reply slot): pinned system prompts stay in the KV cache
+# under them, and a chat that starts with one shares its cells (nothing copied). Recurrent, hybrid and
+# sliding-window models get one live sequence alone, so one reply at a time (llama_handle.py says why).
 PARKED_SEQUENCES = 4
 
 
@@ -87,6 +83,7 @@ class GgufBackend:
         self._cache_key: CacheKey | None = None
         self._store: PrefixStore | None = None
         self._prefixes: PrefixReuse | None = None
+        self._batch: ReplyBatch | None = None  # the replies running now
         self._gpu_names: dict[str, str] = {}
         self._speculation = SpeculativeOptions()
         self._draft: DraftModel | None = None
@@ -125,7 +122,9 @@ class GgufBackend:
         )
         if request.prefix_cache_dir:
             self._store = PrefixStore(Path(request.prefix_cache_dir), request.prefix_cache_disk_bytes)
-        self._prefixes = PrefixReuse(llama, self._cache_key, self._cache, self._store)
+        slots = min(max(1, request.n_parallel), llama.n_seq)
+        self._prefixes = PrefixReuse(llama, self._cache_key, self._cache, self._store, slots)
+        self._batch = ReplyBatch(llama, self._prefixes)
         meta = llama.metadata
         self._bos_text = _token_text(llama, llama.bos)
         self._add_bos = meta.get("tokenizer.ggml.add_bos_token", "true") != "false"
@@ -164,8 +163,10 @@ class GgufBackend:
         self._gpu_names = {f"cuda:{i}": d.description for i, d in enumerate(d for d in devices.gpus if d.is_cuda)}
         attempts = layer_attempts(request.n_gpu_layers, gpu_usable)
         n_gpu_layers, why = attempts[0], ""
-        # No prefix cache, no parking: only the live sequence is reused.
-        n_seq = PARKED_SEQUENCES + 1 if request.prefix_cache_bytes > 0 else 1
+        # A live sequence per reply slot, and with a prefix cache some to park pinned prompts in (without
+        # one, no parking: only the live sequences are reused).
+        slots = max(1, request.n_parallel)
+        n_seq = slots + PARKED_SEQUENCES if request.prefix_cache_bytes > 0 else slots
         while True:
             self._logs.reset_buffers()
             settings = LlamaSettings(
@@ -245,37 +246,60 @@ class GgufBackend:
         if self._store is not None:
             self._store.close()
             self._store = None
-        self._llama = self._template = self._info = self._cache_key = self._prefixes = None
+        self._llama = self._template = self._info = self._cache_key = self._prefixes = self._batch = None
 
     # ------------------------------------------------------------ generation
+
+    @property
+    def free_slots(self) -> int:
+        """How many more replies can start now (each runs in a slot of its own, batched with the others)."""
+        return self._batch.free_slots if self._batch is not None else 0
+
+    @property
+    def running(self) -> int:
+        return len(self._batch.running) if self._batch is not None else 0
+
+    def submit(self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]) -> None:
+        """Start a reply in a free slot; its tokens come with the following `step()`s. BackendError when
+        the prompt cannot run (no model, no template, too long for the context, every slot taken)."""
+        llama = self._require_model()
+        assert self._batch is not None and self._prefixes is not None
+        t_start = time.perf_counter()
+        tokens = self._prompt_tokens(request)
+        check_fits(len(tokens), llama.n_ctx)
+        s = request.sampling
+        slot = self._batch.free_slot_for(tokens)
+        cached = self._prefixes.prepare(tokens, room=len(tokens) + min(s.max_tokens, llama.n_ctx - len(tokens)),
+                                        slot=slot)
+        policy = DraftPolicy(self._speculation.mode if llama.trims_tail else "off",
+                             self._speculation.tokens or DEFAULT_DRAFT_TOKENS)
+        self._batch.add(RunningReply(
+            request, slot, tokens, cached, ReplyStream(request, len(tokens), emit, t_start), make_sampler(s), policy,
+            self._drafter(tokens) if policy.active else None, cancelled,
+        ))
+
+    def step(self) -> list[tuple[int, Done | BackendError]]:
+        """One batch of every running reply; (request id, Done or BackendError) of those that ended."""
+        if self._batch is None:
+            return []
+        try:
+            ended = self._batch.step()
+        except RuntimeError as exc:  # llama_decode failed outright: no reply can go on in that cache
+            log.exception("a batch failed")
+            ended = self._batch.abort(BackendError("internal", f"llama.cpp failed a batch: {exc}"))
+        return [(r.request.request_id, r.outcome) for r in ended if r.outcome is not None]
 
     def generate(
         self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]
     ) -> Done:
-        llama = self._require_model()
-        t_start = time.perf_counter()
-        tokens = self._prompt_tokens(request)
-        n_ctx = llama.n_ctx
-        check_fits(len(tokens), n_ctx)
-        s = request.sampling
-        prefixes = self._prefixes
-        cached = prefixes.prepare(tokens, room=len(tokens) + min(s.max_tokens, n_ctx - len(tokens)))
-        reply = ReplyStream(request, len(tokens), emit, t_start)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        sampler = make_sampler(s)
-        policy = DraftPolicy(self._speculation.mode if llama.trims_tail else "off",
-                             self._speculation.tokens or DEFAULT_DRAFT_TOKENS)
-        drafter = self._drafter(tokens) if policy.active else None
-        try:
-            prefixes.seqs.decode(tokens[cached:], prefixes.on_full)
-            finish = self._decode(tokens, reply, decoder, sampler, cancelled, s.max_tokens, policy, drafter)
-        except KvCacheFull:
-            raise BackendError(
-                "context_overflow", "The KV cache is full. Start a new chat or raise the context length."
-            ) from None
-        finally:
-            sampler.close()
-        return reply.done(finish, cached, decoder.decode(b"", final=True), policy.acceptance)
+        """One reply from start to end (steps every reply running beside it too)."""
+        self.submit(request, emit, cancelled)
+        while True:
+            for request_id, outcome in self.step():
+                if request_id == request.request_id:
+                    if isinstance(outcome, BackendError):
+                        raise outcome
+                    return outcome
 
     def _drafter(self, prompt: list[int]) -> Drafter:
         """What drafts for this reply: the draft model ("draft"), the conversation ("lookup"), or for
@@ -286,41 +310,6 @@ class GgufBackend:
         if self._speculation.mode == "draft":
             return draft.draft
         return lambda context, limit: lookup.follow(context, limit) or draft.draft(context, limit)
-
-    def _decode(self, prompt: list[int], reply: ReplyStream, decoder: codecs.IncrementalDecoder, sampler: Sampler,
-                cancelled: Callable[[], bool], max_tokens: int, policy: DraftPolicy,
-                drafter: Drafter | None) -> FinishReason:
-        """Sample the reply token by token; with a drafter (prompt lookup or a draft model), each step
-        decodes the new token with drafts after it and keeps the drafts the sampler picks itself
-        (speculative decoding)."""
-        llama, seqs = self._llama, self._prefixes.seqs
-        context = list(prompt)  # the prompt and the tokens accepted so far: what drafts follow
-        drafts: list[int] = []  # the last batch's drafts: in the KV cache until refuted
-        row = 0  # the row of the last batch's logits to sample next: drafts[:row] were accepted
-        step_start: float | None = None  # the prompt's decode is not a step
-        while True:
-            token = sampler.sample(llama, row if drafts else -1)
-            reply.token()
-            hit = row < len(drafts) and token == drafts[row]
-            finish = _finish_after(llama, token, reply, decoder, cancelled)
-            # Where plain decoding would be: the accepted tokens, this one not yet counted.
-            if finish is None and (reply.n_gen >= max_tokens or seqs.n_live - len(drafts) + row + 1 >= llama.n_ctx):
-                finish = "length"
-            if hit:
-                row += 1  # its cell holds it already; the next row's logits are computed
-                if finish is None:
-                    continue
-            seqs.trim_live(seqs.n_live - len(drafts) + row)  # drop the drafts it refuted
-            if finish is not None:
-                return finish
-            if step_start is not None:
-                policy.record(len(drafts), row, time.perf_counter() - step_start)
-            step_start = time.perf_counter()  # a step's cost: drafting and verifying
-            room = min(max_tokens - reply.n_gen - 1, llama.n_ctx - seqs.n_live - 2)
-            context += [*drafts[:row], token]
-            drafts = drafter(context, policy.limit(room)) if drafter is not None else []
-            seqs.decode([token, *drafts], self._prefixes.on_full, all_logits=bool(drafts))
-            row = 0
 
     def _require_model(self) -> LlamaHandle:
         if self._llama is None:
@@ -359,18 +348,6 @@ class GgufBackend:
         # pinned prompt holds the same first tokens in cells of its own).
         return GgufMemoryFigures(self._logs.buffers, self._prefixes.seqs.used_cells(), self._llama.n_ctx, ram, disk,
                                  dict(self._gpu_names), self._draft_buffers)
-
-
-def _finish_after(llama: LlamaHandle, token: int, reply: ReplyStream, decoder: codecs.IncrementalDecoder,
-                  cancelled: Callable[[], bool]) -> FinishReason | None:
-    """Why the reply ends at `token` (cancelled, end of generation, a stop string); None when it goes
-    on, its text added to the reply."""
-    if cancelled():
-        return "cancelled"
-    if llama.is_end_of_generation(token):
-        return "stop"
-    reply.add(decoder.decode(llama.detokenize([token])))
-    return "stop" if reply.stopped else None
 
 
 def check_tensor_split(tensor_split: tuple[float, ...]) -> None:

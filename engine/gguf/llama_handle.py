@@ -179,6 +179,16 @@ class _Context:
             self.ptr = self.memory = None
 
 
+@dataclass(slots=True, frozen=True)
+class BatchRow:
+    """One token of a batch of several sequences: where it goes and whether its logits are wanted."""
+
+    token: int
+    pos: int
+    seq_id: int
+    logits: bool
+
+
 class _Batch:
     """A llama_batch of up to `size` tokens, each of one sequence."""
 
@@ -197,6 +207,16 @@ class _Batch:
             b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = token, first_pos + i, 1, all_logits
             b.seq_id[i][0] = seq_id
         b.logits[len(tokens) - 1] = True
+
+    def fill_rows(self, rows: Sequence[BatchRow]) -> None:
+        """Tokens of several sequences in one batch, each with its own position and logits flag."""
+        if not 0 < len(rows) <= self.size:
+            raise ValueError(f"a batch holds 1 to {self.size} tokens, not {len(rows)}")
+        b = self.batch
+        b.n_tokens = len(rows)
+        for i, row in enumerate(rows):
+            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = row.token, row.pos, 1, row.logits
+            b.seq_id[i][0] = row.seq_id
 
     def close(self) -> None:
         if self.batch is not None:
@@ -360,6 +380,12 @@ class LlamaHandle:
     def decode(self, tokens: Sequence[int], first_pos: int, seq_id: int = 0, all_logits: bool = False) -> int:
         """Evaluate up to n_batch tokens of one sequence; llama_decode's code (0 ok, 1 no free cells)."""
         self._batch.fill(tokens, first_pos, seq_id, all_logits)
+        return int(llama_cpp.llama_decode(self._context.ptr, self._batch.batch))
+
+    def decode_rows(self, rows: Sequence[BatchRow]) -> int:
+        """Evaluate up to n_batch tokens of any sequences in one batch; llama_decode's code. The logits of
+        the i-th row with `logits` set are sampled as row i (the batch index)."""
+        self._batch.fill_rows(rows)
         return int(llama_cpp.llama_decode(self._context.ptr, self._batch.batch))
 
     def seq_rm(self, seq_id: int, p0: int, p1: int) -> bool:

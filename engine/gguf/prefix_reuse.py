@@ -35,16 +35,17 @@ class PrefixReuse:
     """The prefix tiers of one loaded model.
 
     Args:
-        llama: the loaded model and its context (`n_seq` sequence ids; 1: no parking).
+        llama: the loaded model and its context (`n_seq` sequence ids: `slots` live ones, the rest parked).
         key: model identity + KV settings; saved states of another key are never used.
         cache: the RAM tier (budget 0 turns it off).
         store: the disk tier, or None.
     """
 
-    def __init__(self, llama: LlamaHandle, key: CacheKey, cache: PrefixCache, store: PrefixStore | None):
+    def __init__(self, llama: LlamaHandle, key: CacheKey, cache: PrefixCache, store: PrefixStore | None,
+                 slots: int = 1):
         self._llama = llama
-        self.seqs = KvSequences(llama)
-        self._parking = llama.n_seq > 1
+        self.seqs = KvSequences(llama, slots)
+        self._parking = llama.n_seq > slots
         self._key = key
         self._cache = cache
         self._store = store
@@ -55,51 +56,57 @@ class PrefixReuse:
 
     # ------------------------------------------------------------ before a prompt
 
-    def prepare(self, tokens: Sequence[int], room: int) -> int:
-        """Put the longest known prefix of `tokens` into sequence 0; return its length.
+    def prepare(self, tokens: Sequence[int], room: int, slot: int = LIVE) -> int:
+        """Put the longest known prefix of `tokens` into live sequence `slot`; return its length.
 
         At least the last prompt token is always evaluated again, so sampling starts from
         fresh logits. `room` is the cells the prompt and its reply need in all; parked
-        sequences are evicted until what is not cached fits.
+        sequences are evicted until what is not cached fits. Another live sequence (a reply
+        running beside, with the same system prompt) is a source too: its cells are shared.
         """
         seqs = self.seqs
-        live = seqs.live_tokens
+        live = seqs.tokens_of(slot)
         live_len = common_prefix_len(live, tokens)
         if len(live) - live_len >= MIN_SAVED_TOKENS:
-            self._keep_live(live)
+            self._keep_live(live, slot)
         parked, parked_len = seqs.lookup(tokens)
+        beside, beside_len = seqs.lookup_live(tokens, slot)
         saved, saved_len = self._cache.lookup(self._key, tokens) if self._saving else (None, 0)
         if self._store is not None:
             on_disk, disk_len = self._store.lookup(self._key, tokens)
-            if on_disk is not None and disk_len > max(saved_len, parked_len, live_len + MIN_RESTORE_GAIN - 1):
+            if on_disk is not None and disk_len > max(saved_len, parked_len, beside_len,
+                                                      live_len + MIN_RESTORE_GAIN - 1):
                 loaded = self._store.load(on_disk)
                 if loaded is not None:
                     self._cache.put(loaded)
                     saved, saved_len = loaded, disk_len
-        if parked is not None and parked_len >= max(saved_len, live_len + MIN_RESTORE_GAIN):
-            seqs.resume(parked, parked_len)
-        elif saved is not None and saved_len >= live_len + MIN_RESTORE_GAIN:
-            self._restore(saved, max(room, len(saved.tokens)))
-        cached = min(common_prefix_len(seqs.live_tokens, tokens), len(tokens) - 1)
+        gain = live_len + MIN_RESTORE_GAIN
+        if beside is not None and beside_len >= max(saved_len, parked_len, gain):
+            seqs.share_live(beside, slot, beside_len)
+        elif parked is not None and parked_len >= max(saved_len, gain):
+            seqs.resume(parked, parked_len, slot)
+        elif saved is not None and saved_len >= gain:
+            self._restore(saved, max(room, len(saved.tokens)), slot)
+        cached = min(common_prefix_len(seqs.tokens_of(slot), tokens), len(tokens) - 1)
         # Recurrent models cannot drop a tail of their state, and a sliding-window cache may
         # have dropped cells the new tokens attend to: start over there. The window is checked
         # before trimming, which would leave it empty (and llama.cpp's minimum position unknown).
-        if cached <= 0 or not self._window_intact(cached) or not seqs.trim_live(cached):
+        if cached <= 0 or not self._window_intact(cached, slot) or not seqs.trim_live(cached, slot):
             cached = 0
-            seqs.clear_live()
+            seqs.clear_live(slot)
         self._make_room(room - cached)  # the cached part already has its cells
         return cached
 
-    def _window_intact(self, cached: int) -> bool:
+    def _window_intact(self, cached: int, slot: int) -> bool:
         """With a sliding-window cache, the last window before `cached` must still be there."""
         n_swa = self._llama.n_swa
         if n_swa <= 0:
             return True
-        first = self._llama.seq_pos_min(LIVE)
+        first = self._llama.seq_pos_min(slot)
         return 0 <= first <= max(0, cached - n_swa)  # -1: the sequence holds no cell at all
 
-    def _keep_live(self, live: tuple[int, ...]) -> None:
-        """Save the live sequence's state in the RAM tier (and on disk) before it is dropped.
+    def _keep_live(self, live: tuple[int, ...], slot: int = LIVE) -> None:
+        """Save a live sequence's state in the RAM tier (and on disk) before it is dropped.
 
         It is not parked: with one unified KV cache, attention runs over every cell up to the
         highest one in use, masked per sequence, so a parked chat of 2,000 tokens halved the
@@ -107,25 +114,33 @@ class PrefixReuse:
         cells stays slow after they go. Saving costs a copy (0.4% of a cold prefill for 2,000
         tokens) and leaves the freed cells to the next sequence, low in the cache.
         """
-        entry = self._save(LIVE, live)
+        entry = self._save(slot, live)
         if entry is not None and self._store is not None:
             self._store.put(entry)
 
-    def _restore(self, entry: CacheEntry, room: int) -> None:
-        """Load a saved state into sequence 0; an entry llama.cpp refuses twice is dropped."""
-        self.seqs.clear_live()
+    def set_aside(self, slot: int) -> None:
+        """Save a live sequence no reply uses now to the RAM tier and free its cells: every cell in use
+        slows every other sequence's attention (a unified cache attends up to its highest used cell)."""
+        live = self.seqs.tokens_of(slot)
+        if live:
+            self._keep_live(live, slot)
+            self.seqs.clear_live(slot)
+
+    def _restore(self, entry: CacheEntry, room: int, slot: int = LIVE) -> None:
+        """Load a saved state into a live sequence; an entry llama.cpp refuses twice is dropped."""
+        self.seqs.clear_live(slot)
         self._make_room(room)
-        if not self._llama.restore_state(entry.state, LIVE):
+        if not self._llama.restore_state(entry.state, slot):
             # A state needs its cells in one run: free cells scattered between parked
             # sequences may not do. Evict them all and try once more.
             while (victim := self.seqs.eviction_candidate()) is not None:
                 self._evict(victim)
-            if not self._llama.restore_state(entry.state, LIVE):
+            if not self._llama.restore_state(entry.state, slot):
                 log.warning("llama.cpp refused a cached state of %d tokens; dropped it", len(entry.tokens))
                 self._cache.remove(entry)
-                self.seqs.clear_live()
+                self.seqs.clear_live(slot)
                 return
-        self.seqs.live_restored(entry.tokens)
+        self.seqs.live_restored(entry.tokens, slot)
 
     # ------------------------------------------------------------ room in the KV cache
 
@@ -177,17 +192,18 @@ class PrefixReuse:
         self._save(LIVE, tuple(tokens), pinned=True)
 
     def sequence_tokens(self) -> dict[int, tuple[int, ...]]:
-        """Tokens of every sequence in the KV cache, by sequence id (0 is the live one)."""
-        tokens = {LIVE: self.seqs.live_tokens}
+        """Tokens of every sequence holding any in the KV cache, by sequence id (the live ones first)."""
+        tokens = {slot: t for slot in range(self.seqs.slots) if (t := self.seqs.tokens_of(slot))}
         tokens.update((p.seq_id, p.tokens) for p in self.seqs.parked)
         return tokens
 
     def keep_for_later(self) -> None:
-        """Save the live sequence to RAM and disk (the context is about to go; pinned prompts
+        """Save the live sequences to RAM and disk (the context is about to go; pinned prompts
         are prefilled again at the next load).
 
-        A reload of the same model and settings finds it in RAM; a new engine, on disk.
+        A reload of the same model and settings finds them in RAM; a new engine, on disk.
         """
-        entry = self._save(LIVE, self.seqs.live_tokens)
-        if entry is not None and self._store is not None:
-            self._store.put(entry)
+        for slot in range(self.seqs.slots):
+            entry = self._save(slot, self.seqs.tokens_of(slot))
+            if entry is not None and self._store is not None:
+                self._store.put(entry)

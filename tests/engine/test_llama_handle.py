@@ -171,14 +171,21 @@ def sliding_window_model(starter_model: Path, tmp_path_factory: pytest.TempPathF
 
 def test_the_backend_asks_for_the_sequences_each_model_can_use(backend: GgufBackend, starter_model: Path,
                                                                   sliding_window_model: Path):
+    # A live sequence per reply slot (4 by default), and 4 to park pinned prompts in
     backend.load(LoadRequest(str(starter_model), n_ctx=1024))
-    assert backend._llama.n_seq == 5 and backend._llama.context_params.kv_unified
-    backend.load(LoadRequest(str(starter_model), n_ctx=1024, prefix_cache_bytes=0))  # nothing to park
+    assert backend._llama.n_seq == 8 and backend._llama.context_params.kv_unified
+    assert backend._prefixes.seqs.slots == 4 == backend.free_slots
+    backend.load(LoadRequest(str(starter_model), n_ctx=1024, n_parallel=1))
+    assert backend._llama.n_seq == 5 and backend.free_slots == 1
+    backend.load(LoadRequest(str(starter_model), n_ctx=1024, prefix_cache_bytes=0, n_parallel=1))  # nothing to park
     assert backend._llama.n_seq == 1
+    backend.load(LoadRequest(str(starter_model), n_ctx=1024, prefix_cache_bytes=0))
+    assert backend._llama.n_seq == 4
     # A sliding-window cache drops cells other sequences would share: the live sequence alone.
     backend.load(LoadRequest(str(sliding_window_model), n_ctx=1024))
     assert backend._llama.n_seq == 1 == llama_cpp.llama_n_seq_max(backend._llama.context_pointer)
     assert not backend._llama.context_params.kv_unified
+    assert backend.free_slots == 1  # one reply at a time
 
 
 def test_sequences_llama_cpp_refuses_fall_back_to_one_with_that_context_s_buffers(starter_model: Path):

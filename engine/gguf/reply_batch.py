@@ -1,0 +1,267 @@
+"""Several replies on one loaded GGUF model: one llama.cpp batch per step, as llama-server's slots do.
+
+Each running reply has a slot (a live sequence of the KV cache, kv_sequences.py). A step builds
+one batch: every reply that is generating adds its next token (with its speculative drafts when
+it runs alone), and prompts not yet in the cache add chunks of themselves in the room left, in
+the order they came, so a new request starts while the others stream. After the batch each
+generating reply samples from its own rows. A cancelled reply leaves at the next step, its
+prompt half prefilled or not; a reply the KV cache has no room for ends with context_overflow
+while the others go on.
+"""
+
+from __future__ import annotations
+
+import codecs
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from engine.backend import BackendError
+from engine.gguf.kv_sequences import KvCacheFull
+from engine.gguf.llama_handle import BatchRow, LlamaHandle, Sampler
+from engine.gguf.prefix_cache import common_prefix_len
+from engine.gguf.prefix_reuse import MIN_RESTORE_GAIN, PrefixReuse
+from engine.gguf.speculation import DraftPolicy
+from engine.protocol import Done, FinishReason, GenerateRequest
+from engine.reply_stream import ReplyStream
+
+Drafter = Callable[[Sequence[int], int], list[int]]  # (the conversation so far, how many at most) -> drafts
+Outcome = Done | BackendError
+
+
+@dataclass(eq=False)
+class RunningReply:
+    """One reply in its slot: its prompt going into the cache, then its tokens."""
+
+    request: GenerateRequest
+    slot: int
+    prompt: list[int]
+    cached: int  # prompt tokens found in the cache
+    reply: ReplyStream
+    sampler: Sampler
+    policy: DraftPolicy
+    drafter: Drafter | None
+    cancelled: Callable[[], bool]
+    decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
+    prefilled: int = 0  # prompt tokens in the cache (cached ones included)
+    context: list[int] = field(default_factory=list)  # the prompt and the tokens accepted: what drafts follow
+    next_tokens: list[int] = field(default_factory=list)  # what goes into the next batch once generating
+    drafts: list[int] = field(default_factory=list)  # the drafts among them, in the cache until refuted
+    step_start: float | None = None  # when the step being measured began (None: not measured)
+    outcome: Outcome | None = None
+
+    @property
+    def generating(self) -> bool:
+        return self.prefilled >= len(self.prompt)
+
+    def finish(self, finish: FinishReason) -> None:
+        tail = self.decoder.decode(b"", final=True)
+        self.outcome = self.reply.done(finish, self.cached, tail, self.policy.acceptance)
+        self.sampler.close()
+
+    def fail(self, error: BackendError) -> None:
+        self.outcome = error
+        self.sampler.close()
+
+
+@dataclass(slots=True)
+class _Part:
+    """One reply's rows in a batch."""
+
+    reply: RunningReply
+    first: int  # batch index of its first row
+    tokens: list[int]
+    samples: bool  # its logits are sampled after the batch (generating, or its prompt's last chunk)
+
+
+class ReplyBatch:
+    """The replies running on one model, stepped together.
+
+    Args:
+        llama: the loaded model and context.
+        prefixes: its prefix tiers; `prefixes.seqs.slots` replies run at once.
+    """
+
+    def __init__(self, llama: LlamaHandle, prefixes: PrefixReuse):
+        self._llama = llama
+        self._prefixes = prefixes
+        self._seqs = prefixes.seqs
+        self.running: list[RunningReply] = []  # in the order they came
+
+    @property
+    def free_slots(self) -> int:
+        return self._seqs.slots - len(self.running)
+
+    def free_slot_for(self, prompt: Sequence[int]) -> int:
+        """The free slot to run `prompt` in: the one whose cells share most of it (the same chat's next
+        turn), else the lowest (a shared BOS or template opening is no match). With one chat at a time
+        that is always sequence 0, as before there were slots."""
+        taken = {r.slot for r in self.running}
+        free = [s for s in range(self._seqs.slots) if s not in taken]
+        if not free:
+            raise BackendError("busy", f"All {self._seqs.slots} reply slots are in use.")
+
+        def fit(s: int) -> tuple[int, int]:
+            shared = common_prefix_len(self._seqs.tokens_of(s), prompt)
+            return (shared if shared >= MIN_RESTORE_GAIN else 0, -s)
+
+        return max(free, key=fit)
+
+    def add(self, reply: RunningReply) -> None:
+        """Run a reply whose slot holds its cached prefix already; idle slots' cells go (set_aside_idle)."""
+        reply.prefilled = reply.cached
+        reply.context = list(reply.prompt)
+        self.running.append(reply)
+        self.set_aside_idle(keep=reply.slot)
+
+    def set_aside_idle(self, keep: int) -> None:
+        """Free the cells of every idle slot but `keep` (saved to the prefix cache, whence a next turn
+        restores them by a copy): each cell in use slows every running sequence's attention, as a
+        unified cache attends up to its highest cell in use."""
+        taken = {r.slot for r in self.running}
+        for slot in range(self._seqs.slots):
+            if slot != keep and slot not in taken and self._seqs.length(slot):
+                self._prefixes.set_aside(slot)
+
+    # ------------------------------------------------------------ one step
+
+    def step(self) -> list[RunningReply]:
+        """Run one batch; the replies that ended (their `outcome` set), taken out of the batch."""
+        for reply in self.running:
+            if reply.outcome is None and reply.cancelled():
+                self._cancel(reply)
+        while True:
+            parts = self._plan()
+            if not parts:
+                break
+            try:
+                self._decode(parts)
+            except KvCacheFull:
+                self._fail_newest()
+                continue
+            for part in parts:
+                self._seqs.appended(part.reply.slot, part.tokens)
+                if not part.reply.generating:
+                    part.reply.prefilled += len(part.tokens)
+            for part in parts:
+                if part.samples:
+                    self._after_decode(part, alone=len(parts) == 1)
+            break
+        ended = [r for r in self.running if r.outcome is not None]
+        self.running = [r for r in self.running if r.outcome is None]
+        return ended
+
+    def abort(self, error: BackendError) -> list[RunningReply]:
+        """End every running reply with `error` (llama.cpp failed a batch: the cache is no longer known)."""
+        ended, self.running = self.running, []
+        for reply in ended:
+            if reply.outcome is None:
+                reply.fail(error)
+        self._seqs.clear()
+        return ended
+
+    def _cancel(self, reply: RunningReply) -> None:
+        """End a reply before its next batch: the drafts it had in the cache go."""
+        self._seqs.trim_live(self._seqs.length(reply.slot) - len(reply.drafts), reply.slot)
+        reply.drafts = []
+        reply.finish("cancelled")
+
+    def _plan(self) -> list[_Part]:
+        """The next batch: each generating reply's tokens, then chunks of prompts in the room left."""
+        room = self._llama.n_batch
+        parts: list[_Part] = []
+        first = 0
+        for reply in self.running:
+            if reply.outcome is None and reply.generating and reply.next_tokens:
+                parts.append(_Part(reply, first, list(reply.next_tokens), True))
+                first += len(reply.next_tokens)
+                room -= len(reply.next_tokens)
+        for reply in self.running:
+            if reply.outcome is None and not reply.generating and room > 0:
+                chunk = reply.prompt[reply.prefilled : reply.prefilled + room]
+                last = reply.prefilled + len(chunk) == len(reply.prompt)
+                parts.append(_Part(reply, first, chunk, last))
+                first += len(chunk)
+                room -= len(chunk)
+        return parts
+
+    def _decode(self, parts: list[_Part]) -> None:
+        """One llama_decode of every part; parked sequences are evicted while llama.cpp finds no room."""
+        rows = []
+        for part in parts:
+            slot, start = part.reply.slot, self._seqs.length(part.reply.slot)
+            every = bool(part.reply.drafts)  # drafts being verified: each row's logits
+            for i, token in enumerate(part.tokens):
+                last = i == len(part.tokens) - 1
+                rows.append(BatchRow(token, start + i, slot, part.samples and (every or last)))
+        for part in parts:  # anything past a sequence's books (a cancelled step's drafts) goes first
+            self._llama.seq_rm(part.reply.slot, self._seqs.length(part.reply.slot), -1)
+        while True:
+            code = self._llama.decode_rows(rows)
+            if code == 0:
+                return
+            if code != 1:  # 1: no KV slot for the batch; anything else is an error
+                raise RuntimeError(f"llama_decode returned {code}")
+            self._prefixes.on_full()  # evicts a parked sequence, or raises KvCacheFull
+
+    def _fail_newest(self) -> None:
+        """No room for the batch with every parked sequence gone: the reply that came last ends, its
+        cells freed for the others; alone, the reply ends as the context's overflow."""
+        victim = next(r for r in reversed(self.running) if r.outcome is None)
+        others = sum(1 for r in self.running if r.outcome is None) - 1
+        beside = f" with {others} other repl{'y' if others == 1 else 'ies'} running" if others else ""
+        victim.fail(BackendError(
+            "context_overflow", f"The KV cache is full{beside}. Start a new chat or raise the context length."))
+        self._seqs.clear_live(victim.slot)
+
+    def _after_decode(self, part: _Part, alone: bool) -> None:
+        """Sample the reply's next token from its rows; with drafts, keep those the sampler picks itself
+        (speculative decoding) and drop the rest from the cache."""
+        r, llama, seqs = part.reply, self._llama, self._seqs
+        drafts, row = r.drafts, 0
+        last_row = part.first + len(part.tokens) - 1
+        while True:
+            token = r.sampler.sample(llama, part.first + row if drafts else last_row)
+            r.reply.token()
+            hit = row < len(drafts) and token == drafts[row]
+            finish = _finish_after(llama, token, r.reply, r.decoder, r.cancelled)
+            # Where plain decoding would be: the accepted tokens, this one not yet counted.
+            n_kept = seqs.length(r.slot) - len(drafts) + row
+            if finish is None and (r.reply.n_gen >= r.request.sampling.max_tokens or n_kept + 1 >= llama.n_ctx):
+                finish = "length"
+            if hit:
+                row += 1  # its cell holds it already; the next row's logits are computed
+                if finish is None:
+                    continue
+            seqs.trim_live(n_kept, r.slot)  # drop the drafts it refuted
+            r.drafts = []
+            if finish is not None:
+                r.finish(finish)
+                return
+            now = time.perf_counter()
+            if r.step_start is not None and alone:
+                r.policy.record(len(drafts), row, now - r.step_start)
+            r.step_start = now  # a step's cost: drafting and verifying
+            r.context += [*drafts[:row], token]
+            n_live = seqs.length(r.slot)
+            room = min(r.request.sampling.max_tokens - r.reply.n_gen - 1, llama.n_ctx - n_live - 2)
+            # Drafts only while the reply runs alone: beside others, one more token per step costs what
+            # a draft would save (and the cost model measured steps of this reply alone).
+            if r.drafter is not None and len(self.running) == 1:
+                r.drafts = r.drafter(r.context, r.policy.limit(room))
+            else:
+                r.step_start = None
+            r.next_tokens = [token, *r.drafts]
+            return
+
+
+def _finish_after(llama: LlamaHandle, token: int, reply: ReplyStream, decoder: codecs.IncrementalDecoder,
+                  cancelled: Callable[[], bool]) -> FinishReason | None:
+    """Why the reply ends at `token` (cancelled, end of generation, a stop string); None when it goes
+    on, its text added to the reply."""
+    if cancelled():
+        return "cancelled"
+    if llama.is_end_of_generation(token):
+        return "stop"
+    reply.add(decoder.decode(llama.detokenize([token])))
+    return "stop" if reply.stopped else None
