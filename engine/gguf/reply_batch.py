@@ -1,12 +1,18 @@
 """Several replies on one loaded GGUF model: one llama.cpp batch per step, as llama-server's slots do.
 
-Each running reply has a slot (a live sequence of the KV cache, kv_sequences.py). A step builds
-one batch: every reply that is generating adds its next token (with its speculative drafts when
-it runs alone), and prompts not yet in the cache add chunks of themselves in the room left, in
-the order they came, so a new request starts while the others stream. After the batch each
-generating reply samples from its own rows. A cancelled reply leaves at the next step, its
-prompt half prefilled or not; a reply the KV cache has no room for ends with context_overflow
-while the others go on.
+Each running reply has a slot (a live sequence of the KV cache, kv_sequences.py). A step decodes
+one batch: either every generating reply's next token together (with its speculative drafts when
+it runs alone), or the next chunk of the oldest prompt not yet in the cache; while both wait they
+take turns, so a new request starts while the others stream. After the batch each generating reply
+samples from its own rows. A cancelled reply leaves at the next step, its prompt half prefilled or
+not; a reply the KV cache has no room for ends with context_overflow while the others go on.
+
+Why a prompt's chunk never shares a batch with other replies' tokens: llama.cpp's CPU attention
+takes another kernel from 64 queries in a batch on (tiled, and it rounds otherwise: the starter
+model's logits moved by 0.72 measured), so a prompt batched with others, or tokens batched with a
+prompt, would not give what they give alone. Decoded as here (each prompt in the chunks it has
+alone, the generating tokens together: one query each), every reply's logits are bit for bit those
+of the same reply alone, wherever its cells lie in the cache (tests/engine/test_parallel_replies.py).
 """
 
 from __future__ import annotations
@@ -87,6 +93,7 @@ class ReplyBatch:
         self._prefixes = prefixes
         self._seqs = prefixes.seqs
         self.running: list[RunningReply] = []  # in the order they came
+        self._decoded_last = False  # the last batch was of generating replies (a prompt's chunk is next)
 
     @property
     def free_slots(self) -> int:
@@ -143,9 +150,10 @@ class ReplyBatch:
                 self._seqs.appended(part.reply.slot, part.tokens)
                 if not part.reply.generating:
                     part.reply.prefilled += len(part.tokens)
+            alone = len(parts) == 1 and len(self.running) == 1  # a step of this reply alone: its cost is measured
             for part in parts:
                 if part.samples:
-                    self._after_decode(part, alone=len(parts) == 1)
+                    self._after_decode(part, alone)
             break
         ended = [r for r in self.running if r.outcome is not None]
         self.running = [r for r in self.running if r.outcome is None]
@@ -167,22 +175,21 @@ class ReplyBatch:
         reply.finish("cancelled")
 
     def _plan(self) -> list[_Part]:
-        """The next batch: each generating reply's tokens, then chunks of prompts in the room left."""
-        room = self._llama.n_batch
-        parts: list[_Part] = []
-        first = 0
-        for reply in self.running:
-            if reply.outcome is None and reply.generating and reply.next_tokens:
-                parts.append(_Part(reply, first, list(reply.next_tokens), True))
-                first += len(reply.next_tokens)
-                room -= len(reply.next_tokens)
-        for reply in self.running:
-            if reply.outcome is None and not reply.generating and room > 0:
-                chunk = reply.prompt[reply.prefilled : reply.prefilled + room]
-                last = reply.prefilled + len(chunk) == len(reply.prompt)
-                parts.append(_Part(reply, first, chunk, last))
-                first += len(chunk)
-                room -= len(chunk)
+        """The next batch: every generating reply's tokens, or the next chunk of the oldest prompt not yet
+        in the cache, in turns while both wait (each prompt goes in by the chunks it would have alone)."""
+        live = [r for r in self.running if r.outcome is None]
+        generating = [r for r in live if r.generating]
+        waiting = [r for r in live if not r.generating]
+        if waiting and (not generating or self._decoded_last):
+            self._decoded_last = False
+            reply = waiting[0]
+            chunk = reply.prompt[reply.prefilled : reply.prefilled + self._llama.n_batch]
+            return [_Part(reply, 0, chunk, reply.prefilled + len(chunk) == len(reply.prompt))]
+        self._decoded_last = True
+        parts, first = [], 0
+        for reply in generating:
+            parts.append(_Part(reply, first, list(reply.next_tokens), True))
+            first += len(reply.next_tokens)
         return parts
 
     def _decode(self, parts: list[_Part]) -> None:
