@@ -188,6 +188,7 @@ ErrorKind = Literal[
     "bad_request",  # settings the engine cannot honour (an unknown KV type, ...)
     "engine_died",  # the engine process exited unexpectedly
     "remote",  # a remote endpoint failed: unreachable, timed out, an HTTP error or a malformed stream
+    "busy",  # every reply slot is taken (a server's queue timed out)
     "internal",  # anything else; the message says what
 ]
 

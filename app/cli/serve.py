@@ -6,13 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.server.config import DEFAULT_PORT, ServerConfig, ServerConfigError
+from app.server.config import DEFAULT_PORT, DEFAULT_QUEUE_TIMEOUT_S, ServerConfig, ServerConfigError
 from app.server.own_engine import ModelLoadError, OwnEngine
 from app.server.runner import ServerStartError, serve_forever
 from app.services.chat_defaults import DEFAULT_N_CTX
 from app.services.load_planner import LoadSettings
 from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
+from engine.protocol import DEFAULT_PARALLEL, MAX_PARALLEL
 from engine.starter import StarterModelMissing, starter_model_path
 
 
@@ -39,6 +40,15 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> None:
         help="another name clients reach this server by (checked against the Host header; repeatable)",
     )
     serve.add_argument("--ctx", type=int, default=DEFAULT_N_CTX, help="context length in tokens (%(default)s)")
+    serve.add_argument(
+        "--parallel", type=int, default=DEFAULT_PARALLEL, metavar="N",
+        help=f"replies at once, batched on the one model and sharing its KV cache (1 to {MAX_PARALLEL}; "
+        "%(default)s); more requests queue",
+    )
+    serve.add_argument(
+        "--queue-timeout", type=float, default=DEFAULT_QUEUE_TIMEOUT_S, metavar="S",
+        help="a queued request gets a 503 after waiting this many seconds (%(default)s)",
+    )
     serve.add_argument("--kv", choices=("f16", "q8_0", "q4_0"), default="f16", help="KV cache type (%(default)s)")
     serve.add_argument("--flash-attn", choices=("on", "off", "auto"), default="auto", help="flash attention (%(default)s)")
     serve.set_defaults(func=run_serve)
@@ -48,6 +58,7 @@ def run_serve(args: argparse.Namespace) -> int:
     config = ServerConfig(
         host=args.host, port=args.port, api_key=args.api_key, allow_origins=tuple(args.allow_origin),
         allow_remote=args.allow_remote, allow_hosts=tuple(args.allow_host),
+        parallel=args.parallel, queue_timeout_s=args.queue_timeout,
     )
     try:
         config.check()
@@ -60,8 +71,10 @@ def run_serve(args: argparse.Namespace) -> int:
     configure_logging(paths.app_log)
     engine = OwnEngine(log_path=paths.engine_log, prefix_cache_dir=paths.prefix_cache)
     try:
-        info = engine.load(model, LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn))
-        print(f"tailor: loaded {info.name} (context {info.n_ctx})", file=sys.stderr)
+        settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, n_parallel=args.parallel)
+        info = engine.load(model, settings)
+        print(f"tailor: loaded {info.name} (context {info.n_ctx}, shared by up to {args.parallel} replies at once)",
+              file=sys.stderr)
 
         def ready(url: str) -> None:
             print(f"tailor: serving on {url} (Ctrl+C to stop)", file=sys.stderr, flush=True)

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from engine.protocol import DEFAULT_PARALLEL, MAX_PARALLEL
+
 DEFAULT_PORT = 8080
 # Chat requests are text: even a full 128k-token context is well under this.
 DEFAULT_MAX_BODY_BYTES = 4 << 20
@@ -15,8 +17,11 @@ DEFAULT_MAX_BODY_BYTES = 4 << 20
 # only bound clients that stall (or hold sockets on purpose).
 DEFAULT_HEADER_TIMEOUT_S = 10.0
 DEFAULT_BODY_TIMEOUT_S = 30.0
-# Requests run one at a time; the others wait on their connection, so this is also the queue.
+# Requests beyond the replies running wait on their connection, so this also bounds the queue.
 DEFAULT_MAX_CONNECTIONS = 100
+# A request waits this long at most for a free reply slot, then gets a 503 (llama-server waits forever;
+# a client that is told to come back can retry, one that hangs cannot tell a busy server from a dead one).
+DEFAULT_QUEUE_TIMEOUT_S = 120.0
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -69,6 +74,8 @@ class ServerConfig:
         header_timeout_s: a request head must arrive within this long (408 and closed otherwise).
         body_timeout_s: the whole body must arrive within this long after the head (408).
         max_connections: open connections at most; see app/server/connections.py.
+        parallel: replies the server runs at once (the engine batches them); the others queue.
+        queue_timeout_s: a queued request gets a 503 after waiting this long for its turn.
     """
 
     host: str = "127.0.0.1"
@@ -81,6 +88,8 @@ class ServerConfig:
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    parallel: int = DEFAULT_PARALLEL
+    queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S
 
     def check(self) -> None:
         """Raise ServerConfigError for settings that would expose the model by accident."""
@@ -90,6 +99,13 @@ class ServerConfig:
             check_api_key(self.api_key)
         if self.max_connections < 1 or self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
             raise ServerConfigError("The connection limit and the timeouts must be positive.")
+        if not 1 <= self.parallel <= MAX_PARALLEL:
+            raise ServerConfigError(
+                f"--parallel must be 1 to {MAX_PARALLEL} replies at once, not {self.parallel} (each is a sequence "
+                "of the model's one context; more requests than that wait in the queue)."
+            )
+        if not self.queue_timeout_s > 0:
+            raise ServerConfigError(f"--queue-timeout must be a positive number of seconds, not {self.queue_timeout_s}.")
         if is_loopback(self.host):
             return
         if not self.allow_remote:

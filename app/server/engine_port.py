@@ -2,8 +2,10 @@
 
 One EngineClient may be shared with the window: each reply the server starts is routed to
 its own asyncio queue by request id, so neither side ever sees the other's tokens. The
-server sends one reply at a time, in arrival order (asyncio.Lock wakes waiters first come,
-first served); a request whose client left while it waited never reaches the engine.
+server runs up to `parallel` replies at once (the engine batches them); the others wait in
+arrival order (asyncio.Semaphore wakes waiters first come, first served) for at most the
+queue timeout, then get a 503. A request whose client left while it waited never reaches
+the engine.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.server.config import DEFAULT_QUEUE_TIMEOUT_S
 from engine.interface import Engine, EngineNotRunning
-from engine.protocol import ChatMessage, Done, Error, Event, ModelInfo, SamplingParams
+from engine.protocol import DEFAULT_PARALLEL, ChatMessage, Done, Error, Event, ModelInfo, SamplingParams
 
 # How many finished replies the port remembers (for logs and tests).
 HISTORY = 64
@@ -39,19 +42,24 @@ def model_id(info: ModelInfo) -> str:
 
 
 class EnginePort:
-    """Runs the server's replies on an engine, one at a time.
+    """Runs the server's replies on an engine, `parallel` at a time.
 
     Args:
         client: the EngineClient (shared or the server's own).
         model_info: the model loaded now, or None while there is none.
+        parallel: replies at once; more wait their turn.
+        queue_timeout_s: how long a request waits for its turn before a "busy" Error (a 503).
     """
 
-    def __init__(self, client: Engine, model_info: Callable[[], ModelInfo | None]):
+    def __init__(self, client: Engine, model_info: Callable[[], ModelInfo | None], parallel: int = DEFAULT_PARALLEL,
+                 queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S):
         self._client = client
         self._model_info = model_info
-        self._turn = asyncio.Lock()
+        self.parallel = parallel
+        self._queue_timeout_s = queue_timeout_s
+        self._turns = asyncio.Semaphore(parallel)
         self._waiting = 0
-        self.active: int | None = None  # request id of the reply running now
+        self.active: list[int] = []  # request ids of the replies running now, oldest first
         self.outcomes: deque[Outcome] = deque(maxlen=HISTORY)
         self._ended = threading.Condition()
 
@@ -80,7 +88,12 @@ class EnginePort:
         """
         self._waiting += 1
         try:
-            await self._turn.acquire()
+            async with asyncio.timeout(self._queue_timeout_s):
+                await self._turns.acquire()
+        except TimeoutError:
+            yield Error("busy", f"The server is busy: {len(self.active)} replies are running and "
+                        f"{self._waiting - 1} more requests are waiting. Try again shortly.")
+            return
         finally:
             self._waiting -= 1
         try:
@@ -98,7 +111,7 @@ class EnginePort:
             except EngineNotRunning as exc:
                 yield Error("engine_died", f"The engine is not running ({exc}).")
                 return
-            self.active = request_id
+            self.active.append(request_id)
             finished = False
             try:
                 while not finished:
@@ -106,12 +119,12 @@ class EnginePort:
                     finished = isinstance(event, Done | Error)
                     yield event
             finally:
-                self.active = None
+                self.active.remove(request_id)
                 if not finished:
                     with contextlib.suppress(EngineNotRunning):
                         self._client.cancel(request_id)
         finally:
-            self._turn.release()
+            self._turns.release()
 
     def wait_outcome(self, request_id: int, timeout: float) -> Outcome | None:
         """The outcome of a reply once the engine ended it (for callers off the event loop)."""

@@ -17,6 +17,7 @@ _ENGINE_STATUS = {
     "invalid_model": (503, "server_error", "model_not_loaded"),
     "template": (500, "server_error", "chat_template_failed"),
     "internal": (500, "server_error", None),
+    "busy": (503, "server_error", "server_busy"),
 }
 
 

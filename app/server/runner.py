@@ -53,7 +53,7 @@ class ServerThread:
         self.config = config
         self._sock = bind_socket(config)
         self.port = self._sock.getsockname()[1]
-        self.engine = EnginePort(client, model_info)
+        self.engine = EnginePort(client, model_info, config.parallel, config.queue_timeout_s)
         self._server = uvicorn.Server(_uvicorn_config(create_app(self.engine, config), config))
         self._thread: threading.Thread | None = None
 
@@ -95,7 +95,7 @@ def serve_forever(client: Engine, model_info: Callable[[], ModelInfo | None], co
     """Serve in the foreground until Ctrl+C (uvicorn handles the signals)."""
     config.check()
     sock = bind_socket(config)
-    port = EnginePort(client, model_info)
+    port = EnginePort(client, model_info, config.parallel, config.queue_timeout_s)
     server = uvicorn.Server(_uvicorn_config(create_app(port, config), config))
     if on_ready is not None:
         host = f"[{config.host}]" if ":" in config.host else config.host

@@ -17,7 +17,7 @@ from app.services.draft_finder import DraftFinder
 from app.services.draft_plan import PlanOn, plan_with_draft
 from app.services.machine import detect_machine
 from app.services.paths import AppPaths
-from engine.protocol import LoadRequest
+from engine.protocol import DEFAULT_PARALLEL, LoadRequest
 from models.errors import InvalidModelFile
 from models.folder_plan import folder_candidate, is_model_folder, plan_folder
 from models.hardware import HardwareProfile
@@ -43,6 +43,7 @@ class LoadSettings:
     # The PyTorch engine's options (a model folder; the GGUF backend ignores them), as LoadRequest's.
     torch: TorchOptions = TorchOptions()
     auto_ctx_cap: int = DEFAULT_AUTO_CTX_CAP  # the most tokens Auto picks (below the trained length)
+    n_parallel: int = DEFAULT_PARALLEL  # replies at once, sharing the KV cache (`tailor serve --parallel`)
 
     def resolved_flash_attn(self) -> tuple[bool, str | None]:
         """Flash attention on or off, and why when the choice was overruled."""
@@ -161,5 +162,5 @@ class LoadPlanner:
             swa_full=plan.swa_full if plan else True, prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
             forecast=plan.forecast.to_dict() if plan and plan.forecast else None,
             pinned_prompts=settings.pinned_prompts, speculation=settings.speculation,
-            torch=settings.torch,
+            torch=settings.torch, n_parallel=settings.n_parallel,
         )

@@ -76,3 +76,29 @@ def test_shutdown_ends_routed_replies_that_were_still_open(starter_model: Path, 
     assert routed.ended.is_set()
     end = routed.events[-1]
     assert isinstance(end, Done | Error)
+
+
+def test_two_replies_on_one_engine_run_at_once_and_a_load_waits_for_them(engine: EngineClient,
+                                                                        starter_model: Path):
+    """The window's chat and a server's request share the engine: both stream in the same steps."""
+    alone = Routed()
+    engine.generate(FRANCE, GREEDY, on_event=alone)
+    assert alone.ended.wait(60)
+    first, second, order = Routed(), Routed(), []
+
+    def into(reply: Routed, name: str):
+        def on_event(event: Event) -> None:
+            order.append((name, type(event).__name__))
+            reply(event)
+        return on_event
+
+    long = SamplingParams(temperature=0.0, max_tokens=200, seed=1)
+    engine.generate([ChatMessage("user", "Count from 1 to 100, one number a line.")], long,
+                    on_event=into(first, "first"))
+    engine.generate(FRANCE, GREEDY, on_event=into(second, "second"))
+    assert second.ended.wait(60) and first.ended.wait(60)
+    assert second.text == alone.text  # batched beside the other, what it is alone
+    # The second request's tokens came while the first was still streaming, not after it
+    first_done = order.index(("first", "Done"))
+    assert ("second", "Done") in order[:first_done]
+    assert isinstance(load(engine, str(starter_model)), Loaded)

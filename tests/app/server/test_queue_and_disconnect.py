@@ -62,8 +62,7 @@ def test_client_leaving_mid_stream_cancels_its_reply(server: ServerThread, clien
     chunks = iter(stream)
     for _ in range(3):
         next(chunks)
-    request_id = server.engine.active
-    assert request_id is not None
+    (request_id,) = server.engine.active
     stream.close()
     outcome = server.engine.wait_outcome(request_id, timeout=60)
     assert outcome is not None and outcome.finish_reason == "cancelled"
@@ -79,16 +78,18 @@ def test_client_leaving_a_plain_request_cancels_it(server: ServerThread):
     assert outcome is not None and outcome.finish_reason == "cancelled"
 
 
-def test_request_that_leaves_while_queued_never_reaches_the_engine(server: ServerThread, client: openai.OpenAI):
+def test_request_that_leaves_while_queued_never_reaches_the_engine(start_server):
+    server = start_server(parallel=1)
+    client = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
     stream = client.chat.completions.create(model=MODEL, messages=STORY, max_tokens=1500, stream=True)
     chunks = iter(stream)
     next(chunks)
-    running = server.engine.active
+    (running,) = server.engine.active
     queued = _raw_request(server, stream=True)
     wait_until(lambda: server.engine.waiting == 1)
     queued.close()
     wait_until(lambda: server.engine.waiting == 0)
-    assert server.engine.active == running  # the first reply goes on, the second never started
+    assert server.engine.active == [running]  # the first reply goes on, the second never started
     stream.close()
     assert server.engine.wait_outcome(running, timeout=60).finish_reason == "cancelled"
     started = [o.request_id for o in server.engine.outcomes]
@@ -110,7 +111,7 @@ def _raw_request(server: ServerThread, stream: bool) -> socket.socket:
 
 def _leave_after_start(server: ServerThread, stream: bool) -> int:
     sock = _raw_request(server, stream)
-    wait_until(lambda: server.engine.active is not None)
-    request_id = server.engine.active
+    wait_until(lambda: bool(server.engine.active))
+    (request_id,) = server.engine.active
     sock.close()
     return request_id

@@ -1,0 +1,109 @@
+"""`tailor serve --parallel N`: N streamed requests at once on the one model, the rest queue and get an
+answer or a clear 503 once the queue timeout passes; nothing is left behind."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+
+import openai
+
+from app.server.runner import ServerThread
+from tests.app.server.conftest import MODEL, SYSTEM
+
+QUESTIONS = ("What is the capital of France?", "Name three colours.", "Why is the sky blue?", "Count to five.")
+
+
+def ask(question: str) -> list[dict]:
+    return [SYSTEM, {"role": "user", "content": question}]
+
+
+def post(server: ServerThread, body: dict) -> tuple[int, dict]:
+    """One chat completion over a connection of its own: (status, JSON body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
+    try:
+        conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def test_four_streams_at_once_are_each_what_they_are_alone(start_server):
+    server = start_server(parallel=4)
+    client = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
+    alone = {q: client.chat.completions.create(model=MODEL, messages=ask(q), max_tokens=40, temperature=0)
+             .choices[0].message.content for q in QUESTIONS}
+    spans: dict[str, tuple[float, float]] = {}
+    texts: dict[str, str] = {}
+    most_active = [0]
+
+    def stream(question: str) -> None:
+        chunks = client.chat.completions.create(model=MODEL, messages=ask(question), max_tokens=40,
+                                                temperature=0, stream=True)
+        pieces, first = [], None
+        for chunk in chunks:
+            if chunk.choices and chunk.choices[0].delta.content:
+                first = first or time.monotonic()
+                pieces.append(chunk.choices[0].delta.content)
+                most_active[0] = max(most_active[0], len(server.engine.active))
+        spans[question], texts[question] = (first, time.monotonic()), "".join(pieces)
+
+    threads = [threading.Thread(target=stream, args=(q,)) for q in QUESTIONS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert texts == alone
+    assert most_active[0] >= 2
+    # They streamed at the same time: every one began before any other ended
+    assert max(start for start, _ in spans.values()) < min(end for _, end in spans.values())
+
+
+def test_a_hundred_clients_on_four_slots_each_get_an_answer_or_a_clear_503(start_server):
+    server = start_server(parallel=4, queue_timeout_s=1.0)
+    results: list[tuple[int, dict]] = []
+    lock = threading.Lock()
+
+    def one(i: int) -> None:
+        outcome = post(server, {"model": MODEL, "messages": ask(f"Tell me a story about the number {i}."),
+                                "max_tokens": 64, "temperature": 0})
+        with lock:
+            results.append(outcome)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(100)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert len(results) == 100
+    answered = [body for status, body in results if status == 200]
+    busy = [body for status, body in results if status == 503]
+    assert len(answered) + len(busy) == 100 and answered and busy
+    assert all(b["choices"][0]["message"]["content"] for b in answered)
+    for body in busy:
+        assert body["error"]["code"] == "server_busy"
+        assert body["error"]["message"].startswith("The server is busy:") and "Try again shortly." in body["error"]["message"]
+    # Nothing is left running or waiting, and the next request is answered at once
+    assert server.engine.active == [] and server.engine.waiting == 0
+    status, body = post(server, {"model": MODEL, "messages": ask("Hi"), "max_tokens": 4, "temperature": 0})
+    assert status == 200 and body["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def test_a_hundred_clients_with_room_to_wait_are_all_answered(start_server):
+    server = start_server(parallel=4)
+    statuses: list[int] = []
+
+    def one(i: int) -> None:
+        status, _ = post(server, {"model": MODEL, "messages": ask(f"Say {i}."), "max_tokens": 4, "temperature": 0})
+        statuses.append(status)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(100)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert statuses == [200] * 100
+    assert server.engine.active == [] and server.engine.waiting == 0
