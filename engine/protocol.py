@@ -245,7 +245,8 @@ class MemoryReport:
     PyTorch engine's KV blocks with a reference count above 1; 0 elsewhere). `kv_cached_tokens`
     are free cells that still hold a finished reply's prefix, which the next request that starts
     the same way reuses (the PyTorch engine's cached blocks; 0 for GGUF, whose live chat counts
-    as in use).
+    as in use). `kv_sequence_tokens` are the tokens each conversation in the GGUF cache holds (one
+    per reply running at once, and the last finished one), of `parallel` that may run together.
     """
 
     devices: tuple[DeviceMemory, ...]
@@ -255,6 +256,8 @@ class MemoryReport:
     kv_shared_tokens: int = 0
     kv_shared_bytes: int = 0
     kv_cached_tokens: int = 0
+    kv_sequence_tokens: tuple[int, ...] = ()
+    parallel: int = 1
 
     def device(self, name: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.device == name), None)
@@ -268,6 +271,8 @@ class MemoryReport:
             "kv_shared_tokens": self.kv_shared_tokens,
             "kv_shared_bytes": self.kv_shared_bytes,
             "kv_cached_tokens": self.kv_cached_tokens,
+            "kv_sequence_tokens": list(self.kv_sequence_tokens),
+            "parallel": self.parallel,
         }
 
     @classmethod
@@ -282,6 +287,8 @@ class MemoryReport:
             kv_shared_tokens=int(data.get("kv_shared_tokens", 0)),
             kv_shared_bytes=int(data.get("kv_shared_bytes", 0)),
             kv_cached_tokens=int(data.get("kv_cached_tokens", 0)),
+            kv_sequence_tokens=tuple(int(n) for n in data.get("kv_sequence_tokens", ())),
+            parallel=int(data.get("parallel", 1)),
         )
 
 

@@ -1,6 +1,8 @@
-"""The status bar's line for a finished reply, and how much of its prompt the cache saved."""
+"""The status bar's line for a finished reply, how much of its prompt the cache saved, and who shares the KV cache."""
 
 from __future__ import annotations
+
+from engine.protocol import MemoryReport
 
 
 def cache_text(cached: int | None, prompt: int | None) -> str:
@@ -29,3 +31,13 @@ def format_stats(stats: dict | None) -> str:
         f"decode {stats.get('decode_tok_s', 0):.1f} tok/s{drafts} · TTFT {stats.get('ttft_s', 0):.2f} s"
         f" · prefill {prefill:.0f} tok/s · {cache_text(cached, prompt)}{saved}"
     )
+
+
+def sequences_text(report: MemoryReport) -> str:
+    """The conversations sharing the cache, where several replies may run at once (empty otherwise)."""
+    if report.parallel <= 1:
+        return ""
+    held = report.kv_sequence_tokens
+    if len(held) > 1:
+        return f" by {len(held)} conversations ({' + '.join(f'{n:,}' for n in held)}); up to {report.parallel} at once"
+    return f"; shared by up to {report.parallel} replies at once"

@@ -16,6 +16,7 @@ from typing import Any
 
 import psutil
 
+from app.chat.stats_line import sequences_text
 from app.services.paths import AppPaths
 from engine.client import EngineClient
 from engine.protocol import DeviceMemory, MemoryReport
@@ -122,7 +123,7 @@ def format_status(status: dict) -> str:
         lines += _device_lines(device, forecast.get(device.device))
     if report.kv_tokens_total:
         lines.append(
-            f"KV cache: {report.kv_tokens_used:,} / {report.kv_tokens_total:,} tokens in use; "
+            f"KV cache: {report.kv_tokens_used:,} / {report.kv_tokens_total:,} tokens in use{sequences_text(report)}; "
             f"room for {report.kv_tokens_total - report.kv_tokens_used:,} more tokens of context"
         )
     if report.kv_shared_tokens:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from app.chat.stats_line import cache_text
+from app.chat.stats_line import cache_text, sequences_text
 from app.gui.memory_bar import GB, MemoryBar
 from app.gui.perf_history import PerfHistory
 from app.gui.sparkline import Sparkline
@@ -30,7 +30,7 @@ def kv_text(report: MemoryReport) -> str:
     text = f"KV cache: {report.kv_tokens_used:,} / {report.kv_tokens_total:,} tokens in use"
     if report.kv_cached_tokens:
         text += f", {report.kv_cached_tokens:,} more kept for reuse"
-    return text
+    return text + sequences_text(report)
 
 
 def room_text(report: MemoryReport) -> str:

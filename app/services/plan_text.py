@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from engine.protocol import DEFAULT_PARALLEL
 from models.plan import Plan
 
 
-def format_plan(plan: Plan) -> str:
-    """Fits or not, where the layers go, the forecast per device, and the reasons."""
+def format_plan(plan: Plan, parallel: int = DEFAULT_PARALLEL) -> str:
+    """Fits or not, where the layers go, the forecast per device, parallel replies, and the reasons."""
     gib = 1024**3
     lines = [
         f"{'Fits' if plan.fits else 'Does not fit'}: {plan.format.upper()} {plan.quant or ''} {plan.files[0]}",
@@ -15,6 +16,8 @@ def format_plan(plan: Plan) -> str:
         f"  largest context that fits: {plan.max_context:,} tokens" if plan.max_context
         else "  not even 256 tokens of context fit",
     ]
+    if plan.format == "gguf" and parallel > 1 and plan.context:
+        lines.append(f"  {parallel_text(plan.context, parallel)}")
     if plan.forecast:
         for device, d in plan.forecast.devices.items():
             lines.append(
@@ -32,3 +35,11 @@ def _layers(plan: Plan) -> str:
     if plan.n_gpu_layers == 0:
         return "all layers on the CPU"
     return f"{plan.n_gpu_layers} of {plan.n_layers} layers on the GPU"
+
+
+def parallel_text(context: int, parallel: int) -> str:
+    """How replies running at once share one GGUF context's KV cache (it does not grow with them)."""
+    splits = [n for n in (parallel, 2, 1) if n <= parallel]
+    ways = " or ".join(f"{n} x {context // n:,}" for n in dict.fromkeys(splits))
+    return (f"parallel replies: up to {parallel} at once share these {context:,} tokens of KV cache ({ways} "
+            "tokens); sliding-window and recurrent models run one at a time")

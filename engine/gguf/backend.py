@@ -346,8 +346,10 @@ class GgufBackend:
             return GgufMemoryFigures(None, prefix_ram_bytes=ram, prefix_disk_bytes=disk)
         # Exact: the ledger knows which cells sequences share (a state restored from RAM beside a
         # pinned prompt holds the same first tokens in cells of its own).
-        return GgufMemoryFigures(self._logs.buffers, self._prefixes.seqs.used_cells(), self._llama.n_ctx, ram, disk,
-                                 dict(self._gpu_names), self._draft_buffers)
+        seqs = self._prefixes.seqs
+        return GgufMemoryFigures(self._logs.buffers, seqs.used_cells(), self._llama.n_ctx, ram, disk,
+                                 dict(self._gpu_names), self._draft_buffers,
+                                 tuple(n for n in seqs.slot_tokens() if n), seqs.slots)
 
 
 def check_tensor_split(tensor_split: tuple[float, ...]) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from engine.device_memory import DeviceMeter, build_report
 from engine.gguf.llama_handle import LlamaHandle
@@ -97,6 +97,8 @@ class GgufMemoryFigures:
     prefix_disk_bytes: int = 0
     gpu_names: Mapping[str, str] = field(default_factory=dict)  # "cuda:N" -> the card's name as CUDA gives it
     draft_buffers: BufferSizes | None = None  # the draft model's logged buffers (speculative decoding)
+    sequence_tokens: tuple[int, ...] = ()  # tokens of each reply slot holding any
+    parallel: int = 1  # reply slots
 
 
 def gguf_memory_report(figures: GgufMemoryFigures, meter: DeviceMeter) -> MemoryReport:
@@ -107,7 +109,8 @@ def gguf_memory_report(figures: GgufMemoryFigures, meter: DeviceMeter) -> Memory
     if figures.draft_buffers is not None:  # one part of its own per device, beside the model's
         for device, draft in parts_by_device(figures.draft_buffers).items():
             parts.setdefault(device, dict.fromkeys(_PARTS, 0))["draft"] = sum(draft.values())
-    return build_report(
+    report = build_report(
         parts, meter, figures.kv_cells_used, figures.kv_cells_total,
         figures.prefix_ram_bytes, figures.prefix_disk_bytes, gpu_names=figures.gpu_names,
     )
+    return replace(report, kv_sequence_tokens=figures.sequence_tokens, parallel=figures.parallel)

@@ -132,3 +132,16 @@ def test_mem_reports_prefixes_kept_for_reuse():
     assert memory_json(report, None)["kv_cached_tokens"] == 320
     text = format_status({"pid": 7, "memory": report.to_dict()})
     assert "Kept for reuse: 320 tokens of finished replies' prefixes, in free KV blocks" in text.splitlines()
+
+
+def test_mem_names_the_conversations_sharing_the_kv_cache():
+    # Three replies running at once on a GGUF model loaded for 4 (tailor serve --parallel 4)
+    report = replace(_report(0, 0), kv_sequence_tokens=(300, 120, 92), parallel=4)
+    text = format_status({"pid": 7, "memory": report.to_dict()})
+    assert ("KV cache: 512 / 2,048 tokens in use by 3 conversations (300 + 120 + 92); up to 4 at once; "
+            "room for 1,536 more tokens of context") in text.splitlines()
+    alone = replace(report, kv_sequence_tokens=(512,))
+    assert "tokens in use; shared by up to 4 replies at once; room" in format_status(
+        {"pid": 7, "memory": alone.to_dict()})
+    one_slot = replace(report, parallel=1)  # a sliding-window model: nothing to say
+    assert "tokens in use; room for" in format_status({"pid": 7, "memory": one_slot.to_dict()})

@@ -80,7 +80,9 @@ def test_labels_match_the_report(panel: MemoryPanel, recorded: Recorded):
     assert labels["compute"] == size_label(cpu.compute_bytes, total)
     assert labels["engine, other"] == size_label(cpu.other_bytes, total)
     assert size_label(96_573_849, 25_276_510_208) == "0.10 GB (0.4%)"
-    assert panel.kv_label.text() == f"KV cache: {report.kv_tokens_used:,} / 2,048 tokens in use"
+    # The engine runs up to 4 replies at once (the window's chat and a server's clients) in that cache
+    assert panel.kv_label.text() == (f"KV cache: {report.kv_tokens_used:,} / 2,048 tokens in use; "
+                                     "shared by up to 4 replies at once")
     assert panel.room_label.text().startswith(f"Room for {2048 - report.kv_tokens_used:,} more tokens of context")
 
 
@@ -101,19 +103,22 @@ def test_forecast_of_the_loaded_settings_is_the_marker(panel: MemoryPanel, recor
 def test_view_updates_on_new_reports_without_rebuilding(panel: MemoryPanel, recorded: Recorded, qtbot):
     panel.show_report(recorded.loaded)
     bar = panel.bars["cpu"]
-    assert panel.kv_label.text() == "KV cache: 0 / 2,048 tokens in use"
+    assert panel.kv_label.text() == "KV cache: 0 / 2,048 tokens in use; shared by up to 4 replies at once"
     assert bar.labels()["KV in use"] == "0.00 GB (0%)"
     panel.show_report(recorded.final)
     assert panel.bars["cpu"] is bar  # the same widget, new numbers
-    assert panel.kv_label.text() != "KV cache: 0 / 2,048 tokens in use"
+    assert not panel.kv_label.text().startswith("KV cache: 0 / 2,048 tokens in use")
     assert bar.device == recorded.final.device("cpu")
     assert not panel.grab().isNull()  # paints from the new numbers
 
 
 def test_kv_line_counts_prefixes_kept_for_reuse(panel: MemoryPanel, recorded: Recorded):
     # The PyTorch engine frees a finished reply's blocks but keeps their prefix: shown beside "in use".
-    panel.show_report(replace(recorded.loaded, kv_cached_tokens=48))
+    panel.show_report(replace(recorded.loaded, kv_cached_tokens=48, parallel=1))
     assert panel.kv_label.text() == "KV cache: 0 / 2,048 tokens in use, 48 more kept for reuse"
+    several = replace(recorded.loaded, kv_tokens_used=412, kv_sequence_tokens=(300, 112), parallel=4)
+    panel.show_report(several)
+    assert panel.kv_label.text() == "KV cache: 412 / 2,048 tokens in use by 2 conversations (300 + 112); up to 4 at once"
 
 
 def test_with_no_gpu_the_host_view_appears(panel: MemoryPanel, recorded: Recorded, qtbot):

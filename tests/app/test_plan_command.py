@@ -44,6 +44,7 @@ def test_human_output_lists_the_reasons(starter_model: Path):
     result = plan("--file", str(starter_model))
     assert result.returncode == 0
     assert result.stdout.startswith("Fits: GGUF Q4_1") and "Why:" in result.stdout
+    assert "  parallel replies: up to 4 at once share these " in result.stdout
 
 
 def test_bad_file_is_one_line_and_nonzero(truncated_model: Path, not_a_model: Path):
@@ -116,3 +117,12 @@ def test_plan_for_a_gated_repo_without_a_token(fake_hub: FakeHub, tiny_quants: d
     fake_hub.add_repo("org/Gated", {"m-Q8_0.gguf": tiny_quants["Q8_0"]}, gated="auto")
     result = plan("--repo", "org/Gated")
     assert result.returncode == 1 and "gated" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_the_plan_says_how_parallel_replies_share_the_context():
+    from app.services.plan_text import parallel_text
+
+    assert parallel_text(8192, 4) == (
+        "parallel replies: up to 4 at once share these 8,192 tokens of KV cache (4 x 2,048 or 2 x 4,096 or "
+        "1 x 8,192 tokens); sliding-window and recurrent models run one at a time")
+    assert "(3 x 1,365 or 2 x 2,048 or 1 x 4,096 tokens)" in parallel_text(4096, 3)

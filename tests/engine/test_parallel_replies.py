@@ -211,3 +211,15 @@ def test_a_full_cache_ends_the_newest_reply_and_the_others_go_on(backend: GgufBa
     done = [run.ends[r] for r in ids if r not in errors]
     assert all(d.finish_reason in ("length", "stop") for d in done)
     assert backend._prefixes.seqs.used_cells() <= backend._llama.n_ctx
+
+
+def test_the_memory_report_counts_each_conversation_in_the_cache(loaded: GgufBackend):
+    run = Run(loaded)
+    ids = [run.submit(chat(q)) for q in QUESTIONS[:3]]
+    while not all(run.texts[r] for r in ids):
+        run.step()
+    report = loaded.memory()
+    held = loaded._prefixes.seqs.slot_tokens()
+    assert report.parallel == 4 and report.kv_sequence_tokens == tuple(n for n in held if n)
+    assert len(report.kv_sequence_tokens) == 3 and sum(report.kv_sequence_tokens) == report.kv_tokens_used
+    run.until_done()
