@@ -95,6 +95,7 @@ class EngineHost:
         self._queue: deque[Request | None] = deque()  # taken off the inbox, not handled yet (in order)
         self._replies: dict[int, _ReplyOut] = {}  # replies running in a batching backend, by request id
         self._last_step_report = 0.0
+        self._stopping = False  # told to shut down: replies still running are cancelled
 
     def serve(self, requests: Connection) -> None:
         threading.Thread(target=self._receive, args=(requests,), name="engine-requests", daemon=True).start()
@@ -129,6 +130,8 @@ class EngineHost:
                 self._start(request)  # type: ignore[arg-type]
                 continue
             if self._replies:  # a full batch, or a load, unload or shutdown behind running replies: wait
+                if request is None or isinstance(request, ShutdownRequest):
+                    self._stopping = True  # the running replies end at the next step (cancelled)
                 return True
             self._queue.popleft()
             if request is None or isinstance(request, ShutdownRequest):
@@ -251,7 +254,7 @@ class EngineHost:
             self._send_memory(backend.memory())
 
     def _is_cancelled(self, rid: int) -> bool:
-        if self._client_gone.is_set():
+        if self._client_gone.is_set() or self._stopping:
             return True
         with self._cancel_lock:
             return rid in self._cancelled

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -72,10 +73,16 @@ def test_shutdown_ends_routed_replies_that_were_still_open(starter_model: Path, 
     routed = Routed()
     long = SamplingParams(temperature=0.0, max_tokens=100_000)
     client.generate([ChatMessage("user", "Count from 1 to 10000.")], long, on_event=routed)
+    deadline = time.monotonic() + 60
+    while not any(isinstance(e, Token) for e in routed.events):  # it is streaming
+        assert time.monotonic() < deadline and not routed.ended.wait(0.01)
+    process = client._process
     client.shutdown()
     assert routed.ended.is_set()
+    # The engine cancelled the reply it was running and exited by itself (not killed after the timeout)
     end = routed.events[-1]
-    assert isinstance(end, Done | Error)
+    assert isinstance(end, Done) and end.finish_reason == "cancelled"
+    assert process.exitcode == 0
 
 
 def test_two_replies_on_one_engine_run_at_once_and_a_load_waits_for_them(engine: EngineClient,
