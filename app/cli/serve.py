@@ -10,6 +10,7 @@ from app.server.config import DEFAULT_PORT, DEFAULT_QUEUE_TIMEOUT_S, ServerConfi
 from app.server.own_engine import ModelLoadError, OwnEngine
 from app.server.runner import ServerStartError, serve_forever
 from app.services.chat_defaults import DEFAULT_N_CTX
+from app.services.draft_finder import library_drafts
 from app.services.load_planner import LoadSettings
 from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
@@ -69,7 +70,8 @@ def run_serve(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     paths = AppPaths.default()
     configure_logging(paths.app_log)
-    engine = OwnEngine(log_path=paths.engine_log, prefix_cache_dir=paths.prefix_cache)
+    engine = OwnEngine(log_path=paths.engine_log, prefix_cache_dir=paths.prefix_cache,
+                       drafts=library_drafts(paths.data_dir))
     try:
         settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, n_parallel=args.parallel)
         info = engine.load(model, settings)

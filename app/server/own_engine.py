@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from app.services.load_planner import LoadPlanner, LoadSettings
+from app.services.draft_finder import DraftFinder
+from app.services.load_planner import LoadPlanner, LoadSettings, PlannedLoad
 from engine.client import EngineClient
 from engine.protocol import Error, Event, Loaded, ModelInfo
 
@@ -20,11 +21,13 @@ class OwnEngine:
     Args:
         log_path: the engine process's log file.
         prefix_cache_dir: where warm prefixes are kept across restarts.
+        drafts: where speculative decoding's Auto looks for a draft model (the user's library), or None.
     """
 
-    def __init__(self, log_path: Path | None = None, prefix_cache_dir: Path | None = None):
+    def __init__(self, log_path: Path | None = None, prefix_cache_dir: Path | None = None,
+                 drafts: DraftFinder | None = None):
         self.client = EngineClient(on_event=self._on_event, log_path=log_path)
-        self._planner = LoadPlanner(prefix_cache_dir=prefix_cache_dir)
+        self._planner = LoadPlanner(prefix_cache_dir=prefix_cache_dir, drafts=drafts)
         self._info: ModelInfo | None = None
         self._answer: Loaded | Error | None = None
         self._answered = threading.Event()
@@ -36,7 +39,7 @@ class OwnEngine:
         """Start the engine and load `path` as the plan says; raise ModelLoadError on failure."""
         self.client.start()
         self._answered.clear()
-        self.client.load(self._planner.plan_load(str(path), settings).request)
+        self.client.load(self.plan(path, settings).request)
         if not self._answered.wait(timeout):
             raise ModelLoadError(f"The engine did not load {path} within {timeout:.0f} s.")
         if isinstance(self._answer, Error):
@@ -44,6 +47,10 @@ class OwnEngine:
         assert isinstance(self._answer, Loaded)
         self._info = self._answer.info
         return self._info
+
+    def plan(self, path: Path, settings: LoadSettings) -> PlannedLoad:
+        """How `path` is loaded on this machine (with a draft model from the library where Auto finds one)."""
+        return self._planner.plan_load(str(path), settings)
 
     def shutdown(self) -> None:
         self._info = None

@@ -77,3 +77,12 @@ def test_the_library_offers_its_downloaded_and_imported_ggufs(starter_model, lib
     files = library_ggufs(store)
     assert {p.name for p in files} == {"small.gguf", "smaller.gguf"}
     assert DraftFinder(lambda: [*library_ggufs(store), starter_model]).find(str(starter_model)).name == "smaller.gguf"
+
+
+def test_tailor_serve_plans_with_a_draft_from_the_library(starter_model, library, tmp_path):
+    from app.server.own_engine import OwnEngine
+
+    engine = OwnEngine(tmp_path / "engine.log", drafts=DraftFinder(lambda: [library["small"], starter_model]))
+    assert engine.plan(starter_model, LoadSettings(n_ctx=2048)).request.speculation.draft_path == str(library["small"])
+    plain = OwnEngine(tmp_path / "engine.log")
+    assert plain.plan(starter_model, LoadSettings(n_ctx=2048)).request.speculation.draft_path is None
