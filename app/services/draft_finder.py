@@ -18,11 +18,15 @@ from models.gguf_parse import GgufArray
 from models.store import ModelStore
 
 MAX_SHARE = 0.25  # a draft has at most this share of the model's weights, or it would not pay
+# Vocabularies padded to the embedding's size differ in length within a family (Qwen2.5: 151,936 tokens
+# at 0.5B, 152,064 at 7B); the engine takes a draft up to this many tokens apart
+# (engine/gguf/draft_model.py's MAX_VOCAB_SIZE_DIFFERENCE, which app/ cannot import: it loads llama_cpp).
+MAX_VOCAB_SIZE_DIFFERENCE = 128
 
 
 @dataclass(frozen=True, slots=True)
 class Tokenizer:
-    """What the header says of a GGUF's tokenizer: equal for files that tokenize alike."""
+    """What the header says of a GGUF's tokenizer: `matches` for files that tokenize alike."""
 
     model: str
     pre: str
@@ -30,6 +34,12 @@ class Tokenizer:
     bos: int
     eos: int
     head: tuple[str, ...]
+
+    def matches(self, other: Tokenizer) -> bool:
+        """The same tokenizer, its vocabulary padded to another length at most (as the engine accepts)."""
+        return (self.model, self.pre, self.bos, self.eos, self.head) == (
+            other.model, other.pre, other.bos, other.eos, other.head) and abs(self.size - other.size) <= \
+            MAX_VOCAB_SIZE_DIFFERENCE
 
 
 def tokenizer_of(header: GgufHeader) -> Tokenizer | None:
@@ -71,7 +81,8 @@ class DraftFinder:
         best: tuple[int, Path] | None = None
         for path in self._files():
             seen = self._read(path)
-            if seen is None or seen[0] != tokenizer or path.resolve() == Path(model_path).resolve():
+            if seen is None or seen[0] is None or not seen[0].matches(tokenizer) \
+                    or path.resolve() == Path(model_path).resolve():
                 continue
             if seen[1] <= weights * MAX_SHARE and (best is None or seen[1] < best[0]):
                 best = (seen[1], path)

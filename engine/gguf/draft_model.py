@@ -18,12 +18,19 @@ from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.llama_handle import LlamaHandle, LlamaSettings, Sampler
 from engine.gguf.prefix_cache import common_prefix_len
 
+# A draft's vocabulary may be this many tokens longer or shorter than the model's, as llama.cpp's own
+# speculative decoding allows: converters pad a vocabulary to the embedding's size, which differs within
+# a family (Qwen2.5's GGUFs hold 151,936 tokens at 0.5B and 152,064 at 7B, the same tokens before that).
+MAX_VOCAB_SIZE_DIFFERENCE = 128
+
 
 def vocabulary_difference(model: LlamaHandle, draft: LlamaHandle) -> str | None:
-    """How the draft's vocabulary differs from the model's (the first token that does); None when equal."""
-    if draft.n_vocab != model.n_vocab:
-        return f"it has {draft.n_vocab:,} tokens, the model {model.n_vocab:,}"
-    for token in range(model.n_vocab):
+    """How the draft's vocabulary differs from the model's (the first token that does); None when they
+    hold the same tokens, the longer one at most MAX_VOCAB_SIZE_DIFFERENCE more."""
+    if abs(draft.n_vocab - model.n_vocab) > MAX_VOCAB_SIZE_DIFFERENCE:
+        return (f"it has {draft.n_vocab:,} tokens, the model {model.n_vocab:,} (at most {MAX_VOCAB_SIZE_DIFFERENCE} "
+                "apart, for padding)")
+    for token in range(min(model.n_vocab, draft.n_vocab)):
         ours, theirs = model.detokenize([token], special=True), draft.detokenize([token], special=True)
         if ours != theirs:
             return f"token {token} is {theirs!r} there and {ours!r} in the model"
@@ -63,6 +70,7 @@ class DraftModel:
             self.llama.close()
             raise BackendError("invalid_model", f"The draft model {path.name} cannot draft for this model: {problem}.")
         self.path = path
+        self._model_vocab = model.n_vocab  # drafts at or past it are padding the model cannot take
         self._sampler = Sampler([("greedy",)])
         self._tokens: list[int] = []  # what sequence 0 of the draft's KV cache holds
 
@@ -72,6 +80,8 @@ class DraftModel:
             return []
         llama = self.llama
         keep = min(common_prefix_len(self._tokens, context), len(context) - 1)  # the last one gives the logits
+        if any(t >= llama.n_vocab for t in context[keep:]):  # a token of the model's the draft does not have
+            return []
         llama.seq_rm(0, keep, -1)
         del self._tokens[keep:]
         for start in range(keep, len(context), llama.n_batch):
@@ -79,7 +89,7 @@ class DraftModel:
         out: list[int] = []
         while True:
             token = self._sampler.sample(llama)
-            if llama.is_end_of_generation(token):
+            if llama.is_end_of_generation(token) or token >= self._model_vocab:
                 return out
             out.append(token)
             if len(out) == limit or len(self._tokens) + 1 >= llama.n_ctx:

@@ -86,3 +86,15 @@ def test_tailor_serve_plans_with_a_draft_from_the_library(starter_model, library
     assert engine.plan(starter_model, LoadSettings(n_ctx=2048)).request.speculation.draft_path == str(library["small"])
     plain = OwnEngine(tmp_path / "engine.log")
     assert plain.plan(starter_model, LoadSettings(n_ctx=2048)).request.speculation.draft_path is None
+
+
+def test_a_draft_padded_to_another_vocabulary_length_is_found_within_128_tokens(starter_model, tmp_path):
+    """Qwen2.5's GGUFs pad the same tokens to 151,936 (0.5B) and 152,064 (7B): a pair the engine accepts."""
+    from tests.fixtures.tiny_families import padded_tokenizer
+
+    tokenizer = borrow_tokenizer(starter_model)
+    small = TinySpec(n_layers=1, n_embd=64, n_heads=2, n_kv_heads=1, n_ff=128, tied_output=True)
+    padded = write_tiny_llama(tmp_path / "padded.gguf", small, padded_tokenizer(tokenizer, len(tokenizer.tokens) + 128))
+    too_far = write_tiny_llama(tmp_path / "too-far.gguf", small, padded_tokenizer(tokenizer, len(tokenizer.tokens) + 129))
+    assert DraftFinder(lambda: [padded, starter_model]).find(str(starter_model)) == padded
+    assert DraftFinder(lambda: [too_far, starter_model]).find(str(starter_model)) is None

@@ -14,7 +14,8 @@ from engine.gguf.backend import GgufBackend
 from engine.protocol import ChatMessage, LoadRequest, SamplingParams
 from models.load_options import SpeculativeOptions
 from tests.engine.helpers import reply
-from tests.fixtures.tiny_gguf import TinySpec, borrow_tokenizer, write_tiny_llama
+from tests.fixtures.tiny_families import padded_tokenizer
+from tests.fixtures.tiny_gguf import TinySpec, Tokenizer, borrow_tokenizer, write_tiny_llama
 
 PROMPT = [ChatMessage("user", "Name three colours of the rainbow.")]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=48)
@@ -25,9 +26,18 @@ def drafts(starter_model: Path, tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("drafts")
     tokenizer = borrow_tokenizer(starter_model)
     other = replace(tokenizer, tokens=[*tokenizer.tokens[:500], "xyzzy", *tokenizer.tokens[501:]])
+    # The same tokens, padded (as converters pad to the embedding's size, Qwen2.5 0.5B vs 7B) or cut short
+    cut = set(tokenizer.tokens[-64:])
+    shorter = Tokenizer(tokenizer.tokens[:-64], tokenizer.token_types[:-64],
+                        [m for m in tokenizer.merges if m.replace(" ", "", 1) not in cut])
     return {
         "tiny": write_tiny_llama(folder / "tiny-draft.gguf", TinySpec(n_layers=2), tokenizer),
         "other-vocab": write_tiny_llama(folder / "other-vocab.gguf", TinySpec(n_layers=2), other),
+        "padded": write_tiny_llama(folder / "padded.gguf", TinySpec(n_layers=2),
+                                   padded_tokenizer(tokenizer, len(tokenizer.tokens) + 128)),
+        "too-padded": write_tiny_llama(folder / "too-padded.gguf", TinySpec(n_layers=2),
+                                       padded_tokenizer(tokenizer, len(tokenizer.tokens) + 129)),
+        "shorter": write_tiny_llama(folder / "shorter.gguf", TinySpec(n_layers=2), shorter),
     }
 
 
@@ -93,3 +103,28 @@ def test_auto_loads_without_a_draft_that_does_not_fit_and_says_why(backend, star
     assert "cannot draft for this model" in info.notice and "Drafting from the conversation only" in info.notice
     assert backend.memory().device("cpu").draft_bytes == 0
     assert reply(backend, PROMPT, GREEDY).text.strip()
+
+
+def test_a_draft_whose_vocabulary_is_padded_or_shorter_drafts_and_changes_nothing(backend, starter_model, drafts):
+    """Up to 128 tokens apart, the rest the same (llama.cpp's rule): a padded draft's guesses past the model's
+    vocabulary are dropped, and a conversation holding a token the shorter draft lacks is not drafted from."""
+    _load(backend, starter_model, "off")
+    n_vocab = backend._llama.n_vocab
+
+    def asking(word: str) -> list[ChatMessage]:
+        return [ChatMessage("user", f"Repeat this word:{word} and name three colours.")]
+
+    # A word the model writes as one of its last 64 tokens (the shorter draft's vocabulary lacks them)
+    words = (t.replace("Ġ", " ") for t in borrow_tokenizer(starter_model).tokens[-64:] if t.startswith("Ġ"))
+    prompt = next(asking(w) for w in words if max(backend._tokenize(backend._template.render(asking(w)))) >= n_vocab - 64)
+    plain = reply(backend, prompt, GREEDY)
+    for name in ("padded", "shorter"):
+        _load(backend, starter_model, "draft", drafts[name])
+        drafted = reply(backend, prompt, GREEDY)
+        assert drafted.text == plain.text, name
+
+
+def test_a_draft_more_than_128_tokens_longer_is_refused_by_name(backend, starter_model, drafts):
+    with pytest.raises(BackendError, match=r"too-padded.gguf cannot draft for this model: it has 49,281 tokens, "
+                                           r"the model 49,152 \(at most 128 apart, for padding\)"):
+        _load(backend, starter_model, "draft", drafts["too-padded"])
