@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
+from app.services.draft_finder import library_drafts
 from app.services.machine import detect_machine
+from app.services.paths import AppPaths
 from app.services.pull_plan import build_request, torch_available, with_extras
 from models.download_types import DownloadError, Progress
 from models.downloads import Downloader
+from models.draft_suggestions import DraftSuggestion, draft_for
 from models.errors import InvalidModelFile
 from models.hardware import HardwareProfile
 from models.hub import HubClient, HubError, RepoDetails
@@ -33,6 +36,11 @@ def add_pull_parser(subparsers: Any) -> argparse.ArgumentParser:
     which.add_argument("--auto", action="store_true", help="the file the plan picks for this machine (default)")
     parser.add_argument("--revision", default="main", help="branch, tag or commit (%(default)s)")
     parser.add_argument("--ctx", type=int, default=4096, help="context length the plan aims for (%(default)s)")
+    parser.add_argument(
+        "--with-draft", action="store_true",
+        help="also fetch the small model of the same family that drafts for it (speculative decoding: faster "
+        "replies on Auto), when there is one",
+    )
     parser.set_defaults(func=run_pull)
     return parser
 
@@ -49,18 +57,50 @@ def run_pull(args: argparse.Namespace, profile: HardwareProfile | None = None) -
         client = HubClient()
         details = client.repo_details(args.repo, args.revision)
         paths = _choose(client, details, args, profile)
-        request = build_request(client, details, paths, args.revision)
         downloader = Downloader(on_event=TerminalProgress(sys.stderr))
         downloader.clean_stale_partials()  # a week old: abandoned, by us or another tool
-        snapshot = downloader.download(request, client.auth_headers())
+        local = _fetch(client, downloader, details, paths, args.revision)
+        suggestion = draft_for(args.repo) if local.suffix.lower() == ".gguf" else None
+        if suggestion is not None and args.with_draft:
+            draft = client.repo_details(suggestion.repo)
+            print(_fetch(client, downloader, draft, _draft_files(draft, suggestion), "main"))
+        elif suggestion is not None:
+            _suggest(suggestion, local)
     except (HubError, DownloadError, PullError, InvalidModelFile, ValueError) as exc:
         print(f"tailor: error: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
         return 1
     finally:
         if downloader is not None:
             downloader.close()
-    print(snapshot / paths[0])
+    print(local)
     return 0
+
+
+def _fetch(client: HubClient, downloader: Downloader, details: RepoDetails, paths: tuple[str, ...],
+           revision: str) -> Path:
+    """Download `paths` of a repo, verified; the local path of the first."""
+    snapshot = downloader.download(build_request(client, details, paths, revision), client.auth_headers())
+    return snapshot / paths[0]
+
+
+def _draft_files(details: RepoDetails, suggestion: DraftSuggestion) -> tuple[str, ...]:
+    """The draft repo's file at the suggested level, else its smallest GGUF."""
+    ggufs = [g for g in group_files(details.files) if g.complete and g.format == "gguf"]
+    if not ggufs:
+        raise PullError(f"{details.id} (the suggested draft) has no GGUF file")
+    chosen = next((g for g in ggufs if (g.quant or "").upper() == suggestion.quant), None)
+    return (chosen or min(ggufs, key=lambda g: g.total_size)).paths
+
+
+def _suggest(suggestion: DraftSuggestion, model: Path) -> None:
+    """Say which draft would speed this model up, or that the library has one Auto will use."""
+    have = library_drafts(AppPaths.default().data_dir).find(str(model))
+    if have is not None:
+        print(f"tailor: speculative decoding: Auto drafts for it with {have.name} from your library", file=sys.stderr)
+        return
+    print(f"tailor: {suggestion.repo} ({suggestion.family}, the same tokenizer) can draft for it and speed up its "
+          f"replies (speculative decoding): tailor pull {suggestion.repo} --quant {suggestion.quant}, or pull with "
+          "--with-draft", file=sys.stderr)
 
 
 def _choose(client: HubClient, details: RepoDetails, args: argparse.Namespace,

@@ -341,3 +341,22 @@ def test_import_a_gguf_by_path_and_forget_it(qtbot, make_manager, starter_model:
     monkeypatch.setattr(library_page, "confirm_delete", lambda parent, what: "stays on disk" in what)
     qtbot.mouseClick(library.delete_button, Qt.MouseButton.LeftButton)
     assert library.items() == [] and starter_model.exists()
+
+
+def test_the_repo_page_offers_the_familys_draft_model_and_opens_it(hub: FakeHub, tiny_quants, make_manager, qtbot):
+    hub.add_repo("Qwen/Qwen2.5-7B-Instruct-GGUF", hub_repos.gguf_repo_files(tiny_quants, stem="qwen2.5-7b-instruct"),
+                 tags=["gguf"])
+    hub.add_repo("Qwen/Qwen2.5-0.5B-Instruct-GGUF", {"qwen2.5-0.5b-instruct-q8_0.gguf": tiny_quants["Q8_0"]},
+                 tags=["gguf"])
+    manager = make_manager()
+    open_repo(qtbot, manager)
+    assert manager.repo_page.draft_hint.isHidden()  # a family we know no draft of
+    open_repo(qtbot, manager, "Qwen/Qwen2.5-7B-Instruct-GGUF")
+    hint = manager.repo_page.draft_hint
+    assert not hint.isHidden()
+    assert hint.text().startswith('Faster replies: <a href="Qwen/Qwen2.5-0.5B-Instruct-GGUF">')
+    assert "(Qwen2.5, the same tokenizer) can draft for this model (speculative decoding)" in hint.text()
+    with qtbot.waitSignal(manager.repo_page.loaded, timeout=WAIT_MS):
+        hint.linkActivated.emit("Qwen/Qwen2.5-0.5B-Instruct-GGUF")  # what a click on the link sends
+    assert manager.repo_page.repo_id == "Qwen/Qwen2.5-0.5B-Instruct-GGUF"
+    assert manager.repo_page.draft_hint.isHidden()  # the draft itself gets no draft

@@ -146,3 +146,42 @@ def test_a_refused_file_name_is_one_line_before_any_download(fake_hub: FakeHub):
     assert_one_line_error(tailor("pull", "org/Evil-GGUF", "--quant", "Q4_K_M"), "refused", "../../evil.gguf")
     assert fake_hub.count_requests(contains="/resolve/") == 0 and fake_hub.count_requests(contains="/cdn/") == 0
     assert not (Path(os.environ["HF_HOME"]).parent / "evil.gguf").exists()
+
+
+QWEN = "Qwen/Qwen2.5-7B-Instruct-GGUF"
+QWEN_DRAFT = "Qwen/Qwen2.5-0.5B-Instruct-GGUF"
+
+
+@pytest.fixture
+def qwen_hub(fake_hub: FakeHub, tiny_quants: dict[str, Path], starter_model: Path, tmp_path: Path) -> FakeHub:
+    """A family with a draft on the hub: its small model shares the tokenizer (a quarter of the weights or less)."""
+    from tests.fixtures.tiny_gguf import TinySpec, borrow_tokenizer, write_tiny_llama
+
+    small = write_tiny_llama(tmp_path / "small.gguf", TinySpec(n_layers=1, n_embd=32, n_heads=1, n_kv_heads=1,
+                                                               n_ff=64, tied_output=True), borrow_tokenizer(starter_model))
+    fake_hub.add_repo(QWEN, hub_repos.gguf_repo_files(tiny_quants, stem="qwen2.5-7b-instruct"), tags=["gguf"])
+    fake_hub.add_repo(QWEN_DRAFT, {"qwen2.5-0.5b-instruct-q8_0.gguf": small, "qwen2.5-0.5b-instruct-fp16.gguf": small},
+                      tags=["gguf"])
+    return fake_hub
+
+
+def test_pull_suggests_the_familys_draft_model(qwen_hub: FakeHub):
+    result = tailor("pull", QWEN, "--quant", "q8_0")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1].endswith("qwen2.5-7b-instruct-Q8_0.gguf")
+    assert (f"tailor: {QWEN_DRAFT} (Qwen2.5, the same tokenizer) can draft for it and speed up its replies "
+            f"(speculative decoding): tailor pull {QWEN_DRAFT} --quant Q8_0, or pull with --with-draft") in result.stderr
+    # A model of no family we know, or one that is a draft itself: no suggestion
+    small = tailor("pull", QWEN_DRAFT, "--quant", "q8_0")
+    assert small.returncode == 0 and "can draft for it" not in small.stderr
+
+
+def test_pull_with_draft_fetches_both_and_auto_finds_the_draft_in_the_library(qwen_hub: FakeHub):
+    result = tailor("pull", QWEN, "--quant", "q8_0", "--with-draft")
+    assert result.returncode == 0, result.stderr
+    *before, model = result.stdout.strip().splitlines()
+    assert model.endswith("qwen2.5-7b-instruct-Q8_0.gguf") and Path(model).is_file()  # the model's path is last
+    assert before[-1].endswith("qwen2.5-0.5b-instruct-q8_0.gguf") and Path(before[-1]).is_file()
+    again = tailor("pull", QWEN, "--quant", "q8_0")
+    assert "tailor: speculative decoding: Auto drafts for it with qwen2.5-0.5b-instruct-q8_0.gguf from your library" \
+        in again.stderr

@@ -66,6 +66,7 @@ class ModelManager(QWidget):
         self.tabs.addTab(self.library, "Library")
         QVBoxLayout(self).addWidget(self.tabs)
         self.search_page.repo_chosen.connect(self.open_repo)
+        self.repo_page.repo_requested.connect(self.open_repo)
         self.repo_page.download_requested.connect(self.start_download)
         self.library.load_requested.connect(self._load)
         self.bridge.state_changed.connect(self._on_download_state)

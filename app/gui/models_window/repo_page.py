@@ -40,6 +40,7 @@ from app.services.pull_plan import (
     read_candidates,
     with_extras,
 )
+from models.draft_suggestions import draft_for
 from models.hub import HubClient
 from models.plan_candidates import Candidate
 from models.plan_machine import Machine
@@ -76,10 +77,12 @@ class RepoPage(QWidget):
         loaded(): the page shows a repo (read, or re-planned after a change of context or KV
             type), or a message in `status` saying why not.
         download_requested(object, object): a `DownloadRequest` and the auth headers for it.
+        repo_requested(str): the user asked for another repo's page (the draft model suggested).
     """
 
     loaded = Signal()
     download_requested = Signal(object, object)
+    repo_requested = Signal(str)
 
     def __init__(self, jobs: Jobs, client_factory: Callable[[], HubClient] = HubClient,
                  machine_factory: Callable[[], Machine] = this_machine, parent: QWidget | None = None):
@@ -112,6 +115,12 @@ class RepoPage(QWidget):
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status = QLabel("", wordWrap=True)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # The small model of the family that drafts for this one (speculative decoding), when there is one
+        self.draft_hint = QLabel("", wordWrap=True)
+        self.draft_hint.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse
+                                                | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
+        self.draft_hint.linkActivated.connect(self.repo_requested)
+        self.draft_hint.hide()
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -125,6 +134,7 @@ class RepoPage(QWidget):
         layout.addWidget(self.header)
         layout.addLayout(controls)
         layout.addWidget(self.status)
+        layout.addWidget(self.draft_hint)
         layout.addWidget(self.table, 1)
 
     def set_plan_settings(self, n_ctx: int | None, auto_cap: int, kv_type: str) -> None:
@@ -238,10 +248,20 @@ class RepoPage(QWidget):
                                 f"{self.verdict_of(pick)}.")
         else:
             self.status.setText(assessment.note or "No file of this repo fits this machine.")
+        self._show_draft_hint(d.id, assessment)
         self.table.setRowCount(len(assessment.groups))
         for row, g in enumerate(assessment.groups):
             self._fill_row(row, g)
         self.loaded.emit()
+
+    def _show_draft_hint(self, repo_id: str, assessment: RepoAssessment) -> None:
+        suggestion = draft_for(repo_id) if any(g.group.format == "gguf" for g in assessment.groups) else None
+        self.draft_hint.setVisible(suggestion is not None)
+        if suggestion is not None:
+            self.draft_hint.setText(
+                f"Faster replies: <a href=\"{suggestion.repo}\">{suggestion.repo}</a> ({suggestion.family}, the "
+                f"same tokenizer) can draft for this model (speculative decoding). Get its {suggestion.quant} file "
+                "too: with it in your library, Auto drafts with it.")
 
     def _fill_row(self, row: int, g: GroupVerdict) -> None:
         group = g.group
