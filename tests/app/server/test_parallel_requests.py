@@ -62,14 +62,14 @@ def test_four_streams_at_once_are_each_what_they_are_alone(start_server):
     assert max(start for start, _ in spans.values()) < min(end for _, end in spans.values())
 
 
-def test_a_hundred_clients_on_four_slots_each_get_an_answer_or_a_clear_503(start_server):
-    server = start_server(parallel=4, queue_timeout_s=1.0)
+def a_hundred_at_once(server: ServerThread, question: str, max_tokens: int) -> list[tuple[int, dict]]:
+    """100 chat completions sent at once, each over its own connection: their (status, body)."""
     results: list[tuple[int, dict]] = []
     lock = threading.Lock()
 
     def one(i: int) -> None:
-        outcome = post(server, {"model": MODEL, "messages": ask(f"Tell me a story about the number {i}."),
-                                "max_tokens": 64, "temperature": 0})
+        outcome = post(server, {"model": MODEL, "messages": ask(question.format(i)), "max_tokens": max_tokens,
+                                "temperature": 0})
         with lock:
             results.append(outcome)
 
@@ -78,6 +78,12 @@ def test_a_hundred_clients_on_four_slots_each_get_an_answer_or_a_clear_503(start
         t.start()
     for t in threads:
         t.join(300)
+    return results
+
+
+def test_a_hundred_clients_on_four_slots_each_get_an_answer_or_a_clear_503(start_server):
+    server = start_server(parallel=4, queue_timeout_s=1.0)
+    results = a_hundred_at_once(server, "Tell me a story about the number {}.", max_tokens=64)
     assert len(results) == 100
     answered = [body for status, body in results if status == 200]
     busy = [body for status, body in results if status == 503]
@@ -94,16 +100,6 @@ def test_a_hundred_clients_on_four_slots_each_get_an_answer_or_a_clear_503(start
 
 def test_a_hundred_clients_with_room_to_wait_are_all_answered(start_server):
     server = start_server(parallel=4)
-    statuses: list[int] = []
-
-    def one(i: int) -> None:
-        status, _ = post(server, {"model": MODEL, "messages": ask(f"Say {i}."), "max_tokens": 4, "temperature": 0})
-        statuses.append(status)
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(100)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    assert statuses == [200] * 100
+    results = a_hundred_at_once(server, "Say {}.", max_tokens=4)
+    assert [status for status, _ in results] == [200] * 100
     assert server.engine.active == [] and server.engine.waiting == 0
