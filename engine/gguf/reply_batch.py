@@ -137,15 +137,12 @@ class ReplyBatch:
         for reply in self.running:
             if reply.outcome is None and reply.cancelled():
                 self._cancel(reply)
-        while True:
-            parts = self._plan()
-            if not parts:
-                break
+        while parts := self._plan():
             try:
                 self._decode(parts)
             except KvCacheFull:
                 self._fail_newest()
-                continue
+                continue  # the batch again, without it
             for part in parts:
                 self._seqs.appended(part.reply.slot, part.tokens)
                 if not part.reply.generating:
