@@ -85,6 +85,7 @@ class EngineHost:
         self._events = events
         self._send_lock = threading.Lock()
         self._backend: Backend | None = None
+        self._batching: BatchingBackend | None = None  # the backend, where it batches (checked once, at load)
         self._inbox: Queue[Request | None] = Queue()
         self._cancelled: set[int] = set()
         self._cancel_lock = threading.Lock()
@@ -124,10 +125,10 @@ class EngineHost:
         """Handle queued requests in order while they can run now; False once told to shut down."""
         while self._queue:
             request = self._queue[0]
-            batching = isinstance(request, GenerateRequest) and isinstance(self._backend, BatchingBackend)
-            if batching and self._backend.free_slots > 0:  # type: ignore[union-attr]
+            batching = self._batching if isinstance(request, GenerateRequest) else None
+            if batching is not None and batching.free_slots > 0:
                 self._queue.popleft()
-                self._start(request)  # type: ignore[arg-type]
+                self._start(batching, request)  # type: ignore[arg-type]
                 continue
             if self._replies:  # a full batch, or a load, unload or shutdown behind running replies: wait
                 if request is None or isinstance(request, ShutdownRequest):
@@ -154,7 +155,7 @@ class EngineHost:
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
-            self._backend = None
+            self._backend = self._batching = None
 
     # ------------------------------------------------------------ requests
 
@@ -192,6 +193,7 @@ class EngineHost:
         backend = self._new_backend(request.path)
         info = backend.load(request)
         self._backend = backend
+        self._batching = backend if isinstance(backend, BatchingBackend) else None
         self._send(Loaded(info, time.perf_counter() - t0))
         if request.status_dir and (self._status is None or self._status.path.parent != Path(request.status_dir)):
             self.remove_status()
@@ -225,12 +227,10 @@ class EngineHost:
         self._send(done)
         self._send_memory(backend.memory())
 
-    def _start(self, request: GenerateRequest) -> None:
+    def _start(self, backend: BatchingBackend, request: GenerateRequest) -> None:
         """Start a reply in the batching backend, beside those running."""
         rid = request.request_id
         out = _ReplyOut(rid, self._send)
-        backend = self._backend
-        assert isinstance(backend, BatchingBackend)
         if self._guarded(request, lambda: backend.submit(request, out.emit, lambda: self._is_cancelled(rid))):
             self._replies[rid] = out
         else:  # refused: its Error is sent
@@ -238,8 +238,8 @@ class EngineHost:
 
     def _step(self) -> None:
         """One batch of the running replies; each that ended gets its last text and its Done or Error."""
-        backend = self._backend
-        assert isinstance(backend, BatchingBackend)
+        backend = self._batching
+        assert backend is not None  # replies run only in a batching backend
         for rid, outcome in backend.step():
             out = self._replies.pop(rid)
             out.flush()
