@@ -20,6 +20,13 @@ Speculative = Literal["auto", "off", "lookup", "draft"]
 SPECULATIVE_MODES: tuple[str, ...] = get_args(Speculative)
 
 
+# A GGUF draft's vocabulary may be this many tokens longer or shorter than the model's, as llama.cpp's own
+# speculative decoding allows: converters pad a vocabulary to the embedding's size, which differs within a
+# family (Qwen2.5's GGUFs hold 151,936 tokens at 0.5B and 152,064 at 7B, the same tokens before that). The
+# engine checks it at load, the library's draft search before suggesting a file.
+MAX_VOCAB_SIZE_DIFFERENCE = 128
+
+
 @dataclass(slots=True, frozen=True)
 class SpeculativeOptions:
     """Speculative decoding of a load, for either engine; each engine checks what it supports."""

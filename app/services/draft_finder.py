@@ -15,13 +15,10 @@ from pathlib import Path
 from models.errors import InvalidModelFile
 from models.gguf_header import GgufHeader, read_gguf_header
 from models.gguf_parse import GgufArray
+from models.load_options import MAX_VOCAB_SIZE_DIFFERENCE
 from models.store import ModelStore
 
 MAX_SHARE = 0.25  # a draft has at most this share of the model's weights, or it would not pay
-# Vocabularies padded to the embedding's size differ in length within a family (Qwen2.5: 151,936 tokens
-# at 0.5B, 152,064 at 7B); the engine takes a draft up to this many tokens apart
-# (engine/gguf/draft_model.py's MAX_VOCAB_SIZE_DIFFERENCE, which app/ cannot import: it loads llama_cpp).
-MAX_VOCAB_SIZE_DIFFERENCE = 128
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,11 +17,7 @@ from engine.backend import BackendError
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.llama_handle import LlamaHandle, LlamaSettings, Sampler
 from engine.gguf.prefix_cache import common_prefix_len
-
-# A draft's vocabulary may be this many tokens longer or shorter than the model's, as llama.cpp's own
-# speculative decoding allows: converters pad a vocabulary to the embedding's size, which differs within
-# a family (Qwen2.5's GGUFs hold 151,936 tokens at 0.5B and 152,064 at 7B, the same tokens before that).
-MAX_VOCAB_SIZE_DIFFERENCE = 128
+from models.load_options import MAX_VOCAB_SIZE_DIFFERENCE
 
 
 def vocabulary_difference(model: LlamaHandle, draft: LlamaHandle) -> str | None:
