@@ -196,15 +196,15 @@ class _Batch:
         self.size = size
         self.batch = llama_cpp.llama_batch_init(size, 0, 1)
 
-    def fill(self, tokens: Sequence[int], first_pos: int, seq_id: int, all_logits: bool = False) -> None:
-        """`tokens` at positions first_pos…, logits for the last one only (or, `all_logits`, for each:
-        what verifying speculative drafts needs)."""
+    def fill(self, tokens: Sequence[int], first_pos: int, seq_id: int) -> None:
+        """`tokens` of one sequence at positions first_pos…, logits for the last one only (several
+        sequences, or logits of every row to verify drafts: fill_rows)."""
         if not 0 < len(tokens) <= self.size:
             raise ValueError(f"a batch holds 1 to {self.size} tokens, not {len(tokens)}")
         b = self.batch
         b.n_tokens = len(tokens)
         for i, token in enumerate(tokens):
-            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = token, first_pos + i, 1, all_logits
+            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = token, first_pos + i, 1, False
             b.seq_id[i][0] = seq_id
         b.logits[len(tokens) - 1] = True
 
@@ -377,9 +377,9 @@ class LlamaHandle:
 
     # ------------------------------------------------------------ the KV cache
 
-    def decode(self, tokens: Sequence[int], first_pos: int, seq_id: int = 0, all_logits: bool = False) -> int:
+    def decode(self, tokens: Sequence[int], first_pos: int, seq_id: int = 0) -> int:
         """Evaluate up to n_batch tokens of one sequence; llama_decode's code (0 ok, 1 no free cells)."""
-        self._batch.fill(tokens, first_pos, seq_id, all_logits)
+        self._batch.fill(tokens, first_pos, seq_id)
         return int(llama_cpp.llama_decode(self._context.ptr, self._batch.batch))
 
     def decode_rows(self, rows: Sequence[BatchRow]) -> int:
