@@ -1,6 +1,7 @@
 """GGUF backend on llama-cpp-python: load, render the chat template, stream, reuse the KV prefix.
 
-llama_handle.py holds the model, its context and batch (every call into llama-cpp-python).
+llama_handle.py holds the model and its context, llama_batch.py and llama_sampler.py the rest of
+llama-cpp-python's calls.
 Each reply runs in a live sequence (a slot) of a context with several sequence ids, batched with
 the replies beside it (reply_batch.py); prefix_reuse.py decides which prefix a slot starts from
 (its own cells, another slot's, a parked sequence, a saved state in RAM or on disk), and

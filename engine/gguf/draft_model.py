@@ -15,7 +15,8 @@ from pathlib import Path
 
 from engine.backend import BackendError
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
-from engine.gguf.llama_handle import LlamaHandle, LlamaSettings, Sampler
+from engine.gguf.llama_handle import LlamaHandle, LlamaSettings
+from engine.gguf.llama_sampler import Sampler
 from engine.gguf.prefix_cache import common_prefix_len
 from models.load_options import MAX_VOCAB_SIZE_DIFFERENCE
 

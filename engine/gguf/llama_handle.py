@@ -3,8 +3,8 @@
 llama-cpp-python's `Llama` creates its context with a single sequence id and has no way to ask for
 more, so the engine opens llama.cpp through the library's ctypes bindings itself: one small class
 per C resource (model, context, batch, sampler chain), each freeing what it holds once, and a
-`LlamaHandle` that frees a load's three in reverse order through one ExitStack. No other engine
-file imports llama_cpp (tests/engine/test_llama_handle.py checks), so an upgrade of
+`LlamaHandle` that frees a load's three in reverse order through one ExitStack. No engine file
+but these `llama_*` ones imports llama_cpp (tests/engine/test_llama_handle.py checks), so an upgrade of
 llama-cpp-python touches this file alone.
 
 The parameters are those `llama_cpp.Llama(verbose=False)` gave the engine before (the same test
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
+
+from engine.gguf.llama_batch import Batch, BatchRow
 
 log = logging.getLogger(__name__)
 
@@ -179,77 +181,6 @@ class _Context:
             self.ptr = self.memory = None
 
 
-@dataclass(slots=True, frozen=True)
-class BatchRow:
-    """One token of a batch of several sequences: where it goes and whether its logits are wanted."""
-
-    token: int
-    pos: int
-    seq_id: int
-    logits: bool
-
-
-class _Batch:
-    """A llama_batch of up to `size` tokens, each of one sequence."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self.batch = llama_cpp.llama_batch_init(size, 0, 1)
-
-    def fill(self, tokens: Sequence[int], first_pos: int, seq_id: int) -> None:
-        """`tokens` of one sequence at positions first_pos…, logits for the last one only (several
-        sequences, or logits of every row to verify drafts: fill_rows)."""
-        if not 0 < len(tokens) <= self.size:
-            raise ValueError(f"a batch holds 1 to {self.size} tokens, not {len(tokens)}")
-        b = self.batch
-        b.n_tokens = len(tokens)
-        for i, token in enumerate(tokens):
-            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = token, first_pos + i, 1, False
-            b.seq_id[i][0] = seq_id
-        b.logits[len(tokens) - 1] = True
-
-    def fill_rows(self, rows: Sequence[BatchRow]) -> None:
-        """Tokens of several sequences in one batch, each with its own position and logits flag."""
-        if not 0 < len(rows) <= self.size:
-            raise ValueError(f"a batch holds 1 to {self.size} tokens, not {len(rows)}")
-        b = self.batch
-        b.n_tokens = len(rows)
-        for i, row in enumerate(rows):
-            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = row.token, row.pos, 1, row.logits
-            b.seq_id[i][0] = row.seq_id
-
-    def close(self) -> None:
-        if self.batch is not None:
-            llama_cpp.llama_batch_free(self.batch)
-            self.batch = None
-
-
-# The samplers a chain can hold, by the name sampling.py gives each step.
-_SAMPLERS = {
-    "greedy": llama_cpp.llama_sampler_init_greedy, "top_k": llama_cpp.llama_sampler_init_top_k,
-    "top_p": llama_cpp.llama_sampler_init_top_p, "min_p": llama_cpp.llama_sampler_init_min_p,
-    "temp": llama_cpp.llama_sampler_init_temp, "dist": llama_cpp.llama_sampler_init_dist,
-}
-
-
-class Sampler:
-    """A llama.cpp sampler chain of `steps`, (name, *arguments) run in order; close() frees it."""
-
-    def __init__(self, steps: Sequence[tuple]):
-        self._chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        for name, *args in steps:  # a name not in _SAMPLERS: KeyError
-            llama_cpp.llama_sampler_chain_add(self._chain, _SAMPLERS[name](*args))  # the chain owns it
-
-    def sample(self, llama: LlamaHandle, row: int = -1) -> int:
-        """The next token, from the logits of the last batch's `row`-th token (-1: its last)."""
-        return llama_cpp.llama_sampler_sample(self._chain, llama.context_pointer, row)
-
-    def close(self) -> None:
-        if self._chain:
-            llama_cpp.llama_sampler_free(self._chain)
-            self._chain = None
-
-
 def _model_params(settings: LlamaSettings) -> tuple[llama_cpp.llama_model_params, object]:
     """The model parameters, and the C array of the split they point to (kept alive with them)."""
     params = llama_cpp.llama_model_default_params()
@@ -303,7 +234,7 @@ class LlamaHandle:
             self._model = self._stack.enter_context(contextlib.closing(_Model(str(path), self.model_params)))
             self._context, self.n_seq = self._open_context(settings, on_context_refused)
             self.n_batch = settings.n_batch
-            self._batch = self._stack.enter_context(contextlib.closing(_Batch(self.n_batch)))
+            self._batch = self._stack.enter_context(contextlib.closing(Batch(self.n_batch)))
         except BaseException:
             self.close()
             raise

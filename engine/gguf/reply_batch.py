@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 
 from engine.backend import BackendError
 from engine.gguf.kv_sequences import KvCacheFull
-from engine.gguf.llama_handle import BatchRow, LlamaHandle, Sampler
+from engine.gguf.llama_batch import BatchRow
+from engine.gguf.llama_handle import LlamaHandle
+from engine.gguf.llama_sampler import Sampler
 from engine.gguf.prefix_cache import common_prefix_len
 from engine.gguf.prefix_reuse import MIN_RESTORE_GAIN, PrefixReuse
 from engine.gguf.speculation import DraftPolicy

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from engine.gguf.llama_handle import DEFAULT_SEED, Sampler
+from engine.gguf.llama_handle import DEFAULT_SEED
+from engine.gguf.llama_sampler import Sampler
 from engine.protocol import SamplingParams
 
 # Drops tokens far less likely than the best one: llama.cpp's default, and what keeps

@@ -12,7 +12,7 @@ import pytest
 
 from engine.backend import BackendError
 from engine.gguf.backend import GgufBackend
-from engine.gguf.llama_handle import BatchRow
+from engine.gguf.llama_batch import BatchRow
 from engine.gguf.reply_batch import RunningReply
 from engine.protocol import ChatMessage, Done, GenerateRequest, LoadRequest, SamplingParams
 from models.load_options import SpeculativeOptions
