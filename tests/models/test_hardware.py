@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 
 import psutil
 import pytest
@@ -23,6 +22,7 @@ from models.hardware import (
     parse_compute_capability,
     profile_for,
 )
+from tests.fixtures.fake_pynvml import RTX_3060, RTX_4090, FakeGpu, FakeHandle, FakePynvml
 
 pynvml = pytest.importorskip("pynvml")  # the fake raises pynvml's own error classes
 MIB = 1024**2
@@ -47,136 +47,6 @@ def _nvidia_smi(*query: str) -> list[list[str]] | None:
 
 
 needs_gpu = pytest.mark.skipif(_nvidia_smi("name") is None, reason="no NVIDIA GPU (nvidia-smi finds none)")
-
-
-# --- A fake pynvml: same function names, return types and error classes as nvidia-ml-py ---
-
-
-@dataclass
-class FakeGpu:
-    name: str
-    total: int
-    used: int = 0
-    cc: tuple[int, int] = (8, 9)
-    uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
-    processes: list[tuple[int, int | None]] = field(default_factory=list)
-    # NVML function name -> return code it fails with (e.g. GPU_IS_LOST mid-way)
-    fails: dict[str, int] = field(default_factory=dict)
-
-
-class FakeHandle:
-    """Opaque like pynvml's `c_nvmlDevice_t` pointer."""
-
-    def __init__(self, gpu: FakeGpu) -> None:
-        self.gpu = gpu
-
-
-class FakePynvml:
-    """Behaves like the `pynvml` module for the calls Tailor makes.
-
-    Args:
-        gpus: The devices, by NVML index.
-        init_error: NVML return code `nvmlInit` fails with (library missing, driver not loaded).
-        bytes_names: Return names, UUIDs and the driver version as bytes, as pynvml < 11.5 did.
-        cuda: `nvmlSystemGetCudaDriverVersion`'s integer, e.g. 12040 for CUDA 12.4.
-    """
-
-    NVMLError = pynvml.NVMLError
-
-    def __init__(
-        self,
-        gpus: list[FakeGpu] = (),
-        init_error: int | None = None,
-        bytes_names: bool = False,
-        driver: str = "550.54.15",
-        cuda: int = 12040,
-    ) -> None:
-        self.gpus = list(gpus)
-        self.init_error = init_error
-        self.bytes_names = bytes_names
-        self.driver = driver
-        self.cuda = cuda
-        self.refcount = 0  # NVML counts nvmlInit/nvmlShutdown pairs
-        self.calls: list[str] = []
-
-    def _check(self, function: str, gpu: FakeGpu | None = None) -> None:
-        self.calls.append(function)
-        if self.refcount <= 0:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
-        if gpu is not None and function in gpu.fails:
-            raise pynvml.NVMLError(gpu.fails[function])
-
-    def _text(self, value: str) -> str | bytes:
-        return value.encode() if self.bytes_names else value
-
-    def nvmlInit(self) -> None:
-        self.calls.append("nvmlInit")
-        if self.init_error is not None:
-            raise pynvml.NVMLError(self.init_error)
-        self.refcount += 1
-
-    def nvmlShutdown(self) -> None:
-        self._check("nvmlShutdown")
-        self.refcount -= 1
-
-    def nvmlDeviceGetCount(self) -> int:
-        self._check("nvmlDeviceGetCount")
-        return len(self.gpus)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:
-        self._check("nvmlDeviceGetHandleByIndex")
-        if not 0 <= index < len(self.gpus):
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        self._check("nvmlDeviceGetHandleByIndex", self.gpus[index])
-        return FakeHandle(self.gpus[index])
-
-    def nvmlDeviceGetName(self, handle: FakeHandle) -> str | bytes:
-        self._check("nvmlDeviceGetName", handle.gpu)
-        return self._text(handle.gpu.name)
-
-    def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str | bytes:
-        self._check("nvmlDeviceGetUUID", handle.gpu)
-        return self._text(handle.gpu.uuid)
-
-    def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: int | None = None) -> object:
-        self._check("nvmlDeviceGetMemoryInfo", handle.gpu)
-        info = pynvml.c_nvmlMemory_t()  # the ctypes struct pynvml returns
-        info.total, info.used, info.free = (
-            handle.gpu.total,
-            handle.gpu.used,
-            handle.gpu.total - handle.gpu.used,
-        )
-        return info
-
-    def nvmlDeviceGetCudaComputeCapability(self, handle: FakeHandle) -> tuple[int, int]:
-        self._check("nvmlDeviceGetCudaComputeCapability", handle.gpu)
-        return handle.gpu.cc
-
-    def _processes(self, function: str, handle: FakeHandle) -> list[object]:
-        self._check(function, handle.gpu)
-        procs = []
-        for pid, used in handle.gpu.processes:
-            proc = pynvml.nvmlFriendlyObject({"pid": pid, "usedGpuMemory": used})
-            procs.append(proc)
-        return procs
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeHandle) -> list[object]:
-        return self._processes("nvmlDeviceGetComputeRunningProcesses", handle)
-
-    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeHandle) -> list[object]:
-        return self._processes("nvmlDeviceGetGraphicsRunningProcesses", handle)
-
-    def nvmlSystemGetDriverVersion(self) -> str | bytes:
-        self._check("nvmlSystemGetDriverVersion")
-        return self._text(self.driver)
-
-    def nvmlSystemGetCudaDriverVersion(self) -> int:
-        self._check("nvmlSystemGetCudaDriverVersion")
-        return self.cuda
-
-
-RTX_4090 = FakeGpu("NVIDIA GeForce RTX 4090", 24564 * MIB, used=1200 * MIB, cc=(8, 9), uuid="GPU-4090")
-RTX_3060 = FakeGpu("NVIDIA GeForce RTX 3060", 12288 * MIB, used=300 * MIB, cc=(8, 6), uuid="GPU-3060")
 
 
 def _detect(fake: FakePynvml) -> HardwareProfile:
