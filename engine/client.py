@@ -25,6 +25,7 @@ from engine.protocol import (
     Event,
     GenerateRequest,
     LoadRequest,
+    ReplyShape,
     Request,
     SamplingParams,
     ShutdownRequest,
@@ -134,6 +135,7 @@ class EngineClient:
         *,
         prompt: str | None = None,
         on_event: Callable[[Event], None] | None = None,
+        shape: ReplyShape | None = None,
     ) -> int:
         """Start a reply; returns its request id. Answered by `Token`s then `Done` or `Error`.
 
@@ -148,7 +150,7 @@ class EngineClient:
             with self._routes_lock:  # before sending: the first event may come back at once
                 self._routes[request_id] = on_event
         try:
-            self._send(GenerateRequest(request_id, tuple(messages), sampling, prompt))
+            self._send(GenerateRequest(request_id, tuple(messages), sampling, prompt, shape or ReplyShape()))
         except EngineNotRunning:
             with self._routes_lock:
                 self._routes.pop(request_id, None)

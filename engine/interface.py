@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from engine.protocol import ChatMessage, Event, LoadRequest, SamplingParams
+from engine.protocol import ChatMessage, Event, LoadRequest, ReplyShape, SamplingParams
 
 
 class EngineNotRunning(RuntimeError):
@@ -48,6 +48,7 @@ class Engine(Protocol):
         *,
         prompt: str | None = None,
         on_event: Callable[[Event], None] | None = None,
+        shape: ReplyShape | None = None,
     ) -> int:
         """Start a reply; its request id. Answered by `Token`s, then `Done` or an `Error`.
 

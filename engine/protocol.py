@@ -15,9 +15,48 @@ from models.load_options import KvType, SpeculativeOptions, TorchOptions
 
 
 @dataclass(slots=True, frozen=True)
+class ToolCall:
+    """A call of one of the request's tools, as the model wrote it (OpenAI's `tool_calls` item)."""
+
+    id: str
+    name: str
+    arguments: str  # JSON text of an object, as OpenAI sends it
+
+
+@dataclass(slots=True, frozen=True)
 class ChatMessage:
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "user", "assistant", "tool"]
     content: str
+    # An assistant turn's calls of tools (its content may be empty then).
+    tool_calls: tuple[ToolCall, ...] = ()
+    # A tool turn: the answer to the call with this id, from the tool of that name.
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+# How much a reasoning model thinks before it answers: "auto" leaves it to the template's default,
+# "on"/"off" switch it where the template can, low/medium/high set an effort (gpt-oss's
+# reasoning_effort; "on" elsewhere).
+Reasoning = Literal["auto", "on", "off", "low", "medium", "high"]
+REASONING_CHOICES: tuple[Reasoning, ...] = ("auto", "on", "off", "low", "medium", "high")
+
+
+@dataclass(slots=True, frozen=True)
+class ReplyShape:
+    """What a reply may be besides free text: its reasoning, a JSON schema it must follow, tools.
+
+    JSON travels as text so the request stays plain, immutable data.
+    """
+
+    reasoning: Reasoning = "auto"
+    # Reasoning tokens after which the engine closes the think block and the model answers; None: no cap.
+    think_budget: int | None = None
+    # The answer must be JSON of this schema (JSON text); "{}" for any JSON object (json_object mode).
+    json_schema: str | None = None
+    # OpenAI's `tools` (JSON text of the list), rendered by the model's template and parsed back out.
+    tools: str | None = None
+    # "auto", "none", "required", or the name of the one function the reply must call.
+    tool_choice: str = "auto"
 
 
 @dataclass(slots=True, frozen=True)
@@ -88,6 +127,7 @@ class GenerateRequest:
     # A raw prompt continued as is, without the chat template (the server's /v1/completions);
     # when set, `messages` is ignored.
     prompt: str | None = None
+    shape: ReplyShape = ReplyShape()
 
 
 @dataclass(slots=True, frozen=True)
@@ -122,6 +162,10 @@ class ModelInfo:
     has_chat_template: bool
     # One line when the model did not load as planned (fewer GPU layers: the GPU was gone or full).
     notice: str | None = None
+    # What the chat template speaks (engine/reasoning_formats.py, engine/tool_formats.py): the name
+    # of its reasoning format and of its tool-call format; None: it has none.
+    reasoning_format: str | None = None
+    tool_format: str | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -139,6 +183,8 @@ class Unloaded:
 class Token:
     request_id: int
     text: str
+    # Text of the model's reasoning (its think block or analysis channel), not of its answer.
+    reasoning: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -154,6 +200,9 @@ class GenerationStats:
     decode_tok_s: float
     # Share of speculative drafts the model accepted (PyTorch engine); None when nothing was drafted.
     draft_acceptance: float | None = None
+    # Of gen_tokens, those the model spent reasoning, and how long that took (the "Thought for 12 s").
+    reasoning_tokens: int = 0
+    reasoning_s: float = 0.0
 
     def as_dict(self) -> dict[str, float | int | None]:
         figures: dict[str, float | int | None] = {
@@ -166,18 +215,23 @@ class GenerationStats:
         }
         if self.draft_acceptance is not None:
             figures["draft_acceptance"] = round(self.draft_acceptance, 3)
+        figures["reasoning_tokens"] = self.reasoning_tokens
         return figures
 
 
-FinishReason = Literal["stop", "length", "cancelled"]
+FinishReason = Literal["stop", "length", "cancelled", "tool_calls"]
 
 
 @dataclass(slots=True, frozen=True)
 class Done:
     request_id: int
-    text: str
+    text: str  # the answer alone
     finish_reason: FinishReason
     stats: GenerationStats
+    reasoning: str = ""  # what the model thought first (kept when it was cut off: see reasoning_closed)
+    tool_calls: tuple[ToolCall, ...] = ()
+    # False when the reply ended inside its reasoning (max tokens, stop pressed): the reasoning is partial.
+    reasoning_closed: bool = True
 
 
 ErrorKind = Literal[

@@ -24,6 +24,7 @@ from engine.protocol import (
     Loaded,
     LoadRequest,
     ModelInfo,
+    ReplyShape,
     SamplingParams,
 )
 
@@ -102,6 +103,7 @@ class RemoteEngine:
         *,
         prompt: str | None = None,
         on_event: Callable[[Event], None] | None = None,
+        shape: ReplyShape | None = None,
     ) -> int:
         """Start a reply; its request id. Raw prompts are not sent to remotes (chat only)."""
         self.start()
