@@ -175,6 +175,28 @@ def _tojson(
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
+def _message_dict(message: ChatMessage) -> dict[str, Any]:
+    """A message as transformers hands it to templates: tool calls with their arguments as a mapping
+    (templates write `arguments | tojson`), tool answers with the call's id and the tool's name."""
+    item: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        item["tool_calls"] = [
+            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": _arguments(call.arguments)}}
+            for call in message.tool_calls
+        ]
+    if message.role == "tool":
+        item["tool_call_id"] = message.tool_call_id
+        item["name"] = message.name
+    return item
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # as the client sent it
+
+
 def _raise_exception(message: str) -> None:
     raise ChatTemplateError(f"{REFUSED}: {message}")
 
@@ -213,7 +235,7 @@ class ChatTemplate:
 
     def render(
         self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True,
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None, variables: Mapping[str, Any] | None = None,
     ) -> str:
         """The prompt text for `messages`, ready to tokenize.
 
@@ -221,12 +243,15 @@ class ChatTemplate:
             messages: the conversation.
             add_generation_prompt: end with the header of the assistant's next turn.
             tools: function definitions in OpenAI's JSON-schema shape, for templates that list them.
+            variables: more of the template's variables (`enable_thinking`, `reasoning_effort`); they
+                cannot replace the ones above.
 
         Raises:
             ChatTemplateError: unsafe access, a template error, or a limit exceeded.
         """
         context = {
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            **(variables or {}),
+            "messages": [_message_dict(m) for m in messages],
             "add_generation_prompt": add_generation_prompt,
             "bos_token": self._bos,
             "eos_token": self._eos,

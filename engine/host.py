@@ -211,9 +211,9 @@ class EngineHost:
         out = _ReplyOut(rid, self._send)
         last_report = time.monotonic()
 
-        def emit(text: str) -> None:
+        def emit(text: str, reasoning: bool = False) -> None:
             nonlocal last_report
-            out.emit(text)
+            out.emit(text, reasoning)
             if time.monotonic() - last_report >= MEMORY_REPORT_INTERVAL_S:
                 last_report = time.monotonic()
                 self._send_memory(backend.memory())
@@ -325,14 +325,19 @@ class EngineHost:
 
 class _ReplyOut:
     """One reply's text on its way to the client, in pieces at most every TOKEN_FLUSH_INTERVAL_S (the
-    first at once: time to first token is what a warm prefix saves)."""
+    first at once: time to first token is what a warm prefix saves); reasoning and answer text go in
+    Tokens of their own."""
 
     def __init__(self, request_id: int, send: Callable[[Event], None]):
         self._rid, self._send = request_id, send
         self._pending: list[str] = []
+        self._reasoning = False  # the kind of the pending text
         self._last_flush = time.monotonic() - TOKEN_FLUSH_INTERVAL_S
 
-    def emit(self, text: str) -> None:
+    def emit(self, text: str, reasoning: bool = False) -> None:
+        if reasoning != self._reasoning:
+            self.flush()
+            self._reasoning = reasoning
         self._pending.append(text)
         now = time.monotonic()
         if now - self._last_flush >= TOKEN_FLUSH_INTERVAL_S:
@@ -341,7 +346,7 @@ class _ReplyOut:
 
     def flush(self) -> None:
         if self._pending:
-            self._send(Token(self._rid, "".join(self._pending)))
+            self._send(Token(self._rid, "".join(self._pending), self._reasoning))
             self._pending.clear()
 
 

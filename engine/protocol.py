@@ -51,12 +51,14 @@ class ReplyShape:
     reasoning: Reasoning = "auto"
     # Reasoning tokens after which the engine closes the think block and the model answers; None: no cap.
     think_budget: int | None = None
-    # The answer must be JSON of this schema (JSON text); "{}" for any JSON object (json_object mode).
+    # The answer must be JSON of this schema (JSON text); '{"type": "object"}' for OpenAI's json_object mode.
     json_schema: str | None = None
     # OpenAI's `tools` (JSON text of the list), rendered by the model's template and parsed back out.
     tools: str | None = None
     # "auto", "none", "required", or the name of the one function the reply must call.
     tool_choice: str = "auto"
+    # Several calls in one reply (OpenAI's parallel_tool_calls); False: at most one.
+    parallel_calls: bool = True
 
 
 @dataclass(slots=True, frozen=True)

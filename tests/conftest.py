@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,13 @@ def family_corpus(starter_model: Path, family_corpus_dir: Path) -> dict[str, Pat
     from tests.fixtures.tiny_gguf import borrow_tokenizer
 
     return corpus(family_corpus_dir, borrow_tokenizer(starter_model))
+
+
+@pytest.fixture(scope="session")
+def format_models(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """The starter model under a reasoning or tool-calling model's template, by name
+    (tests/fixtures/format_models.py), each written once a session."""
+    from tests.fixtures.format_models import format_model
+
+    folder = tmp_path_factory.mktemp("format-models")
+    return lambda name: format_model(folder, name)

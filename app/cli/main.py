@@ -16,6 +16,7 @@ from app.cli.mem import add_mem_parser, final_report, memory_json
 from app.cli.plan import PlanError, add_plan_parser, context_option
 from app.cli.preset import PresetError, add_preset_parser, apply_chat_preset
 from app.cli.pull import add_pull_parser
+from app.cli.reply_options import add_reply_arguments, reply_shape
 from app.cli.search import add_search_parser
 from app.cli.serve import add_serve_parser
 from app.services.chat_defaults import (
@@ -93,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpu-memory-fraction", type=_fraction, default=0.9, metavar="F",
         help="PyTorch engine: share of the GPU memory left after the weights for the KV cache (%(default)s)",
     )
+    add_reply_arguments(chat)
     chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
     chat.add_argument(
         "--preset", help="take the system prompt and sampling from this preset (options you give win)"
@@ -168,6 +170,7 @@ def run_chat(args: argparse.Namespace) -> int:
         model = args.model or starter_model_path()
     except StarterModelMissing as exc:
         raise CliError(str(exc)) from None
+    shape = reply_shape(args, CliError)
     messages = []
     if args.system:
         messages.append(ChatMessage("system", args.system))
@@ -191,7 +194,7 @@ def run_chat(args: argparse.Namespace) -> int:
         client.load(planned.request)
         info = _wait_loaded(client)
         print(f"tailor: {_loaded_line(info, args.ctx is None, planned.plan)}", file=sys.stderr)
-        request_id = client.generate(messages, sampling)
+        request_id = client.generate(messages, sampling, shape=shape)
         previous = signal.getsignal(signal.SIGINT)
         interrupts = _ReplyInterrupts(client, request_id)
         signal.signal(signal.SIGINT, interrupts)
@@ -277,8 +280,9 @@ def _stream(client: EngineClient, request_id: int, interrupts: _ReplyInterrupts)
             continue
         if isinstance(event, Token):
             interrupts.heard()  # the reply's own loop is alive (memory reports come from another thread)
-            sys.stdout.write(event.text)
-            sys.stdout.flush()
+            out = sys.stderr if event.reasoning else sys.stdout  # the answer alone on stdout, for scripts
+            out.write(event.text)
+            out.flush()
         elif isinstance(event, Done):
             return event
         elif isinstance(event, Error):

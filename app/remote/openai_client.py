@@ -99,13 +99,14 @@ class RemoteChat:
         sampling: SamplingParams,
         cancelled: Callable[[], bool] = lambda: False,
         on_response: Callable[[httpx.Response], None] | None = None,
+        effort: str | None = None,
     ) -> Iterator[Event]:
         """Token events, then one Done (or an Error with kind "remote").
 
         Stops early when `cancelled()`; `on_response` gets the open response, so a canceller on
         another thread can interrupt it while the server is still silent (a long prefill).
         At `sampling.max_tokens` tokens the reply ends as length-limited whatever the server
-        does (see ReplyGuard).
+        does (see ReplyGuard). `effort`: the server's reasoning_effort (none: its default).
         """
         body: dict[str, Any] = {
             "model": self.endpoint.model,
@@ -120,8 +121,11 @@ class RemoteChat:
             body["seed"] = sampling.seed
         if sampling.stop:
             body["stop"] = list(sampling.stop)
+        if effort is not None:
+            body["reasoning_effort"] = effort
         t0 = time.perf_counter()
         pieces: list[str] = []
+        thoughts: list[str] = []
         finish: FinishReason = "length"
         usage = _Usage()
         guard = ReplyGuard(sampling.max_tokens, self.endpoint.idle_timeout_s)
@@ -151,6 +155,9 @@ class RemoteChat:
                             if shown and kept:
                                 pieces.append(kept)
                                 yield Token(request_id, kept)
+                            elif kept:  # the server's reasoning_content: streamed apart
+                                thoughts.append(kept)
+                                yield Token(request_id, kept, reasoning=True)
                         if reason:
                             finish = "stop" if reason == "stop" else "length"
                     if cut:
@@ -188,7 +195,8 @@ class RemoteChat:
             prefill_tok_s=0.0,  # not known from outside the server
             decode_tok_s=(gen - 1) / decode_s if gen > 1 and decode_s > 0 else 0.0,
         )
-        yield Done(request_id, "".join(pieces), finish, stats)
+        yield Done(request_id, "".join(pieces), finish, stats, reasoning="".join(thoughts),
+                   reasoning_closed=bool(pieces) or not thoughts)
 
     # ------------------------------------------------------------ errors in words
 

@@ -110,7 +110,8 @@ class RemoteEngine:
         request_id = next(self._ids)
         deliver = on_event or self._on_event
         threading.Thread(
-            target=self._run, args=(request_id, tuple(messages), sampling, deliver), name="remote-reply",
+            target=self._run, args=(request_id, tuple(messages), sampling, deliver, _effort(shape)),
+            name="remote-reply",
             daemon=True,
         ).start()
         return request_id
@@ -155,7 +156,7 @@ class RemoteEngine:
         self._on_event(Loaded(remote_model_info(self.endpoint), 0.0))
 
     def _run(self, request_id: int, messages: tuple[ChatMessage, ...], sampling: SamplingParams,
-             deliver: Callable[[Event], None]) -> None:
+             deliver: Callable[[Event], None], effort: str | None) -> None:
         chat = self._chat
         if chat is None:
             deliver(Error("remote", "The remote endpoint was closed.", request_id))
@@ -171,7 +172,7 @@ class RemoteEngine:
                 response.close()
 
         try:
-            for event in chat.stream(request_id, messages, sampling, cancelled, opened):
+            for event in chat.stream(request_id, messages, sampling, cancelled, opened, effort):
                 deliver(event)
         except Exception as exc:  # a reply must end, whatever a server's answer breaks: else the window waits forever
             deliver(Error("remote", f"The reply from {self.endpoint.base} failed: {type(exc).__name__}: {exc}",
@@ -180,3 +181,10 @@ class RemoteEngine:
             with self._lock:
                 self._responses.pop(request_id, None)
                 self._cancelled.discard(request_id)
+
+
+def _effort(shape: ReplyShape | None) -> str | None:
+    """OpenAI's reasoning_effort for the chat's Reasoning setting; None leaves the server's default (a
+    thinking budget is the local engine's: a remote server has no such field)."""
+    reasoning = shape.reasoning if shape is not None else "auto"
+    return {"off": "none", "low": "low", "medium": "medium", "high": "high"}.get(reasoning)

@@ -20,7 +20,16 @@ from pathlib import Path
 
 from app.server.config import DEFAULT_QUEUE_TIMEOUT_S
 from engine.interface import Engine, EngineNotRunning
-from engine.protocol import DEFAULT_PARALLEL, ChatMessage, Done, Error, Event, ModelInfo, SamplingParams
+from engine.protocol import (
+    DEFAULT_PARALLEL,
+    ChatMessage,
+    Done,
+    Error,
+    Event,
+    ModelInfo,
+    ReplyShape,
+    SamplingParams,
+)
 
 # How many finished replies the port remembers (for logs and tests).
 HISTORY = 64
@@ -80,7 +89,8 @@ class EnginePort:
         return tuple(dict.fromkeys((model_id(info), info.name)))
 
     async def generate(
-        self, messages: Sequence[ChatMessage], sampling: SamplingParams, prompt: str | None = None
+        self, messages: Sequence[ChatMessage], sampling: SamplingParams, prompt: str | None = None,
+        shape: ReplyShape | None = None,
     ) -> AsyncIterator[Event]:
         """The reply's events, ending with its Done or Error.
 
@@ -107,7 +117,7 @@ class EnginePort:
                     loop.call_soon_threadsafe(queue.put_nowait, event)
 
             try:
-                request_id = self._client.generate(messages, sampling, prompt=prompt, on_event=on_event)
+                request_id = self._client.generate(messages, sampling, prompt=prompt, on_event=on_event, shape=shape)
             except EngineNotRunning as exc:
                 yield Error("engine_died", f"The engine is not running ({exc}).")
                 return

@@ -25,7 +25,7 @@ from app.server.guard import ASGIApp, Guard
 from app.server.params import CompletionParams, parse_chat, parse_completion
 from app.server.request_json import load_request_json
 from app.server.streaming import DONE_LINE, ClientGone, EventStream, sse, unless_disconnected
-from engine.protocol import Done, Error, Event, Token
+from engine.protocol import Done, Error, Event, Token, ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class _Api:
         except ApiError as error:
             return error_response(error)
         reply = _Reply(params, chat, self.port.model_ids()[0])
-        events = self.port.generate(params.messages, params.sampling, params.prompt)
+        events = self.port.generate(params.messages, params.sampling, params.prompt, params.shape)
         try:
             # The first event says whether the reply starts at all (or fails like a bad request).
             first = await unless_disconnected(anext(events), request.receive)
@@ -110,7 +110,7 @@ class _Api:
         info = self.port.model
         if info is None:
             raise ApiError(503, "No model is loaded.", "server_error", None, "model_not_loaded")
-        params = parse_chat(body, info.n_ctx) if chat else parse_completion(body, info.n_ctx)
+        params = parse_chat(body, info) if chat else parse_completion(body, info)
         if params.model not in self.port.model_ids():
             raise ApiError(
                 404, f"The model '{params.model}' does not exist here; this server has "
@@ -131,9 +131,10 @@ class _Reply:
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "choices": choices}
 
     @staticmethod
-    def _usage(done: Done) -> dict[str, int]:
+    def _usage(done: Done) -> dict[str, Any]:
         prompt, gen = done.stats.prompt_tokens, done.stats.gen_tokens
-        return {"prompt_tokens": prompt, "completion_tokens": gen, "total_tokens": prompt + gen}
+        return {"prompt_tokens": prompt, "completion_tokens": gen, "total_tokens": prompt + gen,
+                "completion_tokens_details": {"reasoning_tokens": done.stats.reasoning_tokens}}
 
     async def collect(self, first: Event, events: AsyncIterator[Event]) -> dict[str, Any] | ApiError:
         event = first
@@ -143,8 +144,12 @@ class _Reply:
             return from_engine(event)
         text = (self.params.prompt or "") + event.text if self.params.echo else event.text
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "logprobs": None, "finish_reason": event.finish_reason}
+            message: dict[str, Any] = {"role": "assistant", "content": text or (None if event.tool_calls else "")}
+            if event.reasoning:
+                message["reasoning_content"] = event.reasoning
+            if event.tool_calls:
+                message["tool_calls"] = [_call(c) for c in event.tool_calls]
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": event.finish_reason}
             body = self._envelope("chat.completion", [choice])
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": event.finish_reason}
@@ -152,11 +157,13 @@ class _Reply:
         body["usage"] = self._usage(event)
         return body
 
-    def _chunk(self, text: str | None, finish: str | None, role: bool = False) -> bytes:
+    def _chunk(self, text: str | None, finish: str | None, role: bool = False,
+               more: dict[str, Any] | None = None) -> bytes:
         if self.chat:
-            delta: dict[str, str] = {"role": "assistant"} if role else {}
+            delta: dict[str, Any] = {"role": "assistant"} if role else {}
             if text is not None:
                 delta["content"] = text
+            delta.update(more or {})
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
             return sse(self._envelope("chat.completion.chunk", [choice]))
         choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
@@ -176,9 +183,14 @@ class _Reply:
             yield self._chunk(self.params.prompt, None)
         event: Event | None = first
         while event is not None:
-            if isinstance(event, Token):
+            if isinstance(event, Token) and event.reasoning:
+                if self.chat:  # a text completion has no place for it
+                    yield self._chunk(None, None, more={"reasoning_content": event.text})
+            elif isinstance(event, Token):
                 yield self._chunk(event.text, None)
             elif isinstance(event, Done):
+                for i, call in enumerate(event.tool_calls):  # each call whole, in a chunk of its own
+                    yield self._chunk(None, None, more={"tool_calls": [{"index": i, **_call(call)}]})
                 yield self._chunk(None if self.chat else "", event.finish_reason)
                 if self.params.include_usage:
                     yield sse({**self._envelope(
@@ -189,3 +201,7 @@ class _Reply:
                 break
             event = await anext(events, None)
         yield DONE_LINE
+
+
+def _call(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}

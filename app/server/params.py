@@ -1,22 +1,25 @@
 """Request bodies of /v1/chat/completions and /v1/completions, checked into plain dataclasses.
 
 Every bad field becomes an ApiError (400) naming the field: the engine only ever sees
-values it can honour. Fields of OpenAI's API that change nothing here (penalties, user, ...)
-are accepted and ignored, as other local servers do.
+values it can honour. What each field of OpenAI's API does here is field_policy.py's table (a
+field this server cannot honour is refused, never dropped); the fields that shape a chat's reply
+(tools, response_format, reasoning_effort) are shape_params.py's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.server.errors import ApiError, bad_param
+from app.server.field_policy import check_fields
+from app.server.shape_params import message_tool_calls, parse_shape, tool_message_id
 from app.services.chat_defaults import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
-from engine.protocol import ChatMessage, SamplingParams
+from engine.protocol import ChatMessage, ModelInfo, ReplyShape, SamplingParams
 
 MAX_STOP_STRINGS = 4
 MAX_STOP_LENGTH = 256
-_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 
 
 @dataclass(slots=True, frozen=True)
@@ -30,10 +33,13 @@ class CompletionParams:
     stream: bool
     include_usage: bool
     echo: bool = False
+    shape: ReplyShape = ReplyShape()
 
 
-def parse_chat(body: Any, n_ctx: int) -> CompletionParams:
+def parse_chat(body: Any, model: ModelInfo) -> CompletionParams:
     body = _object(body)
+    check_fields(body, chat=True)
+    n_ctx = model.n_ctx
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_param("messages", "'messages' must be a non-empty array of messages.")
@@ -44,12 +50,15 @@ def parse_chat(body: Any, n_ctx: int) -> CompletionParams:
             400, f"The conversation has {len(messages)} messages; a context of {n_ctx} tokens cannot hold them.",
             param="messages", code="context_length_exceeded",
         )
-    parsed = tuple(_message(m, i) for i, m in enumerate(messages))
-    return _common(body, n_ctx, messages=parsed, prompt=None)
+    parsed = _named_tool_turns([_message(m, i) for i, m in enumerate(messages)])
+    shape = parse_shape(body, model)
+    return _common(body, n_ctx, messages=parsed, prompt=None, shape=shape)
 
 
-def parse_completion(body: Any, n_ctx: int) -> CompletionParams:
+def parse_completion(body: Any, model: ModelInfo) -> CompletionParams:
     body = _object(body)
+    check_fields(body, chat=False)
+    n_ctx = model.n_ctx
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
@@ -67,14 +76,15 @@ def parse_completion(body: Any, n_ctx: int) -> CompletionParams:
 
 
 def _common(body: dict, n_ctx: int, *, messages: tuple[ChatMessage, ...], prompt: str | None,
-            echo: bool = False) -> CompletionParams:
+            echo: bool = False, shape: ReplyShape | None = None) -> CompletionParams:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad_param("model", "'model' must be the name of a served model (see GET /v1/models).")
     if body.get("n") not in (None, 1):
         raise bad_param("n", "'n' must be 1: this server writes one choice per request.")
-    if body.get("logprobs") not in (None, False) or body.get("top_logprobs") is not None:
-        raise bad_param("logprobs", "Log probabilities are not supported by this server.")
+    for name in ("logprobs", "top_logprobs"):
+        if body.get(name) not in (None, False, 0):
+            raise bad_param(name, "Log probabilities are not supported by this server.")
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     param = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
     if max_tokens is None:
@@ -100,7 +110,8 @@ def _common(body: dict, n_ctx: int, *, messages: tuple[ChatMessage, ...], prompt
         seed=None if seed is None else seed % (1 << 32),  # llama.cpp takes a 32-bit seed
         stop=_stop(body.get("stop")),
     )
-    return CompletionParams(model, messages, prompt, sampling, stream, stream and include_usage, echo)
+    return CompletionParams(model, messages, prompt, sampling, stream, stream and include_usage, echo,
+                            shape or ReplyShape())
 
 
 def _object(body: Any) -> dict:
@@ -116,7 +127,7 @@ def _message(item: Any, index: int) -> ChatMessage:
     role = item.get("role")
     role = _ROLES.get(role) if isinstance(role, str) else None
     if role is None:
-        raise bad_param(f"{param}.role", f"'{param}.role' must be system, developer, user or assistant.")
+        raise bad_param(f"{param}.role", f"'{param}.role' must be system, developer, user, assistant or tool.")
     content = item.get("content")
     if content is None and role == "assistant":
         content = ""
@@ -129,7 +140,20 @@ def _message(item: Any, index: int) -> ChatMessage:
         content = "".join(texts)
     if not isinstance(content, str):
         raise bad_param(f"{param}.content", f"'{param}.content' must be a string or an array of text parts.")
-    return ChatMessage(role, content)  # type: ignore[arg-type]
+    if role == "tool":
+        name = item.get("name")
+        return ChatMessage("tool", content, tool_call_id=tool_message_id(item, param),
+                           name=name if isinstance(name, str) else None)
+    calls = message_tool_calls(item, param) if role == "assistant" else ()
+    return ChatMessage(role, content, calls)  # type: ignore[arg-type]
+
+
+def _named_tool_turns(messages: list[ChatMessage]) -> tuple[ChatMessage, ...]:
+    """Tool answers with the name of the function they answer (OpenAI's need only the call's id; some
+    templates write the name), taken from the assistant turn that made the call."""
+    names = {call.id: call.name for m in messages for call in m.tool_calls}
+    return tuple(replace(m, name=names.get(m.tool_call_id or "")) if m.role == "tool" and m.name is None else m
+                 for m in messages)
 
 
 def _stop(value: Any) -> tuple[str, ...]:

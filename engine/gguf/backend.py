@@ -31,6 +31,7 @@ from engine.gguf.llama_handle import (
     LlamaSettings,
     gpu_offload_supported,
 )
+from engine.gguf.llama_sampler import GrammarRefused, Sampler
 from engine.gguf.log_bridge import BufferSizes, LlamaLogBridge
 from engine.gguf.memory_report import GgufMemoryFigures, gguf_memory_report
 from engine.gguf.offload_fallback import fallback_notice, is_out_of_memory, layer_attempts, next_attempt
@@ -47,8 +48,10 @@ from engine.protocol import (
     LoadRequest,
     MemoryReport,
     ModelInfo,
+    SamplingParams,
 )
-from engine.reply_stream import ReplyStream, check_fits, render_chat, render_pinned
+from engine.reply_shape import ShapedPrompt, TemplateFormats, shape_prompt
+from engine.reply_stream import ReplyStream, check_fits, render_pinned
 from models.layer_split import split_points
 from models.load_options import SpeculativeOptions
 
@@ -91,6 +94,7 @@ class GgufBackend:
         self._draft_buffers: BufferSizes | None = None  # llama.cpp's buffers of the draft model
         self._draft_notice: str | None = None  # why Auto loaded without its draft model
         self._meter: DeviceMeter | None = None  # made at the first report, so NVML starts once
+        self._formats = TemplateFormats(None, None)  # what the loaded model's template speaks
 
     # ------------------------------------------------------------ loading
 
@@ -141,6 +145,7 @@ class GgufBackend:
             self._template_error = None
         except ChatTemplateError as exc:
             self._template, self._template_error = None, str(exc)
+        self._formats = TemplateFormats.of(source)
         self._info = ModelInfo(
             path=str(path),
             name=meta.get("general.name") or path.stem,
@@ -151,6 +156,8 @@ class GgufBackend:
             size_bytes=llama.size_bytes,
             has_chat_template=bool(source),
             notice=" ".join(n for n in (notice, self._draft_notice) if n) or None,
+            reasoning_format=self._formats.reasoning.name if self._formats.reasoning else None,
+            tool_format=self._formats.tools.name if self._formats.tools else None,
         )
         self._pin(request.pinned_prompts)
         return self._info
@@ -266,18 +273,42 @@ class GgufBackend:
         llama = self._require_model()
         assert self._batch is not None and self._prefixes is not None
         t_start = time.perf_counter()
-        tokens = self._prompt_tokens(request)
+        shaped = self._shaped(request)
+        tokens = self._prompt_tokens(request, shaped)
         check_fits(len(tokens), llama.n_ctx)
         s = request.sampling
+        reply = ReplyStream(request, len(tokens), emit, t_start, shaped)
+        grammar = shaped.grammar if shaped is not None else None
+        sampler = self._sampler(s, grammar if reply.in_answer else None, check=grammar)
         slot = self._batch.free_slot_for(tokens)
         cached = self._prefixes.prepare(tokens, room=len(tokens) + min(s.max_tokens, llama.n_ctx - len(tokens)),
                                         slot=slot)
-        policy = DraftPolicy(self._speculation.mode if llama.trims_tail else "off",
-                             self._speculation.tokens or DEFAULT_DRAFT_TOKENS)
+        # Drafts are not verified through a grammar: a constrained reply decodes one token at a time.
+        mode = self._speculation.mode if llama.trims_tail and grammar is None else "off"
+        policy = DraftPolicy(mode, self._speculation.tokens or DEFAULT_DRAFT_TOKENS)
         self._batch.add(RunningReply(
-            request, slot, tokens, cached, ReplyStream(request, len(tokens), emit, t_start), make_sampler(s), policy,
-            self._drafter(tokens) if policy.active else None, cancelled,
+            request, slot, tokens, cached, reply, sampler, policy, self._drafter(tokens) if policy.active else None,
+            cancelled, grammar=None if reply.in_answer else grammar,
+            special=bool(shaped and shaped.reasoning and shaped.reasoning.special_tokens),
         ))
+
+    def _shaped(self, request: GenerateRequest) -> ShapedPrompt | None:
+        """The chat's prompt rendered for its shape (None for a raw completion)."""
+        if request.prompt is not None:
+            return None
+        return shape_prompt(self._template, self._template_error, list(request.messages), request.shape,
+                            self._formats)
+
+    def _sampler(self, params: SamplingParams, grammar: str | None, check: str | None = None) -> Sampler:
+        """The reply's sampler chain, with `grammar` first; `check`: a grammar llama.cpp must be able to
+        parse (used later, when the reasoning ends): a bad_request now if it cannot."""
+        assert self._llama is not None
+        try:
+            if check is not None and grammar is None:
+                make_sampler(params, check, self._llama.vocab_pointer).close()
+            return make_sampler(params, grammar, self._llama.vocab_pointer)
+        except GrammarRefused as exc:
+            raise BackendError("bad_request", f"The output's grammar was refused: {exc}.") from None
 
     def step(self) -> list[tuple[int, Done | BackendError]]:
         """One batch of every running reply; (request id, Done or BackendError) of those that ended."""
@@ -317,13 +348,15 @@ class GgufBackend:
             raise BackendError("no_model", "No model is loaded.")
         return self._llama
 
-    def _prompt_tokens(self, request: GenerateRequest) -> list[int]:
+    def _prompt_tokens(self, request: GenerateRequest, shaped: ShapedPrompt | None) -> list[int]:
+        if shaped is not None:
+            return self._tokenize(shaped.text)
         if request.prompt is not None:  # a raw completion: no chat template
             raw = self._llama.tokenize(request.prompt.encode("utf-8"), add_bos=self._add_bos, special=True)
             if not raw:
                 raise BackendError("bad_request", "The prompt is empty.")
             return raw
-        return self._tokenize(render_chat(self._template, self._template_error, request.messages))
+        raise AssertionError("a chat request is shaped")
 
     def _tokenize(self, prompt: str) -> list[int]:
         """Tokens of a rendered prompt; BOS is added unless the template wrote it already."""

@@ -274,6 +274,10 @@ class LlamaHandle:
         return self._context.ptr
 
     @property
+    def vocab_pointer(self) -> llama_cpp.llama_vocab_p:
+        return self._model.vocab
+
+    @property
     def model_pointer(self) -> llama_cpp.llama_model_p:
         return self._model.ptr
 

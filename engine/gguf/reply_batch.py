@@ -29,6 +29,7 @@ from engine.gguf.llama_handle import LlamaHandle
 from engine.gguf.llama_sampler import Sampler
 from engine.gguf.prefix_cache import common_prefix_len
 from engine.gguf.prefix_reuse import MIN_RESTORE_GAIN, PrefixReuse
+from engine.gguf.sampling import make_sampler
 from engine.gguf.speculation import DraftPolicy
 from engine.protocol import Done, FinishReason, GenerateRequest
 from engine.reply_stream import ReplyStream
@@ -57,6 +58,9 @@ class RunningReply:
     drafts: list[int] = field(default_factory=list)  # the drafts among them, in the cache until refuted
     step_start: float | None = None  # when the step being measured began (None: not measured)
     outcome: Outcome | None = None
+    # The answer's grammar while the reply still reasons: its sampler takes it when the answer starts.
+    grammar: str | None = None
+    special: bool = False  # its format's markers are control tokens: their text is read too
 
     @property
     def generating(self) -> bool:
@@ -230,7 +234,7 @@ class ReplyBatch:
             token = r.sampler.sample(llama, part.first + row if drafts else last_row)
             r.reply.token()
             hit = row < len(drafts) and token == drafts[row]
-            finish = _finish_after(llama, token, r.reply, r.decoder, r.cancelled)
+            finish = _finish_after(llama, token, r)
             # Where plain decoding would be: the accepted tokens, this one not yet counted.
             n_kept = seqs.length(r.slot) - len(drafts) + row
             if finish is None and (r.reply.n_gen >= r.request.sampling.max_tokens or n_kept + 1 >= llama.n_ctx):
@@ -248,26 +252,46 @@ class ReplyBatch:
             if r.step_start is not None and alone:
                 r.policy.record(len(drafts), row, now - r.step_start)
             r.step_start = now  # a step's cost: drafting and verifying
-            r.context += [*drafts[:row], token]
-            n_live = seqs.length(r.slot)
+            forced = self._close_reasoning(r)
+            if r.grammar is not None and r.reply.in_answer:
+                self._constrain(r)
+            r.context += [*drafts[:row], token, *forced]
+            n_live = seqs.length(r.slot) + len(forced)
             room = min(r.request.sampling.max_tokens - r.reply.n_gen - 1, llama.n_ctx - n_live - 2)
             # Drafts only while the reply runs alone: beside others, one more token per step costs what
             # a draft would save (and the cost model measured steps of this reply alone).
-            if r.drafter is not None and len(self.running) == 1:
+            if r.drafter is not None and len(self.running) == 1 and not forced:
                 r.drafts = r.drafter(r.context, r.policy.limit(room))
             else:
                 r.step_start = None
-            r.next_tokens = [token, *r.drafts]
+            r.next_tokens = [token, *forced, *r.drafts]
             return
 
+    def _close_reasoning(self, r: RunningReply) -> list[int]:
+        """The tokens that end the reply's reasoning when its budget is spent: decoded with its next
+        token as if the model had written them, their text read as the model's."""
+        text = r.reply.close_reasoning()
+        if not text:
+            return []
+        forced = self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        for token in forced:
+            r.reply.add(r.decoder.decode(self._llama.detokenize([token], special=r.special)))
+        return forced
 
-def _finish_after(llama: LlamaHandle, token: int, reply: ReplyStream, decoder: codecs.IncrementalDecoder,
-                  cancelled: Callable[[], bool]) -> FinishReason | None:
+    def _constrain(self, r: RunningReply) -> None:
+        """The answer begins: from the next token on, the reply follows its grammar (checked at submit)."""
+        grammar, r.grammar = r.grammar, None
+        r.sampler.close()
+        r.sampler = make_sampler(r.request.sampling, grammar, self._llama.vocab_pointer)
+        r.drafter = None
+
+
+def _finish_after(llama: LlamaHandle, token: int, r: RunningReply) -> FinishReason | None:
     """Why the reply ends at `token` (cancelled, end of generation, a stop string); None when it goes
     on, its text added to the reply."""
-    if cancelled():
+    if r.cancelled():
         return "cancelled"
     if llama.is_end_of_generation(token):
         return "stop"
-    reply.add(decoder.decode(llama.detokenize([token])))
-    return "stop" if reply.stopped else None
+    r.reply.add(r.decoder.decode(llama.detokenize([token], special=r.special)))
+    return "stop" if r.reply.stopped else None

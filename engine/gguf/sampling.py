@@ -11,11 +11,12 @@ from engine.protocol import SamplingParams
 MIN_P = 0.05
 
 
-def make_sampler(params: SamplingParams) -> Sampler:
-    """Greedy at temperature 0; otherwise top-k, top-p, min-p, temperature, then a seeded draw."""
+def make_sampler(params: SamplingParams, grammar: str | None = None, vocab: object = None) -> Sampler:
+    """Greedy at temperature 0; otherwise top-k, top-p, min-p, temperature, then a seeded draw; a
+    `grammar` (over the model's `vocab`) before them all."""
     if params.temperature <= 0:
-        return Sampler([("greedy",)])
+        return Sampler([("greedy",)], grammar, vocab)
     steps = [("top_k", params.top_k)] if params.top_k > 0 else []
     steps += [("top_p", params.top_p, 1), ("min_p", MIN_P, 1), ("temp", params.temperature),
               ("dist", params.seed if params.seed is not None else DEFAULT_SEED)]
-    return Sampler(steps)
+    return Sampler(steps, grammar, vocab)

@@ -27,7 +27,8 @@ from engine.protocol import (
     ModelInfo,
     SamplingParams,
 )
-from engine.reply_stream import ReplyStream, check_fits, render_chat
+from engine.reply_shape import ShapedPrompt, shape_prompt
+from engine.reply_stream import ReplyStream, check_fits
 from engine.torch.hf_tokenizer import IncrementalDecoder
 from engine.torch.kv_pool import BLOCK_SIZE
 from engine.torch.load_settings import DEFAULT_SPECULATIVE_TOKENS
@@ -81,11 +82,12 @@ class TorchBackend:
             raise BackendError("no_model", "No model is loaded.")
         engine, spec = session.engine, session.spec
         t_start = time.perf_counter()
-        tokens = self._prompt_tokens(session, request)
+        shaped = self._shaped(session, request)
+        tokens = self._prompt_tokens(session, request, shaped)
         check_fits(len(tokens), engine.config.max_model_len)
         seq_id = engine.add_request(tokens, sampling_options(request.sampling))
         proposed0, accepted0 = (spec.proposed, spec.accepted) if spec is not None else (0, 0)
-        reply = ReplyStream(request, len(tokens), emit, t_start)
+        reply = ReplyStream(request, len(tokens), emit, t_start, shaped)
         decoder = IncrementalDecoder(session.tokenizer)
         finish: FinishReason = "length"
         cached: int | None = None
@@ -126,12 +128,25 @@ class TorchBackend:
         return reply.done(finish, cached or 0, decoder.flush(), self.last_acceptance_rate)
 
     @staticmethod
-    def _prompt_tokens(session: TorchSession, request: GenerateRequest) -> list[int]:
+    def _shaped(session: TorchSession, request: GenerateRequest) -> ShapedPrompt | None:
+        """The chat rendered for its shape; what this engine cannot do is refused by name."""
+        if request.prompt is not None:
+            return None
         tokenizer = session.tokenizer
-        if request.prompt is not None:  # a raw completion: no chat template
-            text = request.prompt
-        else:
-            text = render_chat(tokenizer.template, tokenizer.template_error, request.messages)
+        shaped = shape_prompt(tokenizer.template, tokenizer.template_error, list(request.messages), request.shape,
+                              tokenizer.formats)
+        if shaped.grammar is not None:
+            raise BackendError("bad_request", "The PyTorch engine cannot constrain its output to a JSON schema or "
+                                              "to tool calls; load the model as a GGUF file for that.")
+        if shaped.think_budget is not None:
+            raise BackendError("bad_request", "The PyTorch engine has no thinking budget (and cannot switch this "
+                                              "model's reasoning off); load the model as a GGUF file for that.")
+        return shaped
+
+    @staticmethod
+    def _prompt_tokens(session: TorchSession, request: GenerateRequest, shaped: ShapedPrompt | None) -> list[int]:
+        tokenizer = session.tokenizer
+        text = shaped.text if shaped is not None else request.prompt or ""  # a raw completion: no chat template
         tokens = tokenizer.encode(text)
         if not tokens:
             raise BackendError("bad_request", "The prompt is empty.")

@@ -12,6 +12,7 @@ from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
 
 from engine.chat_template import ChatTemplate, ChatTemplateError
+from engine.reply_shape import TemplateFormats
 from engine.torch.model_config import CheckpointError, read_json_file
 from models.errors import InvalidModelFile
 from models.local_file import check_regular_file
@@ -78,6 +79,7 @@ class HfTokenizer:
         self.eos_text = _token_text(config.get("eos_token"))
         source = _template_source(directory, config)
         self.has_chat_template = source is not None
+        self.formats = TemplateFormats.of(source)  # its reasoning and tool-call formats
         self.template: ChatTemplate | None = None
         self.template_error: str | None = None
         try:

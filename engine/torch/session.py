@@ -113,6 +113,8 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
         n_params=sum(b.numel() for b in model.buffers()) - model.rope.cos.numel() - model.rope.sin.numel(),
         size_bytes=loaded.file_bytes,
         has_chat_template=tokenizer.has_chat_template,
+        reasoning_format=tokenizer.formats.reasoning.name if tokenizer.formats.reasoning else None,
+        tool_format=tokenizer.formats.tools.name if tokenizer.formats.tools else None,
     )
     session = TorchSession(model, tokenizer, kv, runner, engine, speculative, info)
     _pin(session, request.pinned_prompts)

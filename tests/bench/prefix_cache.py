@@ -21,8 +21,9 @@ from engine.gguf.backend import GgufBackend
 from engine.gguf.llama_handle import LlamaHandle
 from engine.gguf.log_bridge import LlamaLogBridge
 from engine.gguf.sampling import make_sampler
-from engine.protocol import ChatMessage, GenerateRequest, LoadRequest, SamplingParams
+from engine.protocol import ChatMessage, GenerateRequest, LoadRequest, ReplyShape, SamplingParams
 from engine.starter import starter_model_path
+from tests.fixtures.format_models import format_model
 
 ROUNDS = int(os.environ.get("TAILOR_BENCH_ROUNDS", "3"))
 HISTORY_TOKENS = 2000
@@ -35,11 +36,12 @@ DECODE_STEPS = 48
 class Engine:
     """One backend in this process (no IPC: the figures are the engine's own)."""
 
-    def __init__(self, n_ctx: int, cache_bytes: int = 1 << 30, cache_dir: str | None = None, **load):
+    def __init__(self, n_ctx: int, cache_bytes: int = 1 << 30, cache_dir: str | None = None,
+                 model: Path | None = None, **load):
         self.backend = GgufBackend(LlamaLogBridge())
         self.backend.load(
             LoadRequest(
-                str(starter_model_path()),
+                str(model or starter_model_path()),
                 n_ctx=n_ctx,
                 n_threads=2,
                 prefix_cache_bytes=cache_bytes,
@@ -48,12 +50,12 @@ class Engine:
             )
         )
 
-    def ask(self, messages: list[ChatMessage]):
-        request = GenerateRequest(1, tuple(messages), GREEDY)
-        return self.backend.generate(request, lambda _t: None, lambda: False)
+    def ask(self, messages: list[ChatMessage], shape: ReplyShape | None = None, sampling: SamplingParams = GREEDY):
+        request = GenerateRequest(1, tuple(messages), sampling, shape=shape or ReplyShape())
+        return self.backend.generate(request, lambda _t, reasoning=False: None, lambda: False)
 
-    def ttft(self, messages: list[ChatMessage]) -> float:
-        return self.ask(messages).stats.ttft_s
+    def ttft(self, messages: list[ChatMessage], shape: ReplyShape | None = None) -> float:
+        return self.ask(messages, shape).stats.ttft_s
 
     def tokens(self, messages: list[ChatMessage]) -> int:
         b = self.backend
@@ -157,6 +159,30 @@ def prefix_scenarios() -> list[str]:
     ]
 
 
+def reasoning_next_turn() -> list[str]:
+    """The same conversation's next turn on a reasoning model (the starter's weights under QwQ's template,
+    whose prompt opens the think block): the reply thought first, and the next turn's history holds its
+    answer only, as the templates expect. The cache holds the thinking; what is reused is the history
+    up to it, so the next turn prefills the last answer and the new message."""
+    thinking = ReplyShape(think_budget=24)
+    long_reply = SamplingParams(temperature=0.0, max_tokens=48, seed=1)
+    cold, same = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        model = format_model(Path(tmp), "qwq")
+        cold_engine, warm = Engine(4096, cache_bytes=0, model=model), Engine(4096, model=model)
+        for r in range(ROUNDS):
+            system = system_prompt(warm, f"thoughts {r}")
+            cold_engine.backend._prefixes.seqs.clear()
+            cold.append(cold_engine.ttft(first_turn(system_prompt(warm, f"cold thoughts {r}")), thinking))
+            first = warm.ask(first_turn(system), thinking, long_reply)
+            assert first.reasoning and first.stats.reasoning_tokens, "the reply did not think"
+            same.append(warm.ttft(next_turn(system, first.text, NEW_MESSAGE), thinking))
+        for engine in (cold_engine, warm):
+            engine.close()
+    return [ratio_line("reasoning chat (QwQ's template), next turn after a reply that thought", same,
+                       statistics.median(cold), 0.03)]
+
+
 def bare_next_turn() -> list[str]:
     """The same next turn on a bare `llama_cpp.Llama`, its prefix still in its context."""
     engine = Engine(4096, cache_bytes=0)  # for the template, the tokens and the replies
@@ -233,7 +259,7 @@ def kv_types() -> list[str]:
 
 
 def main() -> None:
-    for line in prefix_scenarios() + bare_next_turn() + kv_types():
+    for line in prefix_scenarios() + reasoning_next_turn() + bare_next_turn() + kv_types():
         print(line, flush=True)
 
 

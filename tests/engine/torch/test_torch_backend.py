@@ -60,7 +60,7 @@ def test_streams_what_it_reports_with_stats(backend: TorchBackend) -> None:
     s = done.stats
     assert s.prompt_tokens > 5 and 1 <= s.gen_tokens <= 12 and s.ttft_s > 0 and s.prefill_tok_s > 0
     assert set(s.as_dict()) - {"draft_acceptance"} == {
-        "ttft_s", "prompt_tokens", "cached_tokens", "gen_tokens", "prefill_tok_s", "decode_tok_s"
+        "ttft_s", "prompt_tokens", "cached_tokens", "gen_tokens", "prefill_tok_s", "decode_tok_s", "reasoning_tokens"
     }
 
 

@@ -1,0 +1,160 @@
+"""The fields of a chat request that shape its reply: tools and tool_choice, response_format,
+reasoning_effort; and the tool parts of its messages (assistant tool_calls, role "tool").
+
+Each is checked here into the engine's ReplyShape, or refused with a 400 naming the field: a schema
+the grammar cannot follow is refused before the request queues, with the keyword and its place.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from engine.structured.json_schema_grammar import SchemaError, check_schema
+
+from app.server.errors import ApiError, bad_param
+from engine.protocol import ModelInfo, ReplyShape, ToolCall
+
+NO_TOOL_SUPPORT = "This model's chat template has no tool support."
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_EFFORT = {"none": "off", "minimal": "off", "low": "low", "medium": "medium", "high": "high"}
+
+
+def parse_shape(body: dict, model: ModelInfo) -> ReplyShape:
+    """The reply's shape from the request's fields, for the loaded `model`."""
+    tools = _tools(body.get("tools"))
+    choice = _tool_choice(body.get("tool_choice"), tools)
+    if tools and choice != "none" and model.tool_format is None:
+        raise ApiError(400, NO_TOOL_SUPPORT, param="tools", code="tools_not_supported")
+    if choice not in ("auto", "none"):
+        for tool in tools if choice == "required" else [t for t in tools if t["function"]["name"] == choice]:
+            _check(tool["function"].get("parameters") or {"type": "object"},
+                   f"tools[{tools.index(tool)}].function.parameters")
+    parallel = body.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise bad_param("parallel_tool_calls", "'parallel_tool_calls' must be a boolean.")
+    schema = _response_format(body.get("response_format"))
+    if schema is not None and tools and choice != "none":
+        raise bad_param("response_format", "'response_format' and 'tools' cannot be combined on this server: "
+                                           "send one or the other (or tool_choice 'none').")
+    return ReplyShape(reasoning=_reasoning(body.get("reasoning_effort")),  # type: ignore[arg-type]
+                      json_schema=schema, tools=json.dumps(tools) if tools else None, tool_choice=choice,
+                      parallel_calls=parallel is not False)
+
+
+def message_tool_calls(item: dict, param: str) -> tuple[ToolCall, ...]:
+    """An assistant message's `tool_calls`, as sent back in the conversation."""
+    calls = item.get("tool_calls")
+    if calls is None:
+        return ()
+    if not isinstance(calls, list):
+        raise bad_param(f"{param}.tool_calls", f"'{param}.tool_calls' must be an array.")
+    parsed = []
+    for i, call in enumerate(calls):
+        where = f"{param}.tool_calls[{i}]"
+        function = call.get("function") if isinstance(call, dict) else None
+        if (not isinstance(function, dict) or not isinstance(call.get("id"), str)
+                or not isinstance(function.get("name"), str) or not isinstance(function.get("arguments"), str)):
+            raise bad_param(where, f"'{where}' must have an 'id' and a 'function' with 'name' and 'arguments' strings.")
+        parsed.append(ToolCall(call["id"], function["name"], function["arguments"]))
+    return tuple(parsed)
+
+
+def tool_message_id(item: dict, param: str) -> str:
+    call_id = item.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise bad_param(f"{param}.tool_call_id", f"'{param}.tool_call_id' must name the call this answers.")
+    return call_id
+
+
+def _tools(value: Any) -> list[dict]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise bad_param("tools", "'tools' must be an array of functions.")
+    tools, names = [], set()
+    for i, tool in enumerate(value):
+        param = f"tools[{i}]"
+        function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
+        if not isinstance(function, dict):
+            raise bad_param(param, f"'{param}' must be {{\"type\": \"function\", \"function\": {{...}}}}.")
+        name = function.get("name")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise bad_param(f"{param}.function.name", "A function's name must be 1 to 64 letters, digits, _ or -.")
+        if name in names:
+            raise bad_param(f"{param}.function.name", f"Two tools are named '{name}'.")
+        names.add(name)
+        parameters = function.get("parameters")
+        if parameters is not None:
+            if not isinstance(parameters, dict):
+                raise bad_param(f"{param}.function.parameters", "A function's parameters must be a JSON schema object.")
+            _check_valid(parameters, f"{param}.function.parameters")
+        kept = {"name": name, "description": function.get("description") or "", "parameters": parameters or
+                {"type": "object", "properties": {}}}
+        tools.append({"type": "function", "function": kept})
+    return tools
+
+
+def _tool_choice(value: Any, tools: list[dict]) -> str:
+    if value is None:
+        return "auto" if tools else "none"
+    if value in ("none", "auto", "required"):
+        if value == "required" and not tools:
+            raise bad_param("tool_choice", "tool_choice 'required' needs 'tools'.")
+        return value
+    name = value.get("function", {}).get("name") if isinstance(value, dict) and value.get("type") == "function" \
+        else None
+    if not isinstance(name, str):
+        raise bad_param("tool_choice", "'tool_choice' must be none, auto, required or "
+                                       "{\"type\": \"function\", \"function\": {\"name\": ...}}.")
+    if name not in {t["function"]["name"] for t in tools}:
+        raise bad_param("tool_choice", f"tool_choice names '{name}', which is not among the tools.")
+    return name
+
+
+def _response_format(value: Any) -> str | None:
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return json.dumps({"type": "object"})
+    if kind == "json_schema":
+        spec = value.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict):
+            raise bad_param("response_format.json_schema.schema", "'response_format.json_schema.schema' must be "
+                                                                  "a JSON schema object.")
+        _check(schema, "response_format.json_schema.schema")
+        return json.dumps(schema)
+    raise bad_param("response_format", "'response_format' must be of type text, json_object or json_schema.")
+
+
+def _reasoning(value: Any) -> str:
+    if value is None:
+        return "auto"
+    if value not in _EFFORT:
+        raise bad_param("reasoning_effort", "'reasoning_effort' must be none, minimal, low, medium or high.")
+    return _EFFORT[value]
+
+
+def _check(schema: dict, param: str) -> None:
+    """A schema the answer's grammar can follow, else a 400 naming the keyword."""
+    try:
+        check_schema(schema)
+    except SchemaError as exc:
+        raise ApiError(400, f"{param}: {exc}", param=param, code="unsupported_schema") from None
+
+
+def _check_valid(schema: dict, param: str) -> None:
+    """A valid JSON Schema (arguments are validated against it), whatever its keywords."""
+    from jsonschema import SchemaError as InvalidSchema
+    from jsonschema.validators import validator_for
+
+    try:
+        validator_for(schema).check_schema(schema)
+    except InvalidSchema as exc:
+        raise ApiError(400, f"{param} is not a valid JSON Schema: {exc.message}", param=param,
+                       code="invalid_schema") from None
