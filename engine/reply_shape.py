@@ -77,7 +77,9 @@ def parse_tools(shape: ReplyShape) -> tuple[dict, ...]:
     """The request's tools (OpenAI's shape, checked by the server), none when tool_choice is "none"."""
     if not shape.tools or shape.tool_choice == "none":
         return ()
-    tools = json.loads(shape.tools)
+    # As the server sends them: templates read a description and parameters (gpt-oss's fails without).
+    tools = [{"type": "function", "function": {"description": "", "parameters": {"type": "object", "properties": {}},
+                                               **t["function"]}} for t in json.loads(shape.tools)]
     if shape.tool_choice not in ("auto", "required"):
         tools = [t for t in tools if t["function"]["name"] == shape.tool_choice]
         if not tools:
@@ -146,7 +148,8 @@ def tool_call_grammar(fmt: ToolCallFormat, tools: tuple[dict, ...], parallel: bo
         prefix = fmt.call_prefix % {"name": function["name"]}
         choices.append(f"{b.literal(prefix)} {args} {b.literal(fmt.call_suffix)}")
     call = b.add_rule("call", " | ".join(choices))
-    calls = f"{call} ({b.literal(fmt.separator)} {call})*" if parallel else call
+    # A format with no separator ends its turn at each call (gpt-oss's <|call|>): one call a reply.
+    calls = f"{call} ({b.literal(fmt.separator)} {call})*" if parallel and fmt.separator else call
     if fmt.list_prefix:
         calls = f"{b.literal(fmt.list_prefix)} {calls} {b.literal(fmt.list_suffix)}"
     return b.build(f"[ \\n]? {calls}")

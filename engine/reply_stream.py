@@ -126,9 +126,10 @@ class ReplyStream:
         if self._t_answer is None and self._text.in_answer:
             self._t_answer = time.perf_counter()
 
-    def close_reasoning(self) -> str | None:
-        """The text the engine writes into the reply now to end its reasoning (its budget is spent), or None."""
-        return self._text.close_now()
+    def close_reasoning(self, force: bool = False) -> str | None:
+        """The text the engine writes into the reply now to end its reasoning (its budget is spent, or
+        `force`), or None."""
+        return self._text.close_now(force)
 
     def done(
         self, finish: FinishReason, cached_tokens: int, tail: str = "", draft_acceptance: float | None = None

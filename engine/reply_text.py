@@ -80,11 +80,12 @@ class ReplyText:
             self.reasoning_tokens += 1
         self._route(pieces)
 
-    def close_now(self) -> str | None:
-        """The text that closes the reasoning, once, when its budget is spent (the engine writes it into
-        the reply as if the model had, and the model answers after it)."""
-        if (self._budget is None or self._forced or self._splitter is None or not self._splitter.in_reasoning
-                or self.reasoning_tokens < self._budget):
+    def close_now(self, force: bool = False) -> str | None:
+        """The text that closes the reasoning, once, when its budget is spent or `force` (the engine
+        writes it into the reply as if the model had, and the model answers after it)."""
+        if self._forced or self._splitter is None or not self._splitter.in_reasoning:
+            return None
+        if not force and (self._budget is None or self.reasoning_tokens < self._budget):
             return None
         self._forced = True
         return self._close_text

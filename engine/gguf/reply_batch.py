@@ -245,6 +245,14 @@ class ReplyBatch:
                     continue
             seqs.trim_live(n_kept, r.slot)  # drop the drafts it refuted
             r.drafts = []
+            if finish == "stop" and r.grammar is not None and llama.is_end_of_generation(token):
+                # A reply whose answer has a required shape may not end while it thinks: its end of
+                # generation becomes the close of the think block, and the answer follows the grammar.
+                if forced := self._close_reasoning(r, force=True):
+                    self._constrain(r)
+                    r.context += forced
+                    r.next_tokens, r.step_start = forced, None
+                    return
             if finish is not None:
                 r.finish(finish)
                 return
@@ -267,10 +275,10 @@ class ReplyBatch:
             r.next_tokens = [token, *forced, *r.drafts]
             return
 
-    def _close_reasoning(self, r: RunningReply) -> list[int]:
-        """The tokens that end the reply's reasoning when its budget is spent: decoded with its next
-        token as if the model had written them, their text read as the model's."""
-        text = r.reply.close_reasoning()
+    def _close_reasoning(self, r: RunningReply, force: bool = False) -> list[int]:
+        """The tokens that end the reply's reasoning when its budget is spent (or now, `force`): decoded
+        with its next token as if the model had written them, their text read as the model's."""
+        text = r.reply.close_reasoning(force)
         if not text:
             return []
         forced = self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)

@@ -145,3 +145,26 @@ def test_the_next_turn_reuses_the_prompt_without_the_reasoning(loaded):
     second, _ = _reply(backend, ReplyShape(think_budget=16), messages=history)
     # Everything up to the last answer is in the cache already: the first turn's prompt at least.
     assert second.stats.cached_tokens >= first.stats.prompt_tokens - 4
+
+
+@pytest.mark.parametrize("name", ["gpt-oss", "llama3", "mistral"])
+def test_a_required_call_in_each_format_parses_back(loaded, name: str):
+    """gpt-oss's harmony commentary message, Llama 3's JSON, Mistral's [TOOL_CALLS] list."""
+    shape = ReplyShape(tools=json.dumps([WEATHER, TIME]), tool_choice="required")
+    done, pieces = _reply(loaded(name), shape, messages=(ChatMessage("user", "Weather in Paris?"),),
+                          sampling=SamplingParams(temperature=0.0, max_tokens=120))
+    assert done.finish_reason == "tool_calls" and done.tool_calls, done
+    for call in done.tool_calls:
+        tool = WEATHER if call.name == "get_weather" else TIME
+        jsonschema.validate(json.loads(call.arguments), tool["function"]["parameters"])
+    assert done.text == "" and "".join(t for _, t in pieces).strip() == ""
+
+
+def test_a_model_that_would_end_while_thinking_answers_a_required_call(loaded):
+    """QwQ's prompt opens the think block and the starter model ends inside it: with a call required,
+    its end of generation closes the block instead, and the call follows."""
+    shape = ReplyShape(tools=json.dumps([WEATHER, TIME]), tool_choice="required")
+    ask = ChatMessage("user", "What is the weather in Paris and the time in Tokyo?")
+    done, _ = _reply(loaded("qwq"), shape, messages=(ask,), sampling=SamplingParams(temperature=0.0, max_tokens=150))
+    assert done.reasoning and done.stats.reasoning_tokens
+    assert done.finish_reason == "tool_calls" and done.tool_calls
