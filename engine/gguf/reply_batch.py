@@ -245,14 +245,14 @@ class ReplyBatch:
                     continue
             seqs.trim_live(n_kept, r.slot)  # drop the drafts it refuted
             r.drafts = []
-            if finish == "stop" and r.grammar is not None and llama.is_end_of_generation(token):
-                # A reply whose answer has a required shape may not end while it thinks: its end of
-                # generation becomes the close of the think block, and the answer follows the grammar.
-                if forced := self._close_reasoning(r, force=True):
-                    self._constrain(r)
-                    r.context += forced
-                    r.next_tokens, r.step_start = forced, None
-                    return
+            # A reply whose answer has a required shape may not end while it thinks: its end of
+            # generation becomes the close of the think block, and the answer follows the grammar.
+            if (finish == "stop" and r.grammar is not None and llama.is_end_of_generation(token)
+                    and (forced := self._close_reasoning(r, force=True))):
+                self._constrain(r)
+                r.context += forced
+                r.next_tokens, r.step_start = forced, None
+                return
             if finish is not None:
                 r.finish(finish)
                 return
