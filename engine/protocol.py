@@ -218,6 +218,8 @@ class GenerationStats:
         if self.draft_acceptance is not None:
             figures["draft_acceptance"] = round(self.draft_acceptance, 3)
         figures["reasoning_tokens"] = self.reasoning_tokens
+        if self.reasoning_tokens:
+            figures["reasoning_s"] = round(self.reasoning_s, 3)
         return figures
 
 

@@ -36,7 +36,11 @@ class SessionListener(Protocol):
         """The open conversation's reply began (the empty assistant message, state 'streaming')."""
 
     def stream_text(self, text: str) -> None:
-        """More text of the open conversation's streaming reply."""
+        """More text of the open conversation's streaming reply (its answer)."""
+
+    def stream_reasoning(self, text: str, tokens: int, seconds: float) -> None:
+        """More of that reply's reasoning (it comes before the answer), with the reasoning tokens so far
+        and the seconds since the first of them."""
 
     def stream_finished(self, message: Message) -> None:
         """The final message of that reply (complete, cancelled or interrupted)."""

@@ -1,7 +1,9 @@
 """Replies: the one reply that may be streaming (or waiting for the model), saved as it streams.
 
 The reply is written to the store at least every SAVE_INTERVAL_S while text comes, and also when
-the model pauses between tokens (a timer), so a crash or a kill -9 loses at most that much.
+the model pauses between tokens (a timer), so a crash or a kill -9 loses at most that much. A
+reasoning model's thoughts stream first (Tokens marked reasoning) and are saved the same way, apart
+from the answer; only the answer goes back to the model with the next message.
 A write the store refuses is said once (history_failed) and the reply goes on in the window.
 """
 
@@ -15,9 +17,20 @@ from app.chat.listener import SessionListener, TimerFactory
 from app.chat.stats_line import format_stats
 from app.services.store import ChatStore, StoreError
 from engine.interface import Engine, EngineNotRunning
-from engine.protocol import ChatMessage, Done, Error, SamplingParams, Token
+from engine.protocol import ChatMessage, Done, Error, ReplyShape, SamplingParams, Token
 
 SAVE_INTERVAL_S = 0.4  # a streaming reply reaches the database at least this often
+
+
+@dataclass(slots=True, frozen=True)
+class StreamSoFar:
+    """What a streaming reply has so far: its answer, its reasoning and how long it has reasoned."""
+
+    message_id: int
+    text: str
+    reasoning: str = ""
+    reasoning_tokens: int = 0
+    reasoning_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -26,11 +39,26 @@ class _Stream:
     conversation_id: int
     message_id: int
     parts: list[str] = field(default_factory=list)
+    thoughts: list[str] = field(default_factory=list)  # the reasoning Tokens' text
+    thinking_since: float | None = None  # when the first reasoning Token came
+    thinking_s: float = 0.0  # from it to the last reasoning Token
     last_save: float = field(default_factory=time.monotonic)
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.thoughts)
+
+    @property
+    def reasoning_closed(self) -> bool:
+        """Whether the reasoning (if any) ended: the answer began after it."""
+        return not self.thoughts or bool(self.parts)
+
+    def so_far(self) -> StreamSoFar:
+        return StreamSoFar(self.message_id, self.text, self.reasoning, len(self.thoughts), self.thinking_s)
 
 
 class Replies:
@@ -60,12 +88,24 @@ class Replies:
         """The text of the reply streaming now, if any."""
         return self._stream.text if self._stream else None
 
-    def streaming_in(self, conversation_id: int) -> tuple[int, str] | None:
-        """(message id, text so far) of the reply streaming into that conversation, if any."""
+    def streaming_in(self, conversation_id: int) -> StreamSoFar | None:
+        """What the reply streaming into that conversation has so far, if any."""
         stream = self._stream
         if stream is None or stream.conversation_id != conversation_id:
             return None
-        return stream.message_id, stream.text
+        return stream.so_far()
+
+    def show_stream(self, so_far: StreamSoFar) -> None:
+        """Show a streaming reply in the chat just opened: what it has comes as if it streamed now."""
+        started = self.store.get_message(so_far.message_id)
+        if started is None:
+            return
+        # What the store has of it is older than what follows (the whole of it so far).
+        self.listener.stream_started(replace(started, content="", reasoning=""))
+        if so_far.reasoning:
+            self.listener.stream_reasoning(so_far.reasoning, so_far.reasoning_tokens, so_far.reasoning_s)
+        if so_far.text:
+            self.listener.stream_text(so_far.text)
 
     def wait_for_model(self, conversation_id: int) -> None:
         self.pending = conversation_id
@@ -95,8 +135,9 @@ class Replies:
         if settings.system_prompt.strip():
             history.insert(0, ChatMessage("system", settings.system_prompt))
         sampling = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens)
+        shape = ReplyShape(reasoning=settings.reasoning, think_budget=settings.think_budget)
         try:
-            request_id = engine.generate(history, sampling)
+            request_id = engine.generate(history, sampling, shape=shape)
         except EngineNotRunning:
             self.listener.busy_changed(False)
             raise
@@ -133,13 +174,13 @@ class Replies:
         """Stop any reply, saving what it has as 'cancelled'."""
         if self._stream is not None:
             self._drop(engine, self._stream.request_id)
-            self._finish(self._stream, self._stream.text, "cancelled")
+            self._finish(self._stream, "cancelled")
         self.pending = None
 
     def interrupt(self) -> None:
         """The engine died: what streamed is kept as 'interrupted', a waiting reply is dropped."""
         if self._stream is not None:
-            self._finish(self._stream, self._stream.text, "interrupted")
+            self._finish(self._stream, "interrupted")
         self.drop_pending()
 
     def _drop(self, engine: Engine, request_id: int) -> None:
@@ -152,10 +193,18 @@ class Replies:
         stream = self._stream
         if stream is None or event.request_id != stream.request_id:
             return
-        stream.parts.append(event.text)
-        if self._is_open(stream.conversation_id):
-            self.listener.stream_text(event.text)
         now = time.monotonic()
+        if event.reasoning:
+            if stream.thinking_since is None:
+                stream.thinking_since = now
+            stream.thoughts.append(event.text)
+            stream.thinking_s = now - stream.thinking_since
+            if self._is_open(stream.conversation_id):
+                self.listener.stream_reasoning(event.text, len(stream.thoughts), stream.thinking_s)
+        else:
+            stream.parts.append(event.text)
+            if self._is_open(stream.conversation_id):
+                self.listener.stream_text(event.text)
         if now - stream.last_save >= SAVE_INTERVAL_S:
             self.save_partial()
         elif not self._timer.active:
@@ -168,7 +217,8 @@ class Replies:
         if stream is None:
             return
         stream.last_save = time.monotonic()
-        self._save(lambda: self.store.update_message_content(stream.message_id, stream.text))
+        self._save(lambda: self.store.update_message_content(
+            stream.message_id, stream.text, stream.reasoning or None, stream.reasoning_closed))
 
     def take_ignored(self, request_id: int | None) -> bool:
         """Whether a late event of this request is to be dropped (it is the request's last: forgotten after)."""
@@ -183,10 +233,15 @@ class Replies:
         stream = self._stream
         if stream is None or event.request_id != stream.request_id:
             return
-        text = event.text if len(event.text) >= len(stream.text) else stream.text
+        # The Done's texts are the engine's whole ones; what streamed stands in where they fall short.
+        if len(event.text) >= len(stream.text):
+            stream.parts = [event.text]
+        if event.reasoning and len(event.reasoning) >= len(stream.reasoning):
+            stream.thoughts = [event.reasoning]
         state = "cancelled" if event.finish_reason == "cancelled" else "complete"
-        stats = event.stats.as_dict()
-        self._finish(stream, text, state, stats)
+        stats = event.stats.as_dict()  # with reasoning_s when it thought: the view's "Thought for 12 s"
+        closed = event.reasoning_closed or not stream.reasoning
+        self._finish(stream, state, stats, closed)
         self.listener.stats_changed(format_stats(stats))
         if state == "cancelled":
             self.listener.notice("Stopped.")
@@ -195,8 +250,8 @@ class Replies:
         """A reply failed (not a load, not the engine's death): what streamed is kept as 'interrupted'."""
         stream = self._stream
         if stream is not None and event.request_id in (None, stream.request_id):
-            if stream.text:
-                self._finish(stream, stream.text, "interrupted")
+            if stream.text or stream.reasoning:
+                self._finish(stream, "interrupted")
             else:
                 self._stream = None
                 self._timer.stop()
@@ -216,13 +271,18 @@ class Replies:
             return False
         return True
 
-    def _finish(self, stream: _Stream, text: str, state: str, stats: dict | None = None) -> None:
+    def _finish(self, stream: _Stream, state: str, stats: dict | None = None, closed: bool | None = None) -> None:
+        """Store the reply as it ended; `closed`: whether its reasoning ended (None: as it streamed)."""
         self._stream = None
         self._timer.stop()
-        saved = self._save(lambda: self.store.finish_message(stream.message_id, text, state, stats))
+        text, reasoning = stream.text, stream.reasoning
+        closed = stream.reasoning_closed if closed is None else closed
+        saved = self._save(lambda: self.store.finish_message(
+            stream.message_id, text, state, stats, reasoning if reasoning else None, closed))
         message = self.store.get_message(stream.message_id)
         if message is not None and not saved:  # shown as it ended, though the file keeps what it had
-            message = replace(message, content=text, state=state, stats=stats)
+            message = replace(message, content=text, state=state, stats=stats, reasoning=reasoning,
+                              reasoning_closed=closed)
         if message is not None and self._is_open(stream.conversation_id):
             self.listener.stream_finished(message)
         self.listener.busy_changed(False)

@@ -204,13 +204,12 @@ class ChatSession:
         messages = self.store.list_messages(conversation_id)
         streaming = self.replies.streaming_in(conversation_id)
         if streaming is not None:
-            messages = [m for m in messages if m.id != streaming[0]]
+            messages = [m for m in messages if m.id != streaming.message_id]
         self.listener.conversation_opened(conversation, messages)
         replies = [m for m in messages if m.role == "assistant" and m.stats]
         self.listener.stats_changed(format_stats(replies[-1].stats) if replies else "")
         if streaming is not None:
-            self.listener.stream_started(self.store.get_message(streaming[0]))
-            self.listener.stream_text(streaming[1])
+            self.replies.show_stream(streaming)
 
     def close_conversation(self) -> None:
         """No chat is open (the history was opened afresh)."""

@@ -14,6 +14,15 @@ def cache_text(cached: int | None, prompt: int | None) -> str:
     return f"{cached:,} of {prompt:,} prompt tokens from cache"
 
 
+def tokens_text(stats: dict) -> str:
+    """" · 340 thinking + 52 answer tokens" for a reply that reasoned; "" for one that did not."""
+    thinking = stats.get("reasoning_tokens") or 0
+    if not isinstance(thinking, int) or thinking <= 0:
+        return ""
+    answer = max(0, (stats.get("gen_tokens") or 0) - thinking)
+    return f" · {thinking:,} thinking + {answer:,} answer tokens"
+
+
 def format_stats(stats: dict | None) -> str:
     """One line for the status bar from a message's stats, with what the prompt cache saved."""
     if not stats:
@@ -28,8 +37,8 @@ def format_stats(stats: dict | None) -> str:
     kept = stats.get("draft_acceptance")
     drafts = f" ({kept:.0%} of drafts kept)" if kept is not None else ""
     return (
-        f"decode {stats.get('decode_tok_s', 0):.1f} tok/s{drafts} · TTFT {stats.get('ttft_s', 0):.2f} s"
-        f" · prefill {prefill:.0f} tok/s · {cache_text(cached, prompt)}{saved}"
+        f"decode {stats.get('decode_tok_s', 0):.1f} tok/s{drafts}{tokens_text(stats)}"
+        f" · TTFT {stats.get('ttft_s', 0):.2f} s · prefill {prefill:.0f} tok/s · {cache_text(cached, prompt)}{saved}"
     )
 
 

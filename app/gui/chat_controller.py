@@ -73,6 +73,7 @@ class ChatController(QObject):
     message_added = Signal(object)
     stream_started = Signal(object)
     stream_text = Signal(str)
+    stream_reasoning = Signal(str, int, float)
     stream_finished = Signal(object)
     busy_changed = Signal(bool)
     model_changed = Signal(str)

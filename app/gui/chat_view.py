@@ -4,17 +4,32 @@ A streaming reply is coalesced: text is buffered and a timer re-renders only the
 the document, from a remembered position, and only the last Markdown block of the reply
 (the blocks before it cannot change any more and were inserted once). The timer waits
 longer when rendering took long, so a fast model never floods the event loop.
+
+A reasoning model's thoughts sit in a collapsed block above the answer (app/gui/reasoning_block.py),
+its header counting seconds and tokens while they stream; a click, Enter or Space on the header
+shows them. Copying a message (its context menu) copies the answer, or the answer with its reasoning.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from html import escape
 
-from PySide6.QtCore import QMimeData, QTimer, QUrl, Slot
-from PySide6.QtGui import QDesktopServices, QTextBlockFormat, QTextCharFormat, QTextCursor
-from PySide6.QtWidgets import QTextBrowser, QWidget
+from PySide6.QtCore import QMimeData, QPoint, Qt, QTimer, QUrl, Slot
+from PySide6.QtGui import (
+    QContextMenuEvent,
+    QDesktopServices,
+    QGuiApplication,
+    QKeyEvent,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+)
+from PySide6.QtWidgets import QMenu, QTextBrowser, QWidget
 
+from app.chat.reasoning_text import copy_text, finished_header
+from app.gui.reasoning_block import SCHEME, LiveReasoning, ReasoningBlock
 from app.services.markdown_render import render_block, render_markdown, split_blocks, warm_up_in_background
 from app.services.store import Message
 
@@ -27,6 +42,7 @@ _LEAD = f"<p>{_ZWSP}</p>"
 _ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 _ROLE_COLORS = {"user": "#1a5fb4", "assistant": "#26a269", "system": "#777777"}
 _STATE_NOTES = {"interrupted": "reply interrupted", "cancelled": "stopped", "streaming": "writing…"}
+_MESSAGE_ANCHOR = "tailor-message-"  # each message's header is a named anchor: the context menu finds it
 
 
 def _spacer_format() -> QTextBlockFormat:
@@ -37,9 +53,12 @@ def _spacer_format() -> QTextBlockFormat:
     return fmt
 
 
-def header_html(role: str) -> str:
+def header_html(role: str, message_id: int | None = None) -> str:
     color = _ROLE_COLORS.get(role, "#000000")
-    return f'<p style="margin-top:10px;"><b><span style="color:{color};">{_ROLE_NAMES.get(role, role)}</span></b></p>'
+    name = f'<span style="color:{color};">{_ROLE_NAMES.get(role, role)}</span>'
+    if message_id is not None:
+        name = f'<a name="{_MESSAGE_ANCHOR}{message_id}">{name}</a>'
+    return f'<p style="margin-top:10px;"><b>{name}</b></p>'
 
 
 def note_html(state: str) -> str:
@@ -47,9 +66,18 @@ def note_html(state: str) -> str:
     return f'<p><i><span style="color:#999999;">({escape(note)})</span></i></p>' if note else ""
 
 
+def body_html(message: Message) -> str:
+    """A finished message's Markdown body and state note (below its reasoning, if any)."""
+    return render_markdown(message.content) + note_html(message.state)
+
+
 def message_html(message: Message) -> str:
-    """The whole HTML of one finished message: header, Markdown body and a state note."""
-    return header_html(message.role) + render_markdown(message.content) + note_html(message.state)
+    """The whole HTML of one finished message without reasoning: header, Markdown body and a state note."""
+    return header_html(message.role, message.id) + body_html(message)
+
+
+def _has_reasoning(message: Message) -> bool:
+    return message.role == "assistant" and bool(message.reasoning)
 
 
 class ChatView(QTextBrowser):
@@ -70,11 +98,20 @@ class ChatView(QTextBrowser):
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self.flush)
+        self._clock = QTimer(self, interval=500)  # the "Thinking… 3 s" counts on while no token comes
+        self._clock.timeout.connect(self._tick)
         self._interval_ms = MIN_INTERVAL_MS
         self._stream_text: list[str] = []
         self._streaming = False
-        self._tail_pos = 0
+        # Where the streaming reply's body and its last block start (kept as the document changes).
+        self._body, self._tail = QTextCursor(self.document()), QTextCursor(self.document())
+        self._body.setKeepPositionOnInsert(True)
+        self._tail.setKeepPositionOnInsert(True)
         self._stable_blocks = 0
+        self._messages: dict[int, Message] = {}  # what is shown, by id (the streaming reply as it began)
+        self.reasoning_blocks: dict[int, ReasoningBlock] = {}  # by message id
+        self._stream_id: int | None = None
+        self._thought = LiveReasoning()  # the streaming reply's
         self.last_render_ms = 0.0
         self.renders = 0
 
@@ -83,16 +120,46 @@ class ChatView(QTextBrowser):
     def set_messages(self, messages: list[Message]) -> None:
         """Show these messages (replaces the transcript and ends any stream shown)."""
         self._timer.stop()
+        self._clock.stop()
         self._streaming = False
+        self._stream_id = None
         self.clear()
-        if messages:
-            self._append_html("".join(message_html(m) for m in messages))
+        self._messages.clear()
+        self.reasoning_blocks.clear()
+        run: list[str] = []  # messages without reasoning go in as one piece of HTML
+        for message in messages:
+            if _has_reasoning(message):
+                if run:
+                    self._append_html("".join(run))
+                    run = []
+                self._append_message(message)
+            else:
+                self._messages[message.id] = message
+                run.append(message_html(message))
+        if run:
+            self._append_html("".join(run))
         self._scroll_to_end(True)
 
     def append_message(self, message: Message) -> None:
         at_end = self._at_end()
-        self._append_html(message_html(message))
+        self._append_message(message)
         self._scroll_to_end(at_end)
+
+    def _append_message(self, message: Message) -> None:
+        self._messages[message.id] = message
+        if not _has_reasoning(message):
+            self._append_html(message_html(message))
+            return
+        self._append_html(header_html(message.role, message.id))
+        self._add_block(self._end_cursor(), message.id, message.reasoning, finished_header(message))
+        self._append_html(body_html(message))
+
+    def _add_block(self, cursor: QTextCursor, message_id: int, text: str, header: str) -> ReasoningBlock:
+        cursor.insertBlock(self._spacer, QTextCharFormat())
+        block = self.reasoning_blocks[message_id] = ReasoningBlock(cursor, message_id, text, header)
+        cursor.setPosition(block.frame.lastPosition() + 1)  # the line below the frame: 1px, as between blocks
+        cursor.setBlockFormat(self._spacer)
+        return block
 
     def plain_text(self) -> str:
         return self.toPlainText().replace(_ZWSP, "")
@@ -100,33 +167,58 @@ class ChatView(QTextBrowser):
     # ------------------------------------------------------------ streaming
 
     def begin_stream(self, message: Message) -> None:
-        """Start showing a reply that will arrive with `append_stream`."""
-        self._append_html(header_html(message.role))
+        """Start showing a reply that will arrive with `append_reasoning` and `append_stream`."""
+        self._messages[message.id] = message
+        self._append_html(header_html(message.role, message.id))
         cursor = self._end_cursor()
         cursor.insertBlock(self._spacer, QTextCharFormat())
-        self._tail_pos = cursor.position()
+        self._body.setPosition(cursor.position())
+        self._tail.setPosition(cursor.position())
         self._stream_text = [message.content] if message.content else []
+        self._stream_id = message.id
+        self._thought = LiveReasoning(message.reasoning)
         self._stable_blocks = 0
         self._interval_ms = MIN_INTERVAL_MS
         self._streaming = True
+        self._schedule()
+
+    def append_reasoning(self, text: str, tokens: int, seconds: float) -> None:
+        """Add reasoning to the reply (`tokens` of it so far, begun `seconds` ago); shown on the next tick."""
+        if not self._streaming:
+            return
+        self._thought.add(text, tokens, seconds)
+        if self._thought.thinking and not self._clock.isActive():
+            self._clock.start()  # the header counts on while no token comes
         self._schedule()
 
     def append_stream(self, text: str) -> None:
         """Add text to the reply; the view catches up on the next timer tick."""
         if not self._streaming:
             return
+        if text:
+            self._thought.answer_began()
         self._stream_text.append(text)
         self._schedule()
 
     def end_stream(self, message: Message) -> None:
-        """Show the final text and state of the reply that streamed."""
+        """Show the final text, state and reasoning of the reply that streamed."""
         if not self._streaming:
             self.append_message(message)
             return
         self._timer.stop()
+        self._clock.stop()
+        self._messages[message.id] = message
         self._stream_text = [message.content]
+        self._thought.take()  # the message has the whole reasoning
         self.flush(note=note_html(message.state))
+        block = self.reasoning_blocks.get(message.id)
+        if message.reasoning and block is None:
+            block = self._add_reasoning_block()
+        if block is not None:
+            block.set_text(message.reasoning)
+            block.set_header(self._thought.final_header(message))
         self._streaming = False
+        self._stream_id = None
 
     @property
     def streaming(self) -> bool:
@@ -137,17 +229,46 @@ class ChatView(QTextBrowser):
             self._timer.start(self._interval_ms)
 
     @Slot()
+    def _tick(self) -> None:
+        block = self.reasoning_blocks.get(self._stream_id) if self._streaming else None
+        if block is None or not self._thought.thinking:
+            self._clock.stop()
+            return
+        block.set_header(self._thought.header())
+
+    def _add_reasoning_block(self) -> ReasoningBlock:
+        """The streaming reply's reasoning block, at the start of its body (above any answer)."""
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(self._body.position())
+        block = self._add_block(cursor, self._stream_id, "", self._thought.header())
+        if not self._stable_blocks:  # the answer's last block now starts below it
+            self._tail.setPosition(block.frame.lastPosition() + 1)
+        return block
+
+    def _flush_reasoning(self) -> None:
+        """Bring the streaming reply's reasoning block up to date (made with its first reasoning)."""
+        block = self.reasoning_blocks.get(self._stream_id)
+        text = self._thought.take()
+        if block is None:
+            if not text:
+                return
+            block = self._add_reasoning_block()
+        block.append(text)
+        block.set_header(self._thought.header())
+
+    @Slot()
     def flush(self, note: str = "") -> None:
         """Re-render the tail: new finished blocks once, then the last (growing) block."""
         if not self._streaming:
             return
         started = time.perf_counter()
         at_end = self._at_end()
+        self._flush_reasoning()
         text = "".join(self._stream_text)
         self._stream_text = [text]
         blocks = split_blocks(text)
         cursor = QTextCursor(self.document())
-        cursor.setPosition(self._tail_pos)
+        cursor.setPosition(self._tail.position())
         cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         cursor.removeSelectedText()
         cursor.setBlockFormat(self._spacer)
@@ -156,7 +277,7 @@ class ChatView(QTextBrowser):
         if stable > self._stable_blocks:
             cursor.insertHtml(_LEAD + "".join(render_block(b) for b in blocks[self._stable_blocks : stable]))
             cursor.insertBlock(self._spacer, QTextCharFormat())
-            self._tail_pos = cursor.position()
+            self._tail.setPosition(cursor.position())
             self._stable_blocks = stable
         tail = render_block(blocks[-1]) if blocks else ""
         if tail or note:
@@ -166,6 +287,69 @@ class ChatView(QTextBrowser):
         self.renders += 1
         # Adaptive: give the event loop at least twice the time the render took.
         self._interval_ms = int(min(MAX_INTERVAL_MS, max(MIN_INTERVAL_MS, 2 * self.last_render_ms)))
+
+    # ------------------------------------------------------------ reasoning blocks and copying
+
+    def toggle_reasoning(self, message_id: int) -> bool:
+        """Show or hide a reply's reasoning; whether it has a block."""
+        block = self.reasoning_blocks.get(message_id)
+        if block is None:
+            return False
+        at_end = self._at_end()
+        block.toggle()
+        self._scroll_to_end(at_end and message_id == self._stream_id)
+        return True
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
+        """Enter or Space on a focused reasoning header (Tab moves between links) toggles it."""
+        keys = (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space)
+        href = self.textCursor().charFormat().anchorHref()
+        if event.key() in keys and self.textCursor().hasSelection() and href.startswith(f"{SCHEME}:"):
+            message_id = int(href.partition(":")[2])
+            if self.toggle_reasoning(message_id):
+                self.setTextCursor(self.reasoning_blocks[message_id].header_cursor())  # the focus stays
+            return
+        super().keyPressEvent(event)
+
+    def message_at(self, position: int) -> Message | None:
+        """The message shown at a document position (the streaming reply with what it has so far)."""
+        block = self.document().findBlock(position)
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                for name in it.fragment().charFormat().anchorNames():
+                    if name.startswith(_MESSAGE_ANCHOR):
+                        return self._shown(int(name[len(_MESSAGE_ANCHOR):]))
+                it += 1
+            block = block.previous()
+        return None
+
+    def _shown(self, message_id: int) -> Message | None:
+        message = self._messages.get(message_id)
+        if message is None or message_id != self._stream_id:
+            return message
+        block = self.reasoning_blocks.get(message_id)
+        thought = (block.text if block else "") + "".join(self._thought.pending)
+        return replace(message, content="".join(self._stream_text), reasoning=thought,
+                       reasoning_closed=not self._thought.thinking or not thought)
+
+    def message_menu(self, pos: QPoint) -> QMenu:
+        """The context menu at `pos` (viewport coordinates): the standard one, with copying the message
+        under it when it is a reply: its answer, or its answer with its reasoning."""
+        menu = self.createStandardContextMenu(pos)
+        message = self.message_at(self.cursorForPosition(pos).position())
+        if message is not None and message.role == "assistant":
+            menu.addSeparator()
+            menu.addAction("Copy message", lambda: QGuiApplication.clipboard().setText(copy_text(message)))
+            if message.reasoning:
+                menu.addAction("Copy with reasoning",
+                               lambda: QGuiApplication.clipboard().setText(copy_text(message, with_reasoning=True)))
+        return menu
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt override)
+        menu = self.message_menu(event.pos())
+        menu.exec(event.globalPos())
+        menu.deleteLater()
 
     # ------------------------------------------------------------ helpers
 
@@ -199,5 +383,7 @@ class ChatView(QTextBrowser):
 
     @Slot(QUrl)
     def _open_link(self, url: QUrl) -> None:
-        if url.scheme() in ("http", "https"):
+        if url.scheme() == SCHEME and url.path().isdigit():
+            self.toggle_reasoning(int(url.path()))
+        elif url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)

@@ -185,6 +185,7 @@ class MainWindow(QMainWindow):
         c.message_added.connect(self.chat.append_message)
         c.stream_started.connect(self.chat.begin_stream)
         c.stream_text.connect(self.chat.append_stream)
+        c.stream_reasoning.connect(self.chat.append_reasoning)
         c.stream_finished.connect(self.chat.end_stream)
         c.busy_changed.connect(self._on_busy)
         c.model_changed.connect(self.model_label.setText)
@@ -192,6 +193,7 @@ class MainWindow(QMainWindow):
         c.model_changed.connect(lambda _text: self.settings_panel.set_model_path(s.model_path))
         self.settings_panel.set_model_path(s.model_path)
         c.context_loaded.connect(self.settings_panel.show_loaded_context)
+        c.loaded.connect(lambda event: self.settings_panel.show_model_info(event.info))
         c.stats_changed.connect(self.stats_label.setText)
         c.stats_changed.connect(self.stats_label.setToolTip)  # the whole line, when the bar cuts it
         c.notice.connect(lambda text: self.statusBar().showMessage(text, NOTICE_MS))

@@ -18,9 +18,11 @@ from PySide6.QtWidgets import (
 
 from app.gui.context_box import AutoCapBox, ContextBox
 from app.gui.preset_dialog import PresetDialog
+from app.gui.reasoning_group import ReasoningGroup
 from app.gui.speculation_group import SpeculationGroup
 from app.gui.torch_settings_group import TorchSettingsGroup
 from app.services.store import ChatSettings, Preset
+from engine.protocol import ModelInfo
 from models.folder_plan import is_model_folder
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
@@ -75,6 +77,8 @@ class SettingsPanel(QWidget):
         outer = QVBoxLayout(self)
         form = self._form = QFormLayout()
         outer.addLayout(form)
+        self.reasoning_group = ReasoningGroup()  # enabled while the loaded model's template reasons
+        outer.addWidget(self.reasoning_group)
         self.speculation_group = SpeculationGroup()  # every model: both engines decode speculatively
         outer.addWidget(self.speculation_group)
         self.torch_group = TorchSettingsGroup()  # shown while the model is a folder (the PyTorch engine)
@@ -101,6 +105,7 @@ class SettingsPanel(QWidget):
         self.n_ctx.valueChanged.connect(lambda _value: self.auto_cap.setEnabled(self.n_ctx.context() is None))
         for combo in (self.kv_type, self.flash_attn):
             combo.currentTextChanged.connect(self._changed)
+        self.reasoning_group.changed.connect(self._changed)
         self.speculation_group.changed.connect(self._changed)
         self.torch_group.changed.connect(self._changed)
         self.preset.activated.connect(self._apply_preset)
@@ -162,12 +167,14 @@ class SettingsPanel(QWidget):
             self.auto_cap.setValue(settings.auto_ctx_cap)
             self.kv_type.setCurrentText(settings.kv_type)
             self.flash_attn.setCurrentText(settings.flash_attn)
+            self.reasoning_group.set_values(settings)
             self.speculation_group.set_values(settings)
             self.torch_group.set_values(settings)
         finally:
             self._loading = False
 
     def settings(self) -> ChatSettings:
+        reasoning, think_budget = self.reasoning_group.values()
         return ChatSettings(
             system_prompt=self.system_prompt.toPlainText(),
             temperature=round(self.temperature.value(), 3),
@@ -179,6 +186,8 @@ class SettingsPanel(QWidget):
             flash_attn=self.flash_attn.currentText(),
             speculation=self.speculation_group.values(),
             torch=self.torch_group.values(),
+            reasoning=reasoning,
+            think_budget=think_budget,
         )
 
     def set_model_path(self, path: str) -> None:
@@ -190,6 +199,10 @@ class SettingsPanel(QWidget):
         self.torch_group.setVisible(folder)
         for widget in (self.kv_type, self.flash_attn):
             self._form.setRowVisible(widget, not folder)
+
+    def show_model_info(self, info: ModelInfo) -> None:
+        """What the loaded model can do: the reasoning controls only where its template reasons."""
+        self.reasoning_group.set_reasoning_format(info.reasoning_format)
 
     def show_loaded_context(self, text: str) -> None:
         """Say what context the model was loaded with ("Context: Auto — 32,768 tokens"); "" hides the line."""

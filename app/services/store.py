@@ -37,6 +37,7 @@ from app.services.store_problems import (
 from app.services.store_records import (
     DEFAULT_PRESET,
     DEFAULT_TITLE,
+    MESSAGE_COLUMNS,
     MESSAGE_STATES,
     ChatSettings,
     Conversation,
@@ -217,21 +218,31 @@ class ChatStore:
             db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
         return Message(cur.lastrowid, conversation_id, role, content, state, None, now)
 
-    def update_message_content(self, message_id: int, content: str) -> None:
-        """Save the text of a message (called every few hundred ms while a reply streams)."""
+    def update_message_content(
+        self, message_id: int, content: str, reasoning: str | None = None, reasoning_closed: bool = True
+    ) -> None:
+        """Save the text of a message (called every few hundred ms while a reply streams), and of its
+        reasoning when given (None leaves what is stored)."""
         with self._write() as db:
-            db.execute("UPDATE messages SET content = ? WHERE id = ?", (content, message_id))
+            db.execute(
+                "UPDATE messages SET content = ?, reasoning = coalesce(?, reasoning),"
+                " reasoning_closed = coalesce(?, reasoning_closed) WHERE id = ?",
+                (content, *_reasoning_values(reasoning, reasoning_closed), message_id),
+            )
 
     def finish_message(
-        self, message_id: int, content: str, state: MessageState, stats: dict | None = None
+        self, message_id: int, content: str, state: MessageState, stats: dict | None = None,
+        reasoning: str | None = None, reasoning_closed: bool = True,
     ) -> None:
-        """Store the final text, state and stats of a reply."""
+        """Store the final text, state and stats of a reply, and its reasoning when given (None leaves
+        what is stored)."""
         _check_state(state)
         stats_json = json.dumps(stats) if stats is not None else None
         with self._write() as db:
             db.execute(
-                "UPDATE messages SET content = ?, state = ?, stats = ? WHERE id = ?",
-                (content, state, stats_json, message_id),
+                "UPDATE messages SET content = ?, state = ?, stats = ?, reasoning = coalesce(?, reasoning),"
+                " reasoning_closed = coalesce(?, reasoning_closed) WHERE id = ?",
+                (content, state, stats_json, *_reasoning_values(reasoning, reasoning_closed), message_id),
             )
 
     def delete_message(self, message_id: int) -> None:
@@ -239,17 +250,12 @@ class ChatStore:
             db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
 
     def get_message(self, message_id: int) -> Message | None:
-        row = self._db.execute(
-            "SELECT id, conversation_id, role, content, state, stats, created FROM messages WHERE id = ?",
-            (message_id,),
-        ).fetchone()
+        row = self._db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,)).fetchone()
         return message_of(row) if row else None
 
     def list_messages(self, conversation_id: int) -> list[Message]:
         rows = self._db.execute(
-            "SELECT id, conversation_id, role, content, state, stats, created FROM messages"
-            " WHERE conversation_id = ? ORDER BY id",
-            (conversation_id,),
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
         )
         return [message_of(row) for row in rows]
 
@@ -277,6 +283,11 @@ class ChatStore:
     def pinned_prompts(self) -> tuple[str, ...]:
         """System prompts of the pinned presets, for the engine to prefill at load."""
         return tuple(p.system_prompt for p in self.list_presets() if p.pinned and p.system_prompt)
+
+
+def _reasoning_values(reasoning: str | None, closed: bool) -> tuple[str | None, int | None]:
+    """The reasoning columns' new values; (None, None) keeps what they hold."""
+    return (None, None) if reasoning is None else (reasoning, int(closed))
 
 
 def _check_state(state: str) -> None:

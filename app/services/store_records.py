@@ -14,6 +14,7 @@ from app.services.chat_defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
+from engine.protocol import REASONING_CHOICES, Reasoning
 from models.load_options import FlashAttn, KvType, SpeculativeOptions, TorchOptions
 
 Role = Literal["system", "user", "assistant"]
@@ -42,6 +43,9 @@ class ChatSettings:
     speculation: SpeculativeOptions = SpeculativeOptions()
     # The PyTorch engine's load options (a model folder; the GGUF backend ignores them), as LoadRequest's.
     torch: TorchOptions = TorchOptions()
+    # A reasoning model's thinking, sent with each reply (ReplyShape): no reload when it changes.
+    reasoning: Reasoning = "auto"
+    think_budget: int | None = None  # the most reasoning tokens; None: no cap
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -59,6 +63,11 @@ class ChatSettings:
         speculation = SpeculativeOptions(**{k: data[flat] for k, flat in _FLAT_SPECULATION.items() if flat in data})
         nested = ("torch", "speculation")
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k not in nested}
+        if known.get("reasoning") not in REASONING_CHOICES:
+            known.pop("reasoning", None)
+        budget = known.get("think_budget")
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+            known.pop("think_budget", None)
         return cls(**known, speculation=speculation, torch=torch)
 
 
@@ -105,6 +114,14 @@ class Message:
     state: MessageState
     stats: dict | None
     created: float
+    # An assistant reply's reasoning, apart from its answer (`content`), which alone is sent back to
+    # the model; reasoning_closed is False when the reply ended while it still thought (cut off).
+    reasoning: str = ""
+    reasoning_closed: bool = True
+
+
+# The columns `message_of` reads, in its order.
+MESSAGE_COLUMNS = "id, conversation_id, role, content, state, stats, created, reasoning, reasoning_closed"
 
 
 def conversation_of(row: tuple) -> Conversation:
@@ -113,9 +130,9 @@ def conversation_of(row: tuple) -> Conversation:
 
 
 def message_of(row: tuple) -> Message:
-    """A Message from `id, conversation_id, role, content, state, stats, created`."""
+    """A Message from a row of MESSAGE_COLUMNS."""
     stats = json.loads(row[5]) if row[5] else None
-    return Message(row[0], row[1], row[2], row[3], row[4], stats, row[6])
+    return Message(row[0], row[1], row[2], row[3], row[4], stats, row[6], row[7] or "", bool(row[8]))
 
 
 def preset_row(preset: Preset) -> tuple[str, str, int]:

@@ -221,6 +221,10 @@ def _clean(table: str, row: dict) -> dict | None:
                 row["state"] = "interrupted"
             if "stats" in row:
                 row["stats"] = _json_or(row["stats"], None)
+            if "reasoning" in row and not isinstance(row["reasoning"], str):
+                row["reasoning"] = ""
+            if "reasoning_closed" in row and row["reasoning_closed"] not in (0, 1):
+                row["reasoning_closed"] = 1
         else:
             ok = isinstance(row["name"], str) and bool(row["name"].strip()) and isinstance(row["pinned"], int)
             ok = ok and _json_or(row["settings"], None) is not None

@@ -65,8 +65,18 @@ def _v3_presets(db: sqlite3.Connection) -> list[str]:
     return found
 
 
+def _v4_reasoning(db: sqlite3.Connection) -> list[str]:
+    # A reasoning model's thoughts, apart from its answer (`content`), and whether they were cut off
+    # (the reply ended while it still thought). Replies of older files thought nothing: '' and 1.
+    found = _add_column(db, "messages", "reasoning", "TEXT NOT NULL DEFAULT ''")
+    found += _add_column(db, "messages", "reasoning_closed", "INTEGER NOT NULL DEFAULT 1")
+    return found
+
+
 # A step returns the names of what it found already there (a half-done step being finished).
-MIGRATIONS: list[Callable[[sqlite3.Connection], list[str]]] = [_v1_initial, _v2_settings_and_stats, _v3_presets]
+MIGRATIONS: list[Callable[[sqlite3.Connection], list[str]]] = [
+    _v1_initial, _v2_settings_and_stats, _v3_presets, _v4_reasoning,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

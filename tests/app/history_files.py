@@ -44,7 +44,7 @@ def fill_history(path: Path, chats: int = 12, messages: int = 8, length: int = 4
 
 
 def old_history(path: Path, version: int, chats: int = 3) -> list[tuple[str, list[str]]]:
-    """A file written by the schema of `version` (1 or 2), with chats and one reply left streaming."""
+    """A file written by the schema of `version` (1 to 3), with chats and one reply left streaming."""
     made = []
     with closing(sqlite3.connect(path, isolation_level=None)) as db:
         db.execute("PRAGMA journal_mode=WAL")

@@ -38,7 +38,8 @@ def test_json_prints_reply_then_one_line_of_stats(tmp_path: Path):
     assert result.returncode == 0, result.stderr
     *reply, last = result.stdout.rstrip("\n").split("\n")
     stats = json.loads(last)
-    assert set(stats) == {"ttft_s", "prompt_tokens", "cached_tokens", "gen_tokens", "prefill_tok_s", "decode_tok_s"}
+    assert set(stats) == {"ttft_s", "prompt_tokens", "cached_tokens", "gen_tokens", "prefill_tok_s", "decode_tok_s",
+                          "reasoning_tokens"}
     assert stats["prompt_tokens"] > 5 and 0 < stats["gen_tokens"] <= 24
     assert stats["ttft_s"] > 0 and stats["decode_tok_s"] >= 0
     assert "".join(reply).strip()

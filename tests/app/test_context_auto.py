@@ -36,9 +36,9 @@ def generate_calls(monkeypatch: pytest.MonkeyPatch):
         engine, model = window.session.engine, window.session.model
         real_generate, real_load = engine.generate, model.request_load
 
-        def generate(messages, sampling):
+        def generate(messages, sampling, **options):
             events.append("generate")
-            return real_generate(messages, sampling)
+            return real_generate(messages, sampling, **options)
 
         def load(wanted):
             settings = wanted[1]

@@ -62,9 +62,13 @@ def test_a_damaged_messages_page_is_refused_and_recovery_keeps_every_other_messa
     assert report.damaged_copy.parent == path.parent and "damaged" in report.damaged_copy.name
     store = ChatStore(path)
     assert store.problem is None
+    emptied = 0
     for conversation in store.list_conversations():
         texts = [m.content for m in store.list_messages(conversation.id)]
-        assert texts and all(text in made[conversation.id] for text in texts)  # same ids, same words
+        assert all(text in made[conversation.id] for text in texts)  # same ids, same words
+        emptied += not texts
+    # A page holds about one chat's messages: at most the chat whose every message was on it is left empty.
+    assert emptied <= 1
     assert sum(len(store.list_messages(c.id)) for c in store.list_conversations()) == total - rows_on_it
     store.add_message(store.list_conversations()[0].id, "user", "still works")
     store.close()

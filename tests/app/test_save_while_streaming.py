@@ -46,7 +46,7 @@ class DrivenClient:
     def load(self, request) -> None:  # noqa: ANN001 - a LoadRequest
         self.deliver(Loaded(ModelInfo(request.path, "scripted", "llama", request.n_ctx, 8192, 1, 1, True), 0.0))
 
-    def generate(self, messages, sampling) -> int:  # noqa: ANN001
+    def generate(self, messages, sampling, *, prompt=None, on_event=None, shape=None) -> int:  # noqa: ANN001
         return 1
 
     def cancel(self, request_id: int) -> None:

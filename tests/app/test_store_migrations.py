@@ -80,7 +80,7 @@ def open_killed_at(template: Path | None, work: Path, kill_at: int) -> subproces
     )
 
 
-@pytest.mark.parametrize("start", [0, 1, 2])
+@pytest.mark.parametrize("start", [0, 1, 2, 3])
 def test_a_kill_at_every_statement_of_the_upgrade_loses_nothing(tmp_path, fresh_schema, start):
     """Kill the opening process before each statement in turn; then the file opens, upgraded, with every chat."""
     template = None
@@ -153,6 +153,9 @@ HALF_DONE = {
     "the whole v3 step there at version 2": (
         2, "CREATE TABLE presets (name TEXT PRIMARY KEY, settings TEXT NOT NULL, pinned INTEGER NOT NULL)",
         "INSERT INTO presets VALUES (?, ?, ?)",
+    ),
+    "reasoning column there at version 3": (
+        3, "ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''",
     ),
 }
 

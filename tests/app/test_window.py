@@ -137,7 +137,7 @@ def test_engine_killed_while_streaming(qtbot, window, tmp_path):
     type_and_send(qtbot, window, LONG_PROMPT)
     wait_for_partial(qtbot, window, 40)
     # The partial reply reaches the file while it streams (another connection sees it).
-    (message_id, _text) = window.session.replies.streaming_in(window.session.current.id)
+    message_id = window.session.replies.streaming_in(window.session.current.id).message_id
     db = sqlite3.connect(tmp_path / "chats.sqlite3")
 
     def saved_while_streaming() -> bool:

@@ -74,7 +74,7 @@ class ScriptedClient:
         )
         self.deliver(Loaded(info, 0.0))
 
-    def generate(self, messages, sampling) -> int:  # noqa: ANN001
+    def generate(self, messages, sampling, *, shape=None) -> int:  # noqa: ANN001
         threading.Thread(target=self._stream, args=(1,), daemon=True).start()
         return 1
 

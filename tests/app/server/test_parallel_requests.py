@@ -118,7 +118,7 @@ def test_a_hundred_clients_on_four_slots_each_get_an_answer_or_a_clear_503(start
 
 
 def test_a_hundred_clients_with_room_to_wait_are_all_answered(start_server):
-    server = start_server(parallel=4)
+    server = start_server(parallel=4, queue_timeout_s=600.0)  # room to wait, on a loaded machine too
     results = a_hundred_at_once(server, "Say {}.", max_tokens=4)
     assert [status for status, _ in results] == [200] * 100
     assert server.engine.active == [] and server.engine.waiting == 0
