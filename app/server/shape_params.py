@@ -11,10 +11,9 @@ import json
 import re
 from typing import Any
 
-from engine.structured.json_schema_grammar import SchemaError, check_schema
-
 from app.server.errors import ApiError, bad_param
 from engine.protocol import ModelInfo, ReplyShape, ToolCall
+from engine.structured.json_schema_grammar import SchemaError, check_schema
 
 NO_TOOL_SUPPORT = "This model's chat template has no tool support."
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
