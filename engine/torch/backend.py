@@ -138,7 +138,7 @@ class TorchBackend:
         if shaped.grammar is not None:
             raise BackendError("bad_request", "The PyTorch engine cannot constrain its output to a JSON schema or "
                                               "to tool calls; load the model as a GGUF file for that.")
-        if shaped.think_budget is not None:
+        if shaped.think_budget is not None and shaped.reasoning is not None:
             raise BackendError("bad_request", "The PyTorch engine has no thinking budget (and cannot switch this "
                                               "model's reasoning off); load the model as a GGUF file for that.")
         return shaped

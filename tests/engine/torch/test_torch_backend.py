@@ -18,6 +18,7 @@ from engine.protocol import (
     Loaded,
     LoadRequest,
     MemoryReport,
+    ReplyShape,
     SamplingParams,
 )
 from engine.torch.backend import TorchBackend
@@ -236,3 +237,16 @@ def test_memory_report_counts_blocks_shared_by_two_requests(model_dir: Path) -> 
     while engine.has_unfinished():
         engine.step()
     assert b.memory().kv_shared_tokens == 0  # blocks held by one sequence (or none) are not shared
+
+
+def test_a_json_schema_is_refused_by_name(backend: TorchBackend) -> None:
+    shape = ReplyShape(json_schema='{"type": "object"}')
+    with pytest.raises(BackendError, match="PyTorch engine cannot constrain") as caught:
+        backend.generate(GenerateRequest(1, HELLO, GREEDY, shape=shape), lambda _t: None, lambda: False)
+    assert caught.value.kind == "bad_request"
+
+
+def test_a_thinking_budget_on_a_model_that_does_not_think_changes_nothing(backend: TorchBackend) -> None:
+    done = backend.generate(GenerateRequest(1, HELLO, GREEDY, shape=ReplyShape(think_budget=10)),
+                            lambda _t: None, lambda: False)
+    assert done.text == run(backend)[0].text and done.stats.reasoning_tokens == 0
