@@ -10,6 +10,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from app.cli.chats import ChatsError, add_chats_parsers
 from app.cli.hw import add_hw_parser
 from app.cli.library import add_library_parsers
 from app.cli.mem import add_mem_parser, final_report, memory_json
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parser(sub)
     add_mem_parser(sub)
     add_preset_parser(sub)
+    add_chats_parsers(sub)
     gui = sub.add_parser("gui", help="open the window (the default with no command)")
     gui.add_argument("--model", help="GGUF file to load (default: the built-in starter model)")
     gui.add_argument("--db", help="chat history file (default: in the user data folder)")
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is not None:
         try:
             return args.func(args)
-        except (PlanError, PresetError, StoreError) as exc:  # StoreError: the chat history (presets)
+        except (PlanError, PresetError, ChatsError, StoreError) as exc:  # StoreError: the chat history
             print(f"tailor: error: {exc}", file=sys.stderr)
             return 1
     if args.command != "chat":

@@ -203,6 +203,39 @@ class ChatStore:
         sql += " ORDER BY updated DESC, id DESC"
         return [conversation_of(row) for row in self._db.execute(sql, args)]
 
+    def conversation_uid(self, conversation_id: int) -> str | None:
+        """The chat's stable id (a UUID kept across export and import); None when there is no such chat."""
+        row = self._db.execute("SELECT external_id FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        return row[0] if row else None
+
+    def find_conversation_by_uid(self, uid: str) -> Conversation | None:
+        row = self._db.execute(
+            "SELECT id, title, created, updated, settings FROM conversations WHERE external_id = ?", (uid,)
+        ).fetchone()
+        return conversation_of(row) if row else None
+
+    def insert_conversation(self, conversation: Conversation, messages: list[Message], uid: str) -> int | None:
+        """Add a whole chat as given (title, times, settings; messages with their states, stats, reasoning
+        and times; their ids are not used) under `uid`, in one transaction. Returns its id, or None when a
+        chat with `uid` is there already (then nothing is added)."""
+        for message in messages:
+            _check_state(message.state)
+        c = conversation
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM conversations WHERE external_id = ?", (uid,)).fetchone():
+                return None
+            cid = db.execute(
+                "INSERT INTO conversations (title, created, updated, settings, external_id) VALUES (?, ?, ?, ?, ?)",
+                (c.title, c.created, c.updated, c.settings.to_json(), uid),
+            ).lastrowid
+            db.executemany(
+                "INSERT INTO messages (conversation_id, role, content, state, stats, created, reasoning,"
+                " reasoning_closed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(cid, m.role, m.content, m.state, json.dumps(m.stats) if m.stats is not None else None, m.created,
+                  m.reasoning, int(m.reasoning_closed)) for m in messages],
+            )
+        return cid
+
     # ------------------------------------------------------------ messages
 
     def add_message(
@@ -252,6 +285,10 @@ class ChatStore:
     def get_message(self, message_id: int) -> Message | None:
         row = self._db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,)).fetchone()
         return message_of(row) if row else None
+
+    def message_count(self, conversation_id: int) -> int:
+        row = self._db.execute("SELECT count(*) FROM messages WHERE conversation_id = ?", (conversation_id,)).fetchone()
+        return row[0]
 
     def list_messages(self, conversation_id: int) -> list[Message]:
         rows = self._db.execute(

@@ -73,15 +73,40 @@ def _v4_reasoning(db: sqlite3.Connection) -> list[str]:
     return found
 
 
+# A random (version 4) UUID in SQL, for the rows the trigger and the upgrade fill in.
+_UUID_SQL = (
+    "lower(hex(randomblob(4))) || '-' || lower(hex(randomblob(2))) || '-4' || substr(lower(hex(randomblob(2))), 2)"
+    " || '-' || substr('89ab', 1 + abs(random()) % 4, 1) || substr(lower(hex(randomblob(2))), 2)"
+    " || '-' || lower(hex(randomblob(6)))"
+)
+
+
+def _v5_external_ids(db: sqlite3.Connection) -> list[str]:
+    # Each chat's stable id (a UUID), kept in exports so that importing a file twice adds its chats
+    # once. Chats of older files get one here; new ones get one from the trigger, whatever inserts them.
+    found = _add_column(db, "conversations", "external_id", "TEXT")
+    db.execute(f"UPDATE conversations SET external_id = {_UUID_SQL} WHERE external_id IS NULL")
+    found += _create(
+        db, "conversations_by_external_id",
+        "CREATE UNIQUE INDEX conversations_by_external_id ON conversations(external_id)",
+    )
+    found += _create(
+        db, "conversations_external_id",
+        "CREATE TRIGGER conversations_external_id AFTER INSERT ON conversations WHEN NEW.external_id IS NULL"
+        f" BEGIN UPDATE conversations SET external_id = {_UUID_SQL} WHERE id = NEW.id; END",
+    )
+    return found
+
+
 # A step returns the names of what it found already there (a half-done step being finished).
 MIGRATIONS: list[Callable[[sqlite3.Connection], list[str]]] = [
-    _v1_initial, _v2_settings_and_stats, _v3_presets, _v4_reasoning,
+    _v1_initial, _v2_settings_and_stats, _v3_presets, _v4_reasoning, _v5_external_ids,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def _create(db: sqlite3.Connection, name: str, sql: str) -> list[str]:
-    """Run `sql`, which creates table or index `name`, unless it exists; [name] if it did."""
+    """Run `sql`, which creates table, index or trigger `name`, unless it exists; [name] if it did."""
     if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None:
         return [name]
     db.execute(sql)

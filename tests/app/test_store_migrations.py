@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import uuid
 from contextlib import closing
 from pathlib import Path
 
@@ -50,6 +51,7 @@ def schema(path: Path) -> dict[str, list]:
         names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
         found = {name: [r[1:] for r in db.execute(f"PRAGMA table_info({name})")] for name in names}
         found["indexes"] = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")]
+        found["triggers"] = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")]
         found["presets"] = db.execute("SELECT name, pinned FROM presets").fetchall() if "presets" in names else []
         found["version"] = db.execute("PRAGMA user_version").fetchone()[0]
     return found
@@ -80,7 +82,7 @@ def open_killed_at(template: Path | None, work: Path, kill_at: int) -> subproces
     )
 
 
-@pytest.mark.parametrize("start", [0, 1, 2, 3])
+@pytest.mark.parametrize("start", [0, 1, 2, 3, 4])
 def test_a_kill_at_every_statement_of_the_upgrade_loses_nothing(tmp_path, fresh_schema, start):
     """Kill the opening process before each statement in turn; then the file opens, upgraded, with every chat."""
     template = None
@@ -157,6 +159,14 @@ HALF_DONE = {
     "reasoning column there at version 3": (
         3, "ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''",
     ),
+    "external_id column there, empty, at version 4": (
+        4, "ALTER TABLE conversations ADD COLUMN external_id TEXT",
+    ),
+    "external_id index there, without its trigger, at version 4": (
+        4, "ALTER TABLE conversations ADD COLUMN external_id TEXT",
+        "UPDATE conversations SET external_id = 'c' || id",
+        "CREATE UNIQUE INDEX conversations_by_external_id ON conversations(external_id)",
+    ),
 }
 
 
@@ -187,3 +197,34 @@ def test_a_failing_step_leaves_the_file_at_the_version_before_it(tmp_path):
         assert db.execute("PRAGMA user_version").fetchone()[0] == 1
         assert "settings" not in [r[1] for r in db.execute("PRAGMA table_info(conversations)")]
         assert not db.in_transaction
+
+
+# ---------------------------------------------------------------- schema 5: each chat's stable id
+
+
+def test_upgraded_chats_get_a_stable_id_each_and_new_ones_get_theirs_on_insert(tmp_path):
+    path = tmp_path / "chats.sqlite3"
+    old_history(path, 4)
+    store = ChatStore(path)
+    uids = [store.conversation_uid(c.id) for c in store.list_conversations()]
+    assert len(uids) == 3 and len(set(uids)) == 3
+    assert all(str(uuid.UUID(u)) == u and uuid.UUID(u).version == 4 for u in uids)
+    store.close()
+    store = ChatStore(path)  # kept, not made anew at each opening
+    assert [store.conversation_uid(c.id) for c in store.list_conversations()] == uids
+    # Whatever inserts a chat (here an older Tailor's plain INSERT), the trigger gives it one.
+    store._db.execute("INSERT INTO conversations (title, created, updated) VALUES ('x', 9, 9)")
+    new = store.list_conversations()[0]
+    assert new.title == "x" and store.conversation_uid(new.id) not in (None, *uids)
+    with pytest.raises(sqlite3.IntegrityError):
+        store._db.execute("UPDATE conversations SET external_id = ? WHERE id = ?", (uids[0], new.id))
+    store.close()
+
+
+def test_a_half_done_step_5_fills_in_the_ids_it_had_not(tmp_path):
+    path = tmp_path / "chats.sqlite3"
+    half_done(path, 4, "ALTER TABLE conversations ADD COLUMN external_id TEXT")
+    store = ChatStore(path)
+    uids = [store.conversation_uid(c.id) for c in store.list_conversations()]
+    assert None not in uids and len(set(uids)) == 3
+    store.close()

@@ -18,7 +18,7 @@ def test_a_schema_3_file_is_upgraded_and_its_replies_have_no_reasoning(tmp_path)
     path = tmp_path / "chats.sqlite3"
     made = old_history(path, 3)
     store = ChatStore(path)
-    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conversation = store.list_conversations()[-1]
     messages = store.list_messages(conversation.id)
     assert [m.content for m in messages] == made[0][1]

@@ -1,0 +1,180 @@
+"""Exporting chats from a real history file: Tailor's JSON (complete, deterministic), Markdown, HTML."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from app.services.chat_export import (
+    FORMAT,
+    UnknownChatError,
+    close_fences,
+    fence_for,
+    find_chat_id,
+    load_chats,
+    safe_filename,
+    to_json,
+    to_markdown,
+)
+from app.services.chat_export_html import to_html
+from app.services.store import ChatSettings, ChatStore
+
+CUT_OFF_CODE = "Here is the start:\n\n```python\ndef f():\n    return 1"
+NESTED_FENCES = "Like this:\n\n````markdown\n```python\nprint(1)\n```\n````\n\nDone."
+SCRIPT = 'Try <script>alert("x")</script> & <img src="http://evil.example/x.png">'
+
+
+def make_history(path: Path) -> ChatStore:
+    """Two chats: one with reasoning, stats, odd settings and states; one with code and markup."""
+    store = ChatStore(path)
+    first = store.create_conversation("Maths", ChatSettings(system_prompt="Be exact.", temperature=0.1, n_ctx=None,
+                                                            reasoning="high", think_budget=256))
+    store.add_message(first.id, "user", "What is 17 * 23?")
+    reply = store.add_message(first.id, "assistant", "", state="streaming")
+    store.finish_message(reply.id, "391.", "complete", {"gen_tokens": 12, "reasoning_tokens": 40, "ttft_s": 0.25},
+                         "17 * 20 = 340, 17 * 3 = 51", True)
+    cut = store.add_message(first.id, "assistant", "", state="streaming")
+    store.finish_message(cut.id, "", "cancelled", None, "Let me think again about", False)
+    second = store.create_conversation("Code / <b>HTML</b>\x07")
+    store.add_message(second.id, "user", SCRIPT)
+    store.add_message(second.id, "assistant", NESTED_FENCES)
+    store.add_message(second.id, "user", "And a cut-off one?")
+    store.add_message(second.id, "assistant", CUT_OFF_CODE, state="interrupted")
+    return store
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    store = make_history(tmp_path / "chats.sqlite3")
+    yield store
+    store.close()
+
+
+def test_json_holds_every_field_of_every_chat(store: ChatStore):
+    document = json.loads(to_json(load_chats(store)))
+    assert (document["format"], document["version"]) == (FORMAT, 1)
+    maths, code = document["chats"]  # oldest first
+    assert set(maths) == {"id", "title", "created", "updated", "settings", "messages"}
+    assert str(uuid.UUID(maths["id"])) == maths["id"] != code["id"]
+    assert maths["title"] == "Maths" and maths["created"] <= maths["updated"]
+    settings = ChatSettings.from_json(json.dumps(maths["settings"]))
+    assert (settings.system_prompt, settings.temperature, settings.n_ctx, settings.reasoning,
+            settings.think_budget) == ("Be exact.", 0.1, None, "high", 256)
+    question, answer, cut = maths["messages"]
+    assert question == {"role": "user", "content": "What is 17 * 23?", "reasoning": "", "reasoning_closed": True,
+                        "state": "complete", "stats": None, "created": question["created"]}
+    assert answer["reasoning"] == "17 * 20 = 340, 17 * 3 = 51" and answer["stats"]["reasoning_tokens"] == 40
+    assert (cut["state"], cut["reasoning_closed"], cut["content"]) == ("cancelled", False, "")
+    assert [m["content"] for m in code["messages"]] == [SCRIPT, NESTED_FENCES, "And a cut-off one?", CUT_OFF_CODE]
+    assert code["messages"][3]["state"] == "interrupted"
+
+
+def test_json_is_the_same_bytes_each_time_with_sorted_keys(store: ChatStore, tmp_path: Path):
+    text = to_json(load_chats(store))
+    store.close()
+    again = ChatStore(tmp_path / "chats.sqlite3")
+    assert to_json(load_chats(again)) == text
+    again.close()
+    keys = re.findall(r'^    "(\w+)":', text, flags=re.M)
+    assert keys == sorted(keys) and text.endswith("}\n")
+
+
+def test_one_chat_by_number_or_uuid(store: ChatStore):
+    code = store.list_conversations()[0]
+    uid = store.conversation_uid(code.id)
+    assert find_chat_id(store, str(code.id)) == find_chat_id(store, uid) == find_chat_id(store, uid.upper()) == code.id
+    (record,) = load_chats(store, [code.id])
+    assert record.uid == uid and len(record.messages) == 4
+    with pytest.raises(UnknownChatError, match="No chat '999'"):
+        find_chat_id(store, "999")
+
+
+def test_new_chats_get_a_stable_id_of_their_own(store: ChatStore):
+    uids = [store.conversation_uid(c.id) for c in store.list_conversations()]
+    uids.append(store.conversation_uid(store.create_conversation().id))
+    assert len(set(uids)) == 3 and all(uuid.UUID(u).version == 4 for u in uids)
+    assert store.conversation_uid(12345) is None
+
+
+def _top_level(markdown: str) -> list[tuple[str, str]]:
+    """(token type, content) of the top-level blocks CommonMark sees in `markdown`."""
+    tokens = MarkdownIt("commonmark").parse(markdown)
+    return [(t.type, tokens[i + 1].content if t.type == "heading_open" else t.content)
+            for i, t in enumerate(tokens) if t.level == 0]
+
+
+def test_markdown_has_a_title_per_chat_speakers_and_code_kept_verbatim(store: ChatStore):
+    text = to_markdown(load_chats(store))
+    assert text.count("\n# ") + text.startswith("# ") == 2
+    assert "# Code / <b>HTML</b>\n" in text  # the control character is gone from the title
+    assert "### You\n\nWhat is 17 * 23?" in text and "### Assistant *(interrupted)*" in text
+    assert NESTED_FENCES in text  # code, with its inner fence, exactly as written
+    blocks = _top_level(text)
+    headings = [content for kind, content in blocks if kind == "heading_open"]
+    # Every speaker heading is a heading: no open fence swallowed what follows it.
+    assert sum(h.startswith("Assistant") for h in headings) == 4 and sum(h == "You" for h in headings) == 3
+    fences = [content for kind, content in blocks if kind == "fence"]
+    assert "```python\nprint(1)\n```\n" in fences and "def f():\n    return 1\n" in fences
+
+
+def test_markdown_reasoning_is_a_collapsed_details_block(store: ChatStore):
+    text = to_markdown(load_chats(store))
+    assert "<details><summary>Thought</summary>\n\n17 * 20 = 340, 17 * 3 = 51\n\n</details>" in text
+    assert "<details><summary>Thought (cut off)</summary>\n\nLet me think again about\n\n</details>" in text
+    assert "<details><summary>System prompt</summary>\n\n```text\nBe exact.\n```" in text
+
+
+def test_fences_longer_than_the_text_and_cut_off_code_closed():
+    assert fence_for("no code") == "```" and fence_for("a ```` b") == "`````"
+    assert close_fences(CUT_OFF_CODE) == CUT_OFF_CODE + "\n```"
+    assert close_fences(NESTED_FENCES) == NESTED_FENCES
+    assert close_fences("inline ```code``` only") == "inline ```code``` only"
+
+
+def test_html_is_one_page_that_runs_nothing_and_loads_nothing(store: ChatStore):
+    page = to_html(load_chats(store))
+    assert page.startswith("<!DOCTYPE html>") and page.count("<section>") == 2
+    lowered = page.lower()
+    assert "<script" not in lowered and "<img" not in lowered and "<link" not in lowered
+    assert not re.search(r"<[^>]*\ssrc=", lowered) and "@import" not in lowered
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    assert "<h1>Code / &lt;b&gt;HTML&lt;/b&gt;</h1>" in page
+    assert "<details><summary>Thought (cut off)</summary>" in page
+    assert '<pre style="' in page and "print" in page  # code blocks keep their inline styles
+    assert "default-src 'none'" in page
+
+
+def test_an_empty_history_exports_an_empty_list(tmp_path: Path):
+    store = ChatStore(tmp_path / "empty.sqlite3")
+    assert json.loads(to_json(load_chats(store)))["chats"] == []
+    store.close()
+
+
+@pytest.mark.parametrize(("title", "expected"), [
+    ("Plain", "Plain-0123abcd.md"),
+    ("../../etc/passwd", "etc-passwd-0123abcd.md"),
+    ("a\\b/c:d*e?f\"g<h>i|j", "a-b-c-d-e-f-g-h-i-j-0123abcd.md"),
+    ("line\nbreak\ttab\x00nul\x1b[31m", "line break tab nul [31m-0123abcd.md"),
+    ("...", "chat-0123abcd.md"),
+    ("", "Untitled chat-0123abcd.md"),
+    ("x" * 300, "x" * 80 + "-0123abcd.md"),
+])
+def test_file_names_of_chats_are_safe(title: str, expected: str):
+    name = safe_filename(title, "0123abcd-0000-4000-8000-000000000000", "md")
+    assert name == expected
+    assert "/" not in name and "\\" not in name and not any(ord(ch) < 32 for ch in name)
+
+
+def test_stats_json_cannot_hold_become_null(tmp_path: Path):
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    chat = store.create_conversation("Fast")
+    reply = store.add_message(chat.id, "assistant", "", state="streaming")
+    store.finish_message(reply.id, "ok", "complete", {"decode_tok_s": float("inf"), "per": [float("nan"), 1.5]})
+    (message,) = json.loads(to_json(load_chats(store)))["chats"][0]["messages"]
+    assert message["stats"] == {"decode_tok_s": None, "per": [None, 1.5]}
+    store.close()
