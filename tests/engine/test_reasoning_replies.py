@@ -13,17 +13,13 @@ import pytest
 from engine.backend import BackendError
 from engine.gguf.backend import GgufBackend
 from engine.protocol import ChatMessage, GenerateRequest, LoadRequest, ReplyShape, SamplingParams
+from tests.fixtures.format_models import TIME_TOOL, WEATHER_TOOL
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=96)
 ASK = (ChatMessage("user", "Write a short story about a dragon who bakes bread."),)
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "The weather in a city now.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
-                                                   "unit": {"enum": ["celsius", "fahrenheit"]}},
-                   "required": ["city", "unit"]}}}
-TIME = {"type": "function", "function": {
-    "name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 12}},
-                                       "required": ["zone"]}}}
+WEATHER = WEATHER_TOOL
+# Without a description, as a client may send it: gpt-oss's template reads one, the engine supplies it.
+TIME = {"type": "function", "function": {k: v for k, v in TIME_TOOL["function"].items() if k != "description"}}
 
 
 def _reply(backend: GgufBackend, shape: ReplyShape, messages=ASK, sampling: SamplingParams = GREEDY):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -52,3 +53,21 @@ def server(start_server: Callable[..., ServerThread]) -> ServerThread:
 @pytest.fixture
 def client(server: ServerThread) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
+
+
+@contextlib.contextmanager
+def format_server(model: Path, logs: Path) -> Iterator[ServerThread]:
+    """Tailor's server over an engine of its own with `model` (a format model: another template)."""
+    engine = OwnEngine(log_path=logs / "engine.log")
+    engine.load(model, LoadSettings(n_ctx=2048))
+    thread = ServerThread(engine.client, engine.model_info, ServerConfig(port=0)).start()
+    try:
+        yield thread
+    finally:
+        thread.stop()
+        engine.shutdown()
+
+
+def served_model(client: openai.OpenAI) -> str:
+    """The id the server's one model answers to."""
+    return client.models.list().data[0].id

@@ -13,10 +13,8 @@ import jsonschema
 import openai
 import pytest
 
-from app.server.config import ServerConfig
-from app.server.own_engine import OwnEngine
 from app.server.runner import ServerThread
-from app.services.load_planner import LoadSettings
+from tests.app.server.conftest import format_server, served_model
 
 STORY = [{"role": "user", "content": "Write a short story about a dragon who bakes bread."}]
 BOOK = {"type": "object", "properties": {"title": {"type": "string", "maxLength": 40},
@@ -26,12 +24,8 @@ BOOK = {"type": "object", "properties": {"title": {"type": "string", "maxLength"
 
 @pytest.fixture(scope="module")
 def server(format_models: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    engine = OwnEngine(log_path=tmp_path_factory.mktemp("logs") / "engine.log")
-    engine.load(format_models("qwq"), LoadSettings(n_ctx=2048))
-    thread = ServerThread(engine.client, engine.model_info, ServerConfig(port=0)).start()
-    yield thread
-    thread.stop()
-    engine.shutdown()
+    with format_server(format_models("qwq"), tmp_path_factory.mktemp("logs")) as thread:
+        yield thread
 
 
 @pytest.fixture
@@ -39,12 +33,8 @@ def client(server: ServerThread) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
 
 
-def _model(client: openai.OpenAI) -> str:
-    return client.models.list().data[0].id
-
-
 def test_the_reasoning_comes_beside_the_content_and_is_counted(client: openai.OpenAI):
-    reply = client.chat.completions.create(model=_model(client), messages=STORY, temperature=0, max_tokens=60)
+    reply = client.chat.completions.create(model=served_model(client), messages=STORY, temperature=0, max_tokens=60)
     message = reply.choices[0].message
     reasoning = message.model_extra["reasoning_content"]
     assert reasoning and "<think>" not in reasoning
@@ -54,9 +44,9 @@ def test_the_reasoning_comes_beside_the_content_and_is_counted(client: openai.Op
 
 def test_reasoning_streams_as_delta_reasoning_content_before_the_answer(client: openai.OpenAI, server):
     # A budget is not OpenAI's: reasoning_effort none closes the block at once, so the answer comes.
-    whole = client.chat.completions.create(model=_model(client), messages=STORY, temperature=0, max_tokens=60)
+    whole = client.chat.completions.create(model=served_model(client), messages=STORY, temperature=0, max_tokens=60)
     kinds, reasoning = [], ""
-    for chunk in client.chat.completions.create(model=_model(client), messages=STORY, temperature=0, max_tokens=60,
+    for chunk in client.chat.completions.create(model=served_model(client), messages=STORY, temperature=0, max_tokens=60,
                                                 stream=True):
         delta = chunk.choices[0].delta if chunk.choices else None
         if delta is None:
@@ -73,7 +63,7 @@ def test_reasoning_streams_as_delta_reasoning_content_before_the_answer(client: 
 
 
 def test_reasoning_effort_none_answers_without_thinking(client: openai.OpenAI):
-    reply = client.chat.completions.create(model=_model(client), messages=STORY, temperature=0, max_tokens=30,
+    reply = client.chat.completions.create(model=served_model(client), messages=STORY, temperature=0, max_tokens=30,
                                            reasoning_effort="none")
     assert reply.choices[0].message.content
     assert not (reply.choices[0].message.model_extra or {}).get("reasoning_content")
@@ -82,7 +72,7 @@ def test_reasoning_effort_none_answers_without_thinking(client: openai.OpenAI):
 
 def test_a_json_schema_answer_parses_and_follows_the_schema(client: openai.OpenAI):
     reply = client.chat.completions.create(
-        model=_model(client), temperature=0, max_tokens=120, reasoning_effort="none",
+        model=served_model(client), temperature=0, max_tokens=120, reasoning_effort="none",
         messages=[{"role": "user", "content": "Describe a famous book as JSON."}],
         response_format={"type": "json_schema", "json_schema": {"name": "book", "schema": BOOK, "strict": True}})
     assert reply.choices[0].finish_reason == "stop"
@@ -91,7 +81,7 @@ def test_a_json_schema_answer_parses_and_follows_the_schema(client: openai.OpenA
 
 def test_json_object_mode_gives_an_object(client: openai.OpenAI):
     reply = client.chat.completions.create(
-        model=_model(client), temperature=0, max_tokens=80, reasoning_effort="none",
+        model=served_model(client), temperature=0, max_tokens=80, reasoning_effort="none",
         messages=[{"role": "user", "content": "Give me a JSON object describing a cat, with three short fields."}],
         response_format={"type": "json_object"})
     if reply.choices[0].finish_reason == "stop":
@@ -107,7 +97,7 @@ def test_json_object_mode_gives_an_object(client: openai.OpenAI):
 ])
 def test_a_schema_that_cannot_be_followed_is_a_400(server: ServerThread, client, schema: dict, words: str):
     answer = httpx.post(f"{server.url}/chat/completions", timeout=30, json={
-        "model": _model(client), "messages": STORY,
+        "model": served_model(client), "messages": STORY,
         "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}})
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]

@@ -12,41 +12,24 @@ import jsonschema
 import openai
 import pytest
 
-from app.server.config import ServerConfig
-from app.server.own_engine import OwnEngine
 from app.server.runner import ServerThread
-from app.services.load_planner import LoadSettings
+from tests.app.server.conftest import format_server, served_model
+from tests.fixtures.format_models import TIME_TOOL, WEATHER_TOOL
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "The weather in a city now.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
-                                                   "unit": {"enum": ["celsius", "fahrenheit"]}},
-                   "required": ["city", "unit"]}}}
-TIME = {"type": "function", "function": {
-    "name": "get_time", "description": "The time in a time zone.",
-    "parameters": {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 12}},
-                   "required": ["zone"]}}}
+WEATHER, TIME = WEATHER_TOOL, TIME_TOOL
 TOOLS = [WEATHER, TIME]
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
 @pytest.fixture(scope="module")
 def server(format_models: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    engine = OwnEngine(log_path=tmp_path_factory.mktemp("logs") / "engine.log")
-    engine.load(format_models("qwen3"), LoadSettings(n_ctx=2048))
-    thread = ServerThread(engine.client, engine.model_info, ServerConfig(port=0)).start()
-    yield thread
-    thread.stop()
-    engine.shutdown()
+    with format_server(format_models("qwen3"), tmp_path_factory.mktemp("logs")) as thread:
+        yield thread
 
 
 @pytest.fixture
 def client(server: ServerThread) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
-
-
-def _model(client: openai.OpenAI) -> str:
-    return client.models.list().data[0].id
 
 
 def _check(call) -> dict:  # noqa: ANN001 - the openai package's tool call type
@@ -57,7 +40,7 @@ def _check(call) -> dict:  # noqa: ANN001 - the openai package's tool call type
 
 
 def test_a_required_call_comes_back_as_openai_tool_calls(client: openai.OpenAI):
-    reply = client.chat.completions.create(model=_model(client), messages=ASK, tools=TOOLS, tool_choice="required",
+    reply = client.chat.completions.create(model=served_model(client), messages=ASK, tools=TOOLS, tool_choice="required",
                                            temperature=0, reasoning_effort="none")
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls"
@@ -69,7 +52,7 @@ def test_a_required_call_comes_back_as_openai_tool_calls(client: openai.OpenAI):
 
 def test_a_named_function_is_the_one_called(client: openai.OpenAI):
     reply = client.chat.completions.create(
-        model=_model(client), messages=ASK, tools=TOOLS, temperature=0, reasoning_effort="none",
+        model=served_model(client), messages=ASK, tools=TOOLS, temperature=0, reasoning_effort="none",
         tool_choice={"type": "function", "function": {"name": "get_time"}}, parallel_tool_calls=False)
     calls = reply.choices[0].message.tool_calls
     assert [c.function.name for c in calls] == ["get_time"]
@@ -77,7 +60,7 @@ def test_a_named_function_is_the_one_called(client: openai.OpenAI):
 
 
 def test_a_streamed_call_arrives_in_openai_s_chunks(client: openai.OpenAI):
-    stream = client.chat.completions.create(model=_model(client), messages=ASK, tools=TOOLS, tool_choice="required",
+    stream = client.chat.completions.create(model=served_model(client), messages=ASK, tools=TOOLS, tool_choice="required",
                                             temperature=0, reasoning_effort="none", stream=True)
     calls: dict[int, dict] = {}
     finish = None
@@ -90,21 +73,21 @@ def test_a_streamed_call_arrives_in_openai_s_chunks(client: openai.OpenAI):
             call["arguments"] += delta.function.arguments or ""
         finish = choice.finish_reason or finish
     assert finish == "tool_calls" and calls
-    whole = client.chat.completions.create(model=_model(client), messages=ASK, tools=TOOLS, tool_choice="required",
+    whole = client.chat.completions.create(model=served_model(client), messages=ASK, tools=TOOLS, tool_choice="required",
                                            temperature=0, reasoning_effort="none")
     assert [(c["name"], c["arguments"]) for c in calls.values()] == [
         (c.function.name, c.function.arguments) for c in whole.choices[0].message.tool_calls]
 
 
 def test_the_tool_s_answer_goes_back_and_the_model_replies(client: openai.OpenAI):
-    first = client.chat.completions.create(model=_model(client), messages=ASK, tools=TOOLS, tool_choice="required",
+    first = client.chat.completions.create(model=served_model(client), messages=ASK, tools=TOOLS, tool_choice="required",
                                            temperature=0, reasoning_effort="none", parallel_tool_calls=False)
     call = first.choices[0].message.tool_calls[0]
     messages = [*ASK, first.choices[0].message.model_dump(exclude_none=True),
                 {"role": "tool", "tool_call_id": call.id, "content": "18 degrees and sunny"}]
-    second = client.chat.completions.create(model=_model(client), messages=messages, tools=TOOLS, tool_choice="none",
+    second = client.chat.completions.create(model=served_model(client), messages=messages, tools=TOOLS, tool_choice="none",
                                             temperature=0, max_tokens=40, reasoning_effort="none")
-    alone = client.chat.completions.create(model=_model(client), messages=ASK, tools=TOOLS, tool_choice="none",
+    alone = client.chat.completions.create(model=served_model(client), messages=ASK, tools=TOOLS, tool_choice="none",
                                            temperature=0, max_tokens=1, reasoning_effort="none")
     assert second.choices[0].message.content
     # The call and its answer were rendered into the prompt (as <tool_call> and <tool_response> blocks).
@@ -115,7 +98,7 @@ def test_a_schema_the_grammar_cannot_follow_is_a_400_naming_the_keyword(server: 
     tool = {"type": "function", "function": {"name": "tag", "parameters": {
         "type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}}}}
     answer = httpx.post(f"{server.url}/chat/completions", timeout=30, json={
-        "model": _model(client), "messages": ASK, "tools": [tool], "tool_choice": "required"})
+        "model": served_model(client), "messages": ASK, "tools": [tool], "tool_choice": "required"})
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["param"] == "tools[0].function.parameters" and "uniqueItems" in error["message"]
@@ -128,20 +111,20 @@ def test_a_schema_the_grammar_cannot_follow_is_a_400_naming_the_keyword(server: 
 ])
 def test_bad_tools_are_refused_by_name(server: ServerThread, client, tools: list, param: str):
     answer = httpx.post(f"{server.url}/chat/completions", timeout=30,
-                        json={"model": _model(client), "messages": ASK, "tools": tools})
+                        json={"model": served_model(client), "messages": ASK, "tools": tools})
     assert answer.status_code == 400 and answer.json()["error"]["param"] == param
 
 
 def test_a_tool_choice_naming_no_tool_is_refused(server: ServerThread, client):
     answer = httpx.post(f"{server.url}/chat/completions", timeout=30, json={
-        "model": _model(client), "messages": ASK, "tools": TOOLS,
+        "model": served_model(client), "messages": ASK, "tools": TOOLS,
         "tool_choice": {"type": "function", "function": {"name": "get_stock"}}})
     assert answer.status_code == 400 and answer.json()["error"]["param"] == "tool_choice"
 
 
 def test_a_parallel_call_names_both_tools_whole_and_streamed(client: openai.OpenAI):
     both = [{"role": "user", "content": "What is the weather in Paris and the time in Tokyo?"}]
-    whole = client.chat.completions.create(model=_model(client), messages=both, tools=TOOLS, tool_choice="required",
+    whole = client.chat.completions.create(model=served_model(client), messages=both, tools=TOOLS, tool_choice="required",
                                            temperature=0, reasoning_effort="none")
     calls = whole.choices[0].message.tool_calls
     assert {c.function.name for c in calls} == {"get_weather", "get_time"}
@@ -149,7 +132,7 @@ def test_a_parallel_call_names_both_tools_whole_and_streamed(client: openai.Open
     for call in calls:
         _check(call)
     streamed: dict[int, str] = {}
-    for chunk in client.chat.completions.create(model=_model(client), messages=both, tools=TOOLS,
+    for chunk in client.chat.completions.create(model=served_model(client), messages=both, tools=TOOLS,
                                                 tool_choice="required", temperature=0, reasoning_effort="none",
                                                 stream=True):
         for delta in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
