@@ -48,3 +48,8 @@ class BatchingBackend(Backend, Protocol):
     def step(self) -> list[tuple[int, Done | BackendError]]:
         """One batch of every running reply; (request id, Done or BackendError) of those that ended."""
         ...
+
+    def idle(self) -> int:
+        """Work worth doing while nothing runs or waits (a finished chat's next turn, prefilled); how much
+        was done (0: nothing to do). Called between requests: it must be short."""
+        ...

@@ -101,11 +101,24 @@ class EngineHost:
     def serve(self, requests: Connection) -> None:
         threading.Thread(target=self._receive, args=(requests,), name="engine-requests", daemon=True).start()
         while True:
+            if not self._replies and not self._queue:
+                self._idle()
             self._take_requests(wait=not self._replies and not self._queue)
             if not self._run_queue():
                 return
             if self._replies:
                 self._step()
+
+    def _idle(self) -> None:
+        """The backend's idle work (a finished chat's next turn prefilled), before waiting for requests;
+        a failure there is logged and forgotten: it only warms what a request would do anyway."""
+        if self._batching is None:
+            return
+        try:
+            if self._batching.idle():
+                self._send_memory(self._batching.memory())
+        except Exception:  # noqa: BLE001 - idle work must never take the engine down
+            log.exception("idle work failed")
 
     def _take_requests(self, wait: bool) -> None:
         """Move what arrived from the inbox to the queue; `wait`: block a while for the first (idle)."""

@@ -11,12 +11,9 @@ kv_sequences.py keeps the books of the cells they share.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-import psutil
 
 from engine.backend import BackendError
 from engine.chat_template import ChatTemplate, ChatTemplateError
@@ -25,15 +22,12 @@ from engine.gguf.backends import load_backends
 from engine.gguf.devices import read_devices
 from engine.gguf.draft_model import DraftModel
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
-from engine.gguf.llama_handle import (
-    MAX_DEVICES,
-    LlamaHandle,
-    LlamaSettings,
-    gpu_offload_supported,
-)
+from engine.gguf.llama_handle import LlamaHandle, LlamaSettings, gpu_offload_supported
 from engine.gguf.llama_sampler import GrammarRefused, Sampler
+from engine.gguf.load_checks import check_load_request, default_threads
 from engine.gguf.log_bridge import BufferSizes, LlamaLogBridge
 from engine.gguf.memory_report import GgufMemoryFigures, gguf_memory_report
+from engine.gguf.next_turn import FinishedTurn, NextTurns, next_turn_tokens
 from engine.gguf.offload_fallback import fallback_notice, is_out_of_memory, layer_attempts, next_attempt
 from engine.gguf.prefix_cache import CacheKey, PrefixCache, model_identity, settings_key
 from engine.gguf.prefix_reuse import PrefixReuse
@@ -52,13 +46,9 @@ from engine.protocol import (
 )
 from engine.reply_shape import ShapedPrompt, TemplateFormats, shape_prompt
 from engine.reply_stream import ReplyStream, check_fits, render_pinned
-from models.layer_split import split_points
 from models.load_options import SpeculativeOptions
 
 log = logging.getLogger(__name__)
-
-# ggml type ids of the KV cache types offered.
-KV_CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
 
 # Used when a GGUF carries no chat template: ChatML, the most common instruct format.
 FALLBACK_TEMPLATE = (
@@ -95,6 +85,7 @@ class GgufBackend:
         self._draft_notice: str | None = None  # why Auto loaded without its draft model
         self._meter: DeviceMeter | None = None  # made at the first report, so NVML starts once
         self._formats = TemplateFormats(None, None)  # what the loaded model's template speaks
+        self._next_turns = NextTurns()  # chats whose next turn is prefilled when idle
 
     # ------------------------------------------------------------ loading
 
@@ -104,16 +95,7 @@ class GgufBackend:
             check_gguf_path(path)
         except InvalidModelFile as exc:
             raise BackendError("invalid_model", str(exc)) from None
-        kv_type = KV_CACHE_TYPES.get(request.kv_type)
-        if kv_type is None:
-            raise BackendError(
-                "bad_request", f"Unknown KV cache type {request.kv_type!r}: use f16, q8_0 or q4_0."
-            )
-        if request.kv_type != "f16" and not request.flash_attn:
-            raise BackendError("bad_request", f"A {request.kv_type} KV cache needs flash attention on.")
-        check_tensor_split(request.tensor_split)
-        if request.speculation.mode == "draft" and not request.speculation.draft_path:
-            raise BackendError("bad_request", "Speculative decoding with a draft model needs the draft's GGUF file.")
+        kv_type = check_load_request(request)
         self.close()
         llama, n_gpu_layers, notice = self._open(path, request, kv_type)
         self._llama = llama
@@ -255,6 +237,7 @@ class GgufBackend:
             self._store.close()
             self._store = None
         self._llama = self._template = self._info = self._cache_key = self._prefixes = self._batch = None
+        self._next_turns.clear()
 
     # ------------------------------------------------------------ generation
 
@@ -319,7 +302,30 @@ class GgufBackend:
         except RuntimeError as exc:  # llama_decode failed outright: no reply can go on in that cache
             log.exception("a batch failed")
             ended = self._batch.abort(BackendError("internal", f"llama.cpp failed a batch: {exc}"))
+        seqs = self._prefixes.seqs
+        for r in ended:
+            if isinstance(r.outcome, Done) and r.request.prompt is None:
+                self._next_turns.finished(FinishedTurn(r.slot, seqs.tokens_of(r.slot), r.request, r.outcome))
         return [(r.request.request_id, r.outcome) for r in ended if r.outcome is not None]
+
+    def idle(self) -> int:
+        """Work for a moment with nothing to run: each chat that just ended gets its next turn's history
+        prefilled (next_turn.py); how many tokens that took."""
+        if self._prefixes is None or self.running:
+            return 0
+
+        def tokens_of(turn: FinishedTurn) -> list[int]:
+            shape = turn.request.shape
+            render = lambda messages: shape_prompt(  # noqa: E731 - one call, read where it is used
+                self._template, self._template_error, messages, shape, self._formats).text
+            return next_turn_tokens(render, self._tokenize, turn)
+
+        try:
+            return self._next_turns.warm(self._prefixes, tokens_of)
+        except RuntimeError:  # llama_decode failed outright: what the cache holds is no longer known
+            log.exception("prefilling a next turn failed")
+            self._prefixes.seqs.clear()
+            return 0
 
     def generate(
         self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]
@@ -386,23 +392,7 @@ class GgufBackend:
                                  tuple(n for n in seqs.slot_tokens() if n), seqs.slots)
 
 
-def check_tensor_split(tensor_split: tuple[float, ...]) -> None:
-    """A tensor_split llama.cpp can take (a share per GPU, at most its device limit), else a bad_request."""
-    try:
-        split_points(tensor_split)
-    except ValueError as exc:
-        raise BackendError("bad_request", f"Bad tensor_split {list(tensor_split)}: {exc}.") from None
-    if len(tensor_split) > MAX_DEVICES:
-        raise BackendError("bad_request", f"Bad tensor_split {list(tensor_split)}: llama.cpp takes at most "
-                                          f"{MAX_DEVICES} GPUs.")
-
-
 def _token_text(llama: LlamaHandle, token: int) -> str:
     if token < 0:
         return ""
     return llama.detokenize([token], special=True).decode("utf-8", errors="replace")
-
-
-def default_threads() -> int:
-    # Physical cores decode fastest; hyper-threads only add contention.
-    return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)

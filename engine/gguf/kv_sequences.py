@@ -137,26 +137,27 @@ class KvSequences:
         self._live[slot] = self._live[source][:n]
         self._live_cells[slot] = self._live_cells[source][:n]
 
-    def decode(self, tokens: Sequence[int], on_full) -> None:
-        """Append `tokens` to sequence 0 in batches (a pinned prompt at load; replies go through
-        reply_batch.py); the logits of the last one are kept.
+    def decode(self, tokens: Sequence[int], on_full, slot: int = LIVE) -> None:
+        """Append `tokens` to live sequence `slot` in batches (a pinned prompt at load, a finished
+        chat's next-turn history when idle; replies go through reply_batch.py); the logits of the
+        last one are kept.
 
         `on_full()` is called when llama.cpp finds no free cells; it frees some (or raises)
         and the batch is tried again.
         """
         llama = self._llama
-        live = self._live[LIVE]
-        llama.seq_rm(LIVE, len(live), -1)
+        live = self._live[slot]
+        llama.seq_rm(slot, len(live), -1)
         for i in range(0, len(tokens), llama.n_batch):
             batch = list(tokens[i : i + llama.n_batch])
             while True:
-                code = llama.decode(batch, len(live), LIVE)
+                code = llama.decode(batch, len(live), slot)
                 if code == 0:
                     break
                 if code != 1:  # 1: no KV slot for the batch; anything else is an error
                     raise RuntimeError(f"llama_decode returned {code}")
                 on_full()
-            self.appended(LIVE, batch)
+            self.appended(slot, batch)
 
     def appended(self, slot: int, tokens: Sequence[int]) -> None:
         """`tokens` were decoded at the end of live sequence `slot` (by a batch of several sequences)."""

@@ -97,6 +97,21 @@ class PrefixReuse:
         self._make_room(room - cached)  # the cached part already has its cells
         return cached
 
+    def extend_to(self, tokens: Sequence[int], slot: int) -> int:
+        """Bring live sequence `slot` to `tokens`: keep what it shares with them, drop the rest, prefill
+        what is missing (next_turn.py, while nothing runs); how many tokens were prefilled. Nothing
+        changes where the sequence holds all of `tokens` already, or cannot drop its tail
+        (recurrent models, a sliding window gone past the shared part)."""
+        seqs = self.seqs
+        shared = common_prefix_len(seqs.tokens_of(slot), tokens)
+        if shared <= 0 or shared == len(tokens) or not self._window_intact(shared, slot):
+            return 0
+        if not seqs.trim_live(shared, slot):
+            return 0
+        self._make_room(len(tokens) - shared)
+        seqs.decode(tokens[shared:], self.on_full, slot)
+        return len(tokens) - shared
+
     def _window_intact(self, cached: int, slot: int) -> bool:
         """With a sliding-window cache, the last window before `cached` must still be there."""
         n_swa = self._llama.n_swa

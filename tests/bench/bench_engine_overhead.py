@@ -32,7 +32,7 @@ import json, sys, tempfile, time
 import llama_cpp
 from app.services.load_planner import LoadPlanner, LoadSettings
 from engine.chat_template import ChatTemplate
-from engine.gguf.backend import KV_CACHE_TYPES, default_threads
+from engine.gguf.load_checks import KV_CACHE_TYPES, default_threads
 from engine.protocol import ChatMessage
 from engine.starter import starter_model_path
 

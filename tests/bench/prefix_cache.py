@@ -38,6 +38,7 @@ class Engine:
 
     def __init__(self, n_ctx: int, cache_bytes: int = 1 << 30, cache_dir: str | None = None,
                  model: Path | None = None, **load):
+        self.idle_s: list[float] = []
         self.backend = GgufBackend(LlamaLogBridge())
         self.backend.load(
             LoadRequest(
@@ -51,8 +52,14 @@ class Engine:
         )
 
     def ask(self, messages: list[ChatMessage], shape: ReplyShape | None = None, sampling: SamplingParams = GREEDY):
+        """A reply, then the idle work the engine process does before it waits for the next request
+        (the reply's next turn prefilled: next_turn.py), timed apart in `idle_s`."""
         request = GenerateRequest(1, tuple(messages), sampling, shape=shape or ReplyShape())
-        return self.backend.generate(request, lambda _t, reasoning=False: None, lambda: False)
+        done = self.backend.generate(request, lambda _t, reasoning=False: None, lambda: False)
+        t0 = time.perf_counter()
+        if self.backend.idle():
+            self.idle_s.append(time.perf_counter() - t0)
+        return done
 
     def ttft(self, messages: list[ChatMessage], shape: ReplyShape | None = None) -> float:
         return self.ask(messages, shape).stats.ttft_s
@@ -156,7 +163,15 @@ def prefix_scenarios() -> list[str]:
         f"save + restore of a 2,000-token state: {statistics.median(save_restore):.1%} of its cold prefill "
         "(target <= 5%)",
         f"state bytes / KV bytes: {state_ratio:.3f} (target <= 1.5)",
+        idle_line(warm),
     ]
+
+
+def idle_line(engine: Engine) -> str:
+    """What the idle work after each reply took (the next turn's history prefilled while the user reads)."""
+    spent = engine.idle_s or [0.0]
+    return (f"  idle work after a reply (its next turn's history prefilled): median {statistics.median(spent) * 1000:.0f} ms"
+            f", at most {max(spent) * 1000:.0f} ms, after {len(engine.idle_s)} replies")
 
 
 def reasoning_next_turn() -> list[str]:
@@ -180,7 +195,7 @@ def reasoning_next_turn() -> list[str]:
         for engine in (cold_engine, warm):
             engine.close()
     return [ratio_line("reasoning chat (QwQ's template), next turn after a reply that thought", same,
-                       statistics.median(cold), 0.03)]
+                       statistics.median(cold), 0.03), idle_line(warm)]
 
 
 def bare_next_turn() -> list[str]:

@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> None:
     import llama_cpp
 
     from engine.chat_template import ChatTemplate
-    from engine.gguf.backend import FALLBACK_TEMPLATE, default_threads
+    from engine.gguf.backend import FALLBACK_TEMPLATE
+    from engine.gguf.load_checks import default_threads
     from engine.protocol import ChatMessage
     from tests.gpu.gguf_models import load_llama_backends
 
