@@ -75,7 +75,7 @@ class ContextShortfall:
 
     Attributes:
         text: The message, as typed (it stays in the composer).
-        editing: It replaces the last user message instead of being a new one.
+        editing: It replaces one of the user's messages (`edit_of`) instead of being a new one.
         needed: Tokens the reply needs: the prompt (see `conversation_tokens`) and its max tokens.
         n_ctx: The context it would be answered in.
         max_context: The largest context that fits this model here (the plan's); None when unknown.
@@ -86,6 +86,7 @@ class ContextShortfall:
     needed: int
     n_ctx: int
     max_context: int | None
+    edit_of: int | None = None  # the message it replaces, when editing
 
     @property
     def can_reload(self) -> bool:
@@ -95,10 +96,10 @@ class ContextShortfall:
 
 def shortfall(
     messages: Sequence[Message], system_prompt: str, text: str, max_tokens: int, n_ctx: int,
-    max_context: int | None = None, editing: bool = False,
+    max_context: int | None = None, editing: bool = False, edit_of: int | None = None,
 ) -> ContextShortfall | None:
     """The shortfall of answering `text` with up to `max_tokens` in `n_ctx` tokens; None when it fits."""
     needed = conversation_tokens(messages, system_prompt, text) + max_tokens
     if needed <= n_ctx:
         return None
-    return ContextShortfall(text, editing, needed, n_ctx, max_context)
+    return ContextShortfall(text, editing, needed, n_ctx, max_context, edit_of)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from app.chat.context_guard import ContextShortfall
-from app.services.store import Conversation, Message
+from app.services.store import Conversation, Message, Version
 from engine.protocol import Done, Error, Loaded, MemoryReport
 from models.plan import Plan
 
@@ -28,6 +28,13 @@ class SessionListener(Protocol):
 
     def conversation_opened(self, conversation: Conversation, messages: list[Message]) -> None:
         """Show this conversation with these finished messages."""
+
+    def versions_changed(self, versions: dict[int, Version]) -> None:
+        """Each message's place among its versions (‹ 2/3 ›) in the open conversation, by message id: after
+        it opened, and when a reply adds a version."""
+
+    def search_hit(self, message_id: int, query: str) -> None:
+        """The open conversation was opened from a search: this message holds `query` (show it)."""
 
     def message_added(self, message: Message) -> None:
         """A finished message was added to the open conversation."""

@@ -125,7 +125,27 @@ class ModelState:
         self.listener.model_changed("Engine stopped")
         self.listener.problem(f"The engine stopped. {event.message} Your chat is saved; press Reload.", True)
 
+    def context_for(self, settings: LoadSettings) -> tuple[int, int | None] | None:
+        """(context, largest context that fits or None) a reply loaded with `settings` gets; None when not
+        known: a remote server (its own context), or a file the planner cannot read (the load fails and
+        the engine says why)."""
+        wanted = self.wants(settings)
+        if self.loaded == wanted and self.n_ctx:
+            return self.n_ctx, _max_context(self.plan)  # the plan the loaded model follows
+        # A reload comes first; Auto decides its context only when planned. This is the plan that load
+        # makes (a header read and some arithmetic: ~20 ms for the starter model, on this thread as the
+        # load's own is), needed only for the first message after a change of model or settings.
+        plan = self.planner.plan_load(*wanted).plan
+        if plan is None:
+            return None
+        return settings.n_ctx or plan.context, _max_context(plan)
+
 
 def not_running(exc: EngineNotRunning) -> Error:
     """The error a request to a gone engine stands for."""
     return Error("engine_died", f"The engine is not running ({exc}).")
+
+
+def _max_context(plan: Plan | None) -> int | None:
+    """The largest context that fits, as the plan found it; None without a plan."""
+    return (plan.max_context or None) if plan is not None else None

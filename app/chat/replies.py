@@ -151,6 +151,7 @@ class Replies:
         self._stream = _Stream(request_id, conversation_id, message.id)
         if self._is_open(conversation_id):
             self.listener.stream_started(message)
+            self.listener.versions_changed(self.store.versions(conversation_id))  # a regenerated reply is one more
 
     def stop(self, engine: Engine) -> None:
         """Stop the reply being written (its Done arrives as 'cancelled')."""

@@ -1,6 +1,6 @@
 """ChatSession: what a conversation does, without Qt.
 
-Send, regenerate and edit; open, rename and delete chats; the model the engine should have
+Send, regenerate and edit (branch_actions.py: versions and branches); open, rename and delete chats; the model the engine should have
 (ModelState) and the reply that streams into the store (Replies). It reports through a
 `SessionListener`; the engine's events come in through `handle`, on the thread that drives the
 session (the window posts them onto the GUI thread). Tests drive it with a scripted engine.
@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from types import EllipsisType
 
+from app.chat.branch_actions import BranchActions
 from app.chat.context_guard import ContextShortfall, shortfall
+from app.chat.folders import ChatFolders
+from app.chat.hints import BUSY_HINT, DEAD_HINT
 from app.chat.listener import SessionListener, TimerFactory
 from app.chat.load_settings import load_settings_of
 from app.chat.model_state import ModelState, Planner, not_running
@@ -31,11 +35,8 @@ from engine.interface import Engine, EngineNotRunning
 from engine.protocol import Done, Error, Event, Loaded, MemoryReport, Token, Unloaded
 from models.plan import Plan
 
-BUSY_HINT = "A reply is still being written: wait for it, or press Esc to stop it."
-DEAD_HINT = "The engine stopped: press Reload to start it again."
 
-
-class ChatSession:
+class ChatSession(BranchActions):
     """The chat logic between the store, the engine and the views.
 
     Args:
@@ -52,6 +53,7 @@ class ChatSession:
         self.store, self.listener = store, listener
         self.model = ModelState(engine, planner, model_path, listener)
         self.replies = Replies(store, listener, make_timer, self._is_open)
+        self.folders = ChatFolders(store, listener)
         self.current: Conversation | None = None
 
     @property
@@ -185,8 +187,10 @@ class ChatSession:
     def _is_open(self, conversation_id: int) -> bool:
         return self.current is not None and self.current.id == conversation_id
 
-    def list_conversations(self, query: str = "") -> list[Conversation]:
-        return self.store.list_conversations(query)
+    def list_conversations(self, query: str = "", folder_id: int | None | EllipsisType = ...) -> list[Conversation]:
+        """The chats, pinned first; `query` keeps those whose title or any branch's text holds it, `folder_id`
+        those in that folder (None: in none; left out: in any)."""
+        return self.store.list_conversations(query, folder_id)
 
     def new_conversation(self) -> Conversation:
         """A new chat with the settings of the open one."""
@@ -196,11 +200,15 @@ class ChatSession:
         self.open_conversation(conversation.id)
         return conversation
 
-    def open_conversation(self, conversation_id: int) -> None:
+    def open_conversation(self, conversation_id: int, find: str = "") -> None:
+        """Show a conversation; with `find` (a search), the branch of its first message holding it."""
         conversation = self.store.get_conversation(conversation_id)
         if conversation is None:
             return
         self.current = conversation
+        hit = self.store.find_in_conversation(conversation_id, find) if find else None
+        if hit is not None and not self.busy:
+            self._show_hit(hit)
         messages = self.store.list_messages(conversation_id)
         streaming = self.replies.streaming_in(conversation_id)
         if streaming is not None:
@@ -210,6 +218,9 @@ class ChatSession:
         self.listener.stats_changed(format_stats(replies[-1].stats) if replies else "")
         if streaming is not None:
             self.replies.show_stream(streaming)
+        self.listener.versions_changed(self.store.versions(conversation_id))
+        if hit is not None and any(m.id == hit for m in messages):
+            self.listener.search_hit(hit, find.strip())
 
     def close_conversation(self) -> None:
         """No chat is open (the history was opened afresh)."""
@@ -295,35 +306,6 @@ class ChatSession:
         self._start_reply(conversation.id)
         return True
 
-    def regenerate(self) -> bool:
-        """Replace the last assistant reply of the open conversation with a new one."""
-        if self.current is None or not self._can_start():
-            return False
-        messages = self.store.list_messages(self.current.id)
-        if messages and messages[-1].role == "assistant":
-            self.store.delete_message(messages.pop().id)
-        if not messages or messages[-1].role != "user":
-            return False
-        self.open_conversation(self.current.id)
-        self._start_reply(self.current.id)
-        return True
-
-    def edit_last_user_message(self, text: str) -> bool:
-        """Replace the last user message (dropping what followed it) and answer it again."""
-        text = text.strip()
-        if not text or self.current is None or not self._can_start():
-            return False
-        messages = self.store.list_messages(self.current.id)
-        users = [i for i, m in enumerate(messages) if m.role == "user"]
-        if not users or self._outgrows(messages[: users[-1]], text, editing=True):
-            return False
-        for later in messages[users[-1] + 1 :]:
-            self.store.delete_message(later.id)
-        self.store.update_message_content(messages[users[-1]].id, text)
-        self.open_conversation(self.current.id)
-        self._start_reply(self.current.id)
-        return True
-
     def last_user_text(self) -> str | None:
         return self._last("user")
 
@@ -339,27 +321,17 @@ class ChatSession:
     # ------------------------------------------------------------ the context a conversation needs
 
     def context_of(self, settings: ChatSettings) -> tuple[int, int | None] | None:
-        """(context, largest context that fits or None) a reply with `settings` gets; None when not
-        known: a remote server (its own context), or a file the planner cannot read (the load fails
-        and the engine says why)."""
-        wanted = self.model.wants(self._load_settings(settings))
-        if self.model.loaded == wanted and self.model.n_ctx:
-            return self.model.n_ctx, _max_context(self.model.plan)  # the plan the loaded model follows
-        # A reload comes first; Auto decides its context only when planned. This is the plan that load
-        # makes (a header read and some arithmetic: ~20 ms for the starter model, on this thread as the
-        # load's own is), needed only for the first message after a change of model or settings.
-        plan = self.model.planner.plan_load(*wanted).plan
-        if plan is None:
-            return None
-        return settings.n_ctx or plan.context, _max_context(plan)
+        """(context, largest context that fits or None) a reply with `settings` gets (ModelState.context_for)."""
+        return self.model.context_for(self._load_settings(settings))
 
-    def _outgrows(self, messages: list[Message], text: str, editing: bool) -> bool:
+    def _outgrows(self, messages: list[Message], text: str, editing: bool, edit_of: int | None = None) -> bool:
         """Whether answering `text` after `messages` would outgrow the context (`context_outgrown` is told)."""
         settings = self.current.settings
         context = self.context_of(settings)
         if context is None:
             return False
-        short = shortfall(messages, settings.system_prompt, text, settings.max_tokens, *context, editing=editing)
+        short = shortfall(messages, settings.system_prompt, text, settings.max_tokens, *context, editing=editing,
+                          edit_of=edit_of)
         if short is not None:
             self.listener.context_outgrown(short)
         return short is not None
@@ -378,9 +350,6 @@ class ChatSession:
         else:
             larger = replace(settings, n_ctx=short.max_context)
         self.update_settings(larger)
-        return self.edit_last_user_message(short.text) if short.editing else self.send(short.text)
-
-
-def _max_context(plan: Plan | None) -> int | None:
-    """The largest context that fits, as the plan found it; None without a plan."""
-    return (plan.max_context or None) if plan is not None else None
+        if short.editing and short.edit_of is not None:
+            return self.edit_message(short.edit_of, short.text)
+        return self.send(short.text)

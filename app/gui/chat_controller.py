@@ -70,6 +70,8 @@ class ChatController(QObject):
 
     conversations_changed = Signal()
     conversation_opened = Signal(object, object)
+    versions_changed = Signal(object)
+    search_hit = Signal(int, str)
     message_added = Signal(object)
     stream_started = Signal(object)
     stream_text = Signal(str)

@@ -103,6 +103,15 @@ class Conversation:
     created: float
     updated: float
     settings: ChatSettings = field(default_factory=ChatSettings)
+    folder_id: int | None = None  # the folder it is in (None: none)
+    pinned: bool = False  # listed first
+
+
+@dataclass(slots=True, frozen=True)
+class Folder:
+    id: int
+    name: str
+    created: float
 
 
 @dataclass(slots=True)
@@ -118,21 +127,36 @@ class Message:
     # the model; reasoning_closed is False when the reply ended while it still thought (cut off).
     reasoning: str = ""
     reasoning_closed: bool = True
+    # The message it follows in its chat's tree (None: a first message); a regenerated reply or an
+    # edited message is a sibling of the one it replaces (a version: ‹ 2/3 ›).
+    parent_id: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Version:
+    """Where a message stands among its versions (the messages under the same parent): `index` of `count`,
+    from 1; `ids` the versions' ids, oldest first."""
+
+    index: int
+    count: int
+    ids: tuple[int, ...]
 
 
 # The columns `message_of` reads, in its order.
-MESSAGE_COLUMNS = "id, conversation_id, role, content, state, stats, created, reasoning, reasoning_closed"
+MESSAGE_COLUMNS = "id, conversation_id, role, content, state, stats, created, reasoning, reasoning_closed, parent_id"
+# The columns `conversation_of` reads, in its order.
+CONVERSATION_COLUMNS = "id, title, created, updated, settings, folder_id, pinned"
 
 
 def conversation_of(row: tuple) -> Conversation:
-    """A Conversation from `id, title, created, updated, settings`."""
-    return Conversation(row[0], row[1], row[2], row[3], ChatSettings.from_json(row[4]))
+    """A Conversation from a row of CONVERSATION_COLUMNS."""
+    return Conversation(row[0], row[1], row[2], row[3], ChatSettings.from_json(row[4]), row[5], bool(row[6]))
 
 
 def message_of(row: tuple) -> Message:
     """A Message from a row of MESSAGE_COLUMNS."""
     stats = json.loads(row[5]) if row[5] else None
-    return Message(row[0], row[1], row[2], row[3], row[4], stats, row[6], row[7] or "", bool(row[8]))
+    return Message(row[0], row[1], row[2], row[3], row[4], stats, row[6], row[7] or "", bool(row[8]), row[9])
 
 
 def preset_row(preset: Preset) -> tuple[str, str, int]:

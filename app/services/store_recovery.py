@@ -22,7 +22,7 @@ from pathlib import Path
 from app.services.store_backup import sync_to_disk
 from app.services.store_open import open_sqlite
 from app.services.store_records import MESSAGE_STATES, ROLES
-from app.services.store_schema import migrate
+from app.services.store_schema import LINE_UP_MESSAGES, migrate
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +107,13 @@ class _Salvage:
             return 0, 0, 0
         try:
             counts = {table: self._copy_table(source, out, table) for table in _TABLES}
+            before_branches = not _has_column(source, "messages", "parent_id")
         finally:
             source.close()
+        if before_branches:  # a file from before branches: each chat one line, as its upgrade would make it
+            out.execute(LINE_UP_MESSAGES)
+        else:  # a message whose parent was on a lost page follows the message before it
+            out.execute(f"{LINE_UP_MESSAGES} WHERE parent_id IS NOT NULL AND parent_id NOT IN (SELECT id FROM messages)")
         counts["conversations"] += self._adopt_orphans(out)
         return counts["conversations"], counts["messages"], counts["presets"]
 
@@ -231,6 +236,13 @@ def _clean(table: str, row: dict) -> dict | None:
     except (KeyError, TypeError):
         return None
     return row if ok else None
+
+
+def _has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
+    try:
+        return column in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    except sqlite3.DatabaseError:
+        return False
 
 
 def _is_number(value: object) -> bool:

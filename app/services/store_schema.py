@@ -98,9 +98,39 @@ def _v5_external_ids(db: sqlite3.Connection) -> list[str]:
     return found
 
 
+# Messages of files from before branches, each put under the message before it in its chat.
+LINE_UP_MESSAGES = (
+    "UPDATE messages SET parent_id = (SELECT max(p.id) FROM messages p"
+    " WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id)"
+)
+
+
+def _v6_branches_and_folders(db: sqlite3.Connection) -> list[str]:
+    # Branches: each message hangs under the one it answers or follows (NULL: the chat's first), so a
+    # regenerated reply or an edited message is a sibling of the one it replaces and both are kept;
+    # deleting a message takes the branch under it. The chat shows the path to its `leaf_id` (NULL or
+    # gone: its newest message). Older files' chats were one line: each message's parent is the one
+    # before it.
+    found = _add_column(db, "messages", "parent_id", "INTEGER REFERENCES messages(id) ON DELETE CASCADE")
+    if not found:
+        db.execute(LINE_UP_MESSAGES)
+    found += _create(db, "messages_by_parent", "CREATE INDEX messages_by_parent ON messages(parent_id)")
+    found += _add_column(db, "conversations", "leaf_id", "INTEGER")
+    # Folders hold chats (a chat in one folder at most; deleting a folder leaves its chats outside),
+    # and a pinned chat lists first.
+    found += _create(
+        db, "folders",
+        "CREATE TABLE folders (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE COLLATE NOCASE,"
+        " created REAL NOT NULL)",
+    )
+    found += _add_column(db, "conversations", "folder_id", "INTEGER REFERENCES folders(id) ON DELETE SET NULL")
+    found += _add_column(db, "conversations", "pinned", "INTEGER NOT NULL DEFAULT 0")
+    return found
+
+
 # A step returns the names of what it found already there (a half-done step being finished).
 MIGRATIONS: list[Callable[[sqlite3.Connection], list[str]]] = [
-    _v1_initial, _v2_settings_and_stats, _v3_presets, _v4_reasoning, _v5_external_ids,
+    _v1_initial, _v2_settings_and_stats, _v3_presets, _v4_reasoning, _v5_external_ids, _v6_branches_and_folders,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -44,7 +44,7 @@ def fill_history(path: Path, chats: int = 12, messages: int = 8, length: int = 4
 
 
 def old_history(path: Path, version: int, chats: int = 3) -> list[tuple[str, list[str]]]:
-    """A file written by the schema of `version` (1 to 3), with chats and one reply left streaming."""
+    """A file written by the schema of `version`, with chats and one reply left streaming."""
     made = []
     with closing(sqlite3.connect(path, isolation_level=None)) as db:
         db.execute("PRAGMA journal_mode=WAL")
@@ -54,11 +54,19 @@ def old_history(path: Path, version: int, chats: int = 3) -> list[tuple[str, lis
                 "INSERT INTO conversations (title, created, updated) VALUES (?, ?, ?)", (f"Old chat {c}", c, c)
             ).lastrowid
             texts = [f"question {c}", f"answer {c}"]
+            parent = None
             for i, text in enumerate(texts):
-                db.execute(
-                    "INSERT INTO messages (conversation_id, role, content, state, created) VALUES (?, ?, ?, ?, ?)",
-                    (cid, "user" if i == 0 else "assistant", text, "streaming" if (c, i) == (0, 1) else "complete", c),
-                )
+                row = (cid, "user" if i == 0 else "assistant", text, "streaming" if (c, i) == (0, 1) else "complete", c)
+                if version >= 6:  # each message under the one before, as the store writes them
+                    parent = db.execute(
+                        "INSERT INTO messages (conversation_id, role, content, state, created, parent_id)"
+                        " VALUES (?, ?, ?, ?, ?, ?)", (*row, parent),
+                    ).lastrowid
+                else:
+                    db.execute(
+                        "INSERT INTO messages (conversation_id, role, content, state, created) VALUES (?, ?, ?, ?, ?)",
+                        row,
+                    )
             made.append((f"Old chat {c}", texts))
     return made
 

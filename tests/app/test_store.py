@@ -63,10 +63,13 @@ def test_messages_stream_finish_and_delete(store):
         ("assistant", "It is 4.", "complete"),
     ]
     assert messages[1].stats == stats and messages[0].stats is None
-    store.delete_message(user.id)
-    assert [m.id for m in store.list_messages(conv.id)] == [reply.id]
     with pytest.raises(ValueError):
         store.finish_message(reply.id, "x", "bogus")
+    store.delete_message(reply.id)
+    assert [m.id for m in store.list_messages(conv.id)] == [user.id]
+    store.add_message(conv.id, "assistant", "Four.")
+    store.delete_message(user.id)  # a message goes with the branch under it
+    assert store.list_messages(conv.id) == [] and store.message_count(conv.id) == 0
 
 
 def test_deleting_a_conversation_deletes_its_messages(store):

@@ -77,7 +77,7 @@ def test_the_reasoning_columns_come_after_those_of_schema_3(tmp_path):
     """Added at the end (ALTER TABLE), as in an upgraded file: a fresh file has the same table."""
     path = tmp_path / "chats.sqlite3"
     with closing(sqlite3.connect(path, isolation_level=None)) as db:
-        migrate(db)
+        migrate(db, target=4)
         columns = [row[1] for row in db.execute("PRAGMA table_info(messages)")]
     assert columns[-2:] == ["reasoning", "reasoning_closed"]
 

@@ -1,0 +1,91 @@
+"""What a chat's branches let you do: answer again beside the old reply, edit any of your messages,
+step between versions (‹ 2/3 ›), copy a branch into a new chat. A part of ChatSession (session.py).
+
+The store keeps every version (store_tree.py); these decide which branch the chat shows and start
+the reply that continues it. Nothing here runs while a reply is being written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.chat.hints import BUSY_HINT
+from app.services.store import Conversation, StoreError
+
+if TYPE_CHECKING:
+    from app.chat.session import ChatSession
+
+
+class BranchActions:
+    """ChatSession's branch actions (a base class of it: they use its store, listener and replies)."""
+
+    def regenerate(self: ChatSession) -> bool:
+        """Answer the open conversation's last user message again; the reply it had stays, as another
+        version of it (‹ 1/2 ›)."""
+        if self.current is None or not self._can_start():
+            return False
+        messages = self.store.list_messages(self.current.id)
+        if messages and messages[-1].role == "assistant":
+            messages.pop()
+        if not messages or messages[-1].role != "user":
+            return False
+        self.store.end_branch_at(messages[-1].id)
+        self.open_conversation(self.current.id)
+        self._start_reply(self.current.id)
+        return True
+
+    def edit_message(self: ChatSession, message_id: int, text: str) -> bool:
+        """Send `text` in place of one of your messages on the branch shown (not only the last): a new
+        branch starts there and is answered; the old one stays, as the other version of that message."""
+        text = text.strip()
+        if not text or self.current is None or not self._can_start():
+            return False
+        messages = self.store.list_messages(self.current.id)
+        at = next((i for i, m in enumerate(messages) if m.id == message_id and m.role == "user"), None)
+        if at is None or self._outgrows(messages[:at], text, editing=True, edit_of=message_id):
+            return False
+        try:
+            self.store.add_message(self.current.id, "user", text, parent_id=messages[at].parent_id)
+        except StoreError:
+            self.listener.history_failed()
+            return False
+        self.open_conversation(self.current.id)
+        self._start_reply(self.current.id)
+        return True
+
+    def edit_last_user_message(self: ChatSession, text: str) -> bool:
+        """`edit_message` of the last user message of the branch shown."""
+        users = [m for m in self.store.list_messages(self.current.id) if m.role == "user"] if self.current else []
+        return bool(users) and self.edit_message(users[-1].id, text)
+
+    def show_version(self: ChatSession, message_id: int) -> bool:
+        """Show the branch through this version of a message (the newest one under it); not while a reply
+        is being written."""
+        if self.current is None or self.busy:
+            if self.busy:
+                self.listener.notice(BUSY_HINT)
+            return False
+        self.store.show_branch(message_id)
+        self.open_conversation(self.current.id)
+        return True
+
+    def branch_to_new_chat(self: ChatSession, message_id: int) -> Conversation | None:
+        """A new chat holding the branch shown up to `message_id`, opened; None when that cannot be."""
+        try:
+            copy = self.store.copy_branch(message_id)
+        except StoreError:
+            self.listener.history_failed()
+            return None
+        if copy is None:
+            return None
+        self.listener.conversations_changed()
+        self.open_conversation(copy.id)
+        return copy
+
+    def _show_hit(self: ChatSession, message_id: int) -> None:
+        """Show the branch through a search hit, unless the branch shown holds it already."""
+        if all(m.id != message_id for m in self.store.list_messages(self.current.id)):
+            try:
+                self.store.show_branch(message_id)
+            except StoreError:  # read-only: the branch shown stays
+                pass
