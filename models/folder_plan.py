@@ -1,4 +1,4 @@
-"""The plan for a Hugging Face model folder (dense or AWQ safetensors): the PyTorch engine runs it.
+"""The plan for a Hugging Face model folder (dense, AWQ, GPTQ or FP8 safetensors): the PyTorch engine runs it.
 
 There is nothing to choose between (one checkpoint), so the plan says where the engine will put it
 (the whole model on the GPU, or on the CPU in fp32), whether it fits, what the KV block pool takes,
@@ -7,6 +7,7 @@ and why, in the same Plan the decision tree gives for GGUF files.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from models.forecast import DeviceForecast, Forecast, ForecastSettings, ModelSha
 from models.hf_config import read_hf_config
 from models.hub import RepoFile
 from models.load_options import TorchOptions
-from models.plan import Plan
+from models.plan import FP8_MIN_CC, Plan
 from models.plan_budget import GPU_RESERVE_BYTES, PAGED_BLOCK_SIZE, RAM_RESERVE_BYTES, SAFETY_MARGIN
 from models.plan_candidates import Candidate
 from models.plan_context import AUTO_CONTEXT_CAP, MIN_CONTEXT, largest_fitting_context
@@ -25,8 +26,9 @@ from models.units import gb
 
 # The PyTorch engine's KV budget on the CPU when the user sets none (engine/torch/kv_pool.py uses it).
 DEFAULT_CPU_KV_BYTES = 1 << 30
-# Checkpoint formats the PyTorch engine runs: unquantized ("safetensors") and AWQ 4-bit.
-TORCH_FORMATS = ("safetensors", "awq")
+# Checkpoint formats the PyTorch engine runs: unquantized ("safetensors"), AWQ 4-bit, GPTQ 4/8-bit, FP8.
+TORCH_FORMATS = ("safetensors", "awq", "gptq", "fp8")
+GPTQ_BITS = (4, 8)
 
 
 def is_model_folder(path: str | Path) -> bool:
@@ -79,14 +81,14 @@ class CpuWeights:
     int4_bytes: int | None  # an AWQ checkpoint's weights kept 4-bit; None for a dense one
 
 
-def cpu_weights(shape: ModelShape, awq_file_bytes: int | None, kv_pool_bytes: int, ram_available_bytes: int) -> CpuWeights:
-    """fp32 when the weights fit in RAM beside the KV pool: exact, and the quickest prefill. An AWQ
-    checkpoint (`awq_file_bytes`) that does not fit so keeps its 4-bit weights in PyTorch's int4 CPU
+def cpu_weights(shape: ModelShape, packed_bytes: int | None, kv_pool_bytes: int, ram_available_bytes: int) -> CpuWeights:
+    """fp32 when the weights fit in RAM beside the KV pool: exact, and the quickest prefill. A 4-bit AWQ
+    or GPTQ checkpoint (`packed_bytes`: its file) that does not fit so keeps its 4-bit weights in PyTorch's int4 CPU
     kernel, about 8x smaller (its embeddings, dense in the file, go to fp32). The engine (engine/torch/
     session.py) and the plan decide with this one rule."""
     fp32 = 4 * parameter_count(shape)
     # The file holds the embeddings in 16 bits; in memory they are fp32.
-    int4 = awq_file_bytes + 2 * embedding_parameters(shape) if awq_file_bytes is not None else None
+    int4 = packed_bytes + 2 * embedding_parameters(shape) if packed_bytes is not None else None
     budget = cpu_ram_budget(ram_available_bytes)
     if fp32 + kv_pool_bytes <= budget:
         return CpuWeights("fp32", fp32, fp32, int4)
@@ -95,9 +97,67 @@ def cpu_weights(shape: ModelShape, awq_file_bytes: int | None, kv_pool_bytes: in
     return CpuWeights("none", fp32, fp32, int4)
 
 
+def checkpoint_bits(candidate: Candidate) -> int | None:
+    """The bit width in a checkpoint's label ("GPTQ 4-bit" -> 4), or None."""
+    found = re.search(r"(\d+)-bit", candidate.quant or "")
+    return int(found.group(1)) if found else None
+
+
+def int4_file_bytes(candidate: Candidate) -> int | None:
+    """The file bytes of a checkpoint whose weights can stay 4-bit (AWQ, 4-bit GPTQ); None for others."""
+    four_bit = candidate.format == "awq" or (candidate.format == "gptq" and checkpoint_bits(candidate) == 4)
+    return candidate.size_bytes if four_bit else None
+
+
 def default_cpu_kv_bytes(ram_available_bytes: int) -> int:
     """The CPU KV pool when the user sets none: DEFAULT_CPU_KV_BYTES, at most a quarter of free RAM."""
     return min(DEFAULT_CPU_KV_BYTES, ram_available_bytes // 4)
+
+
+def unsupported_reason(candidate: Candidate) -> str | None:
+    """Why the PyTorch engine cannot run this checkpoint (one line), or None when it can."""
+    if candidate.format not in TORCH_FORMATS:
+        return (f"{candidate.format.upper()} checkpoints are not supported by the PyTorch engine "
+                "(dense, AWQ, GPTQ and FP8 only): use a GGUF file of this model.")
+    bits = checkpoint_bits(candidate)
+    if candidate.format == "gptq" and bits not in GPTQ_BITS:
+        return (f"{bits}-bit GPTQ is not supported by the PyTorch engine (only 4-bit and 8-bit): "
+                "use a GGUF file of this model.")
+    return None
+
+
+def fp8_native(machine: Machine) -> bool:
+    return (machine.compute_capability or (0, 0)) >= FP8_MIN_CC
+
+
+def gpu_weights(machine: Machine, candidate: Candidate) -> tuple[int, str | None]:
+    """The bytes of the weights on the GPU as the engine holds them, and a line on how, if it needs one."""
+    dense16 = 2 * parameter_count(candidate.shape)
+    cc = ".".join(map(str, machine.compute_capability or (0, 0)))
+    if candidate.format == "fp8":
+        if fp8_native(machine):
+            return candidate.size_bytes, (f"FP8 weights stay 8-bit: compute capability {cc} runs FP8 matmuls "
+                                          "(torch._scaled_mm).")
+        return dense16, (f"Compute capability {cc} has no FP8 matmul (8.9 or more): the FP8 weights are upcast to "
+                         f"bf16 at load, {gb(dense16)} instead of {gb(candidate.size_bytes)}.")
+    if candidate.format == "gptq" and checkpoint_bits(candidate) == 8:
+        return dense16, f"8-bit GPTQ has no int8 kernel here: the weights are dequantized to bf16 at load ({gb(dense16)})."
+    if int4_file_bytes(candidate) is not None:
+        return candidate.size_bytes, None  # 4-bit AWQ/GPTQ stays 4-bit: the file's size
+    return dense16, None
+
+
+def _cpu_how(candidate: Candidate, held: CpuWeights) -> str:
+    name = candidate.format.upper()
+    if held.kind == "int4":
+        return (f"{name} weights kept 4-bit in PyTorch's int4 CPU kernel ({gb(held.bytes)}; dequantized to fp32 "
+                f"they would take {gb(held.fp32_bytes)}, more than fits; prefill is slower than in fp32)")
+    if candidate.format == "fp8":
+        return f"fp32 ({gb(held.bytes)} of weights, upcast from {gb(candidate.size_bytes)} of FP8 weights: no FP8 matmul on a CPU)"
+    if candidate.format in ("awq", "gptq"):
+        bits = checkpoint_bits(candidate) or 4
+        return f"fp32 ({gb(held.bytes)} of weights, dequantized from {gb(candidate.size_bytes)} of {bits}-bit {name} weights)"
+    return f"fp32 ({gb(held.bytes)} of weights)"
 
 
 def plan_folder(
@@ -121,33 +181,27 @@ def plan_folder(
     shape, on_gpu = candidate.shape, machine.has_gpu
     label = candidate.quant or ("AWQ 4-bit" if candidate.format == "awq" else "dense")
     reasons.append(f"A Hugging Face model folder ({label}): it runs on Tailor's PyTorch engine, not llama.cpp.")
-    usable = candidate.format in TORCH_FORMATS
-    if not usable:
-        reasons.append(f"{candidate.format.upper()} checkpoints are not supported by the PyTorch engine "
-                       "(dense and AWQ only): use a GGUF file of this model.")
+    refusal = unsupported_reason(candidate)
+    usable = refusal is None
+    if refusal:
+        reasons.append(refusal)
     if not torch_ok:
         usable = False
         reasons.append("The PyTorch engine is not installed: install the awq extra (pip install -e '.[awq]').")
     if on_gpu:
-        # AWQ stays 4-bit (the file's size); dense weights run in 16 bits.
-        weights = candidate.size_bytes if candidate.format == "awq" else 2 * parameter_count(shape)
+        weights, how = gpu_weights(machine, candidate)
         budget = int(max(0, machine.gpu_free_bytes - GPU_RESERVE_BYTES) * (1 - SAFETY_MARGIN))
         reasons.append(f"GPU: {machine.gpu_name}, {gb(machine.gpu_free_bytes)} free of {gb(machine.gpu_total_bytes)}; "
                        f"the whole model goes there ({gb(budget)} to plan with).")
+        if how:
+            reasons.append(how)
     else:
         budget = cpu_ram_budget(machine.ram_available_bytes)
         user_pool = cpu_kv_bytes if cpu_kv_bytes is not None else default_cpu_kv_bytes(machine.ram_available_bytes)
-        held = cpu_weights(shape, candidate.size_bytes if candidate.format == "awq" else None, user_pool,
-                           machine.ram_available_bytes)
+        held = cpu_weights(shape, int4_file_bytes(candidate), user_pool, machine.ram_available_bytes)
         weights = held.bytes
-        if held.kind == "int4":
-            how = (f"AWQ weights kept 4-bit in PyTorch's int4 CPU kernel ({gb(weights)}; dequantized to fp32 "
-                   f"they would take {gb(held.fp32_bytes)}, more than fits; prefill is slower than in fp32)")
-        elif candidate.format == "awq":
-            how = f"fp32 ({gb(weights)} of weights, dequantized from {gb(candidate.size_bytes)} of 4-bit weights)"
-        else:
-            how = f"fp32 ({gb(weights)} of weights)"
-        reasons.append(f"No NVIDIA GPU: the PyTorch engine runs on the CPU in {how}, {gb(budget)} of RAM to plan with.")
+        reasons.append(f"No NVIDIA GPU: the PyTorch engine runs on the CPU in {_cpu_how(candidate, held)}, "
+                       f"{gb(budget)} of RAM to plan with.")
     scale = 1 if on_gpu else 2  # the KV cache and activations are in the weights' dtype: fp32 on the CPU
 
     def at(n_ctx: int) -> tuple[ForecastSettings, int, int]:
@@ -180,7 +234,10 @@ def plan_folder(
             reasons.append(f"The weights ({gb(weights)}), a KV cache of {context:,} tokens ({gb(needed_kv)}) and "
                            f"activations ({gb(compute)}) fit: {gb(needed)} of {gb(budget)}.")
         else:
-            if candidate.format != "awq":
+            if candidate.format == "fp8" and on_gpu and not fp8_native(machine):
+                hint = ("the FP8 weights are upcast to bf16 on this card (FP8 matmul needs compute capability "
+                        "8.9): a 4-bit AWQ/GPTQ checkpoint or a GGUF file would need less")
+            elif candidate.format not in ("awq", "gptq"):
                 hint = "a shorter context, an AWQ 4-bit checkpoint or a GGUF file would need less"
             elif on_gpu:
                 hint = "a shorter context or a smaller model would fit"

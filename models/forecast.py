@@ -72,7 +72,7 @@ class ForecastSettings:
     n_ubatch: int = 512
     n_gpu_layers: int = 0  # 0: CPU only; > n_layers: everything, output layer included
     n_seq: int = 1
-    # Set for the PyTorch engine (AWQ/FP8 checkpoints): its KV cache is a pool of blocks of
+    # Set for the PyTorch engine (AWQ/GPTQ/FP8 checkpoints): its KV cache is a pool of blocks of
     # this many tokens, and it computes logits only for the last token of each sequence.
     paged_block_size: int | None = None
     # llama.cpp's full-size cache for sliding-window layers (its default, and the engine's); off,

@@ -130,6 +130,21 @@ def _int(cfg: dict[str, Any], *keys: str) -> int | None:
     return None
 
 
+def _quantization(quant: dict[str, Any]) -> QuantizationConfig:
+    """The method, bits and group size; compressed-tensors FP8 weights are called "fp8", as they run alike."""
+    method = str(quant.get("quant_method", "unknown")).lower()
+    if method == "compressed-tensors":
+        groups = quant.get("config_groups")
+        first = next(iter(groups.values()), None) if isinstance(groups, dict) else None
+        weights = first.get("weights") if isinstance(first, dict) else None
+        if isinstance(weights, dict) and weights.get("type") == "float" and weights.get("num_bits") == 8:
+            return QuantizationConfig("fp8", 8, None)
+        bits = _int(weights, "num_bits") if isinstance(weights, dict) else None
+        return QuantizationConfig(method, bits, _int(weights, "group_size") if isinstance(weights, dict) else None)
+    bits = _int(quant, "bits", "w_bit", "weight_bits") or (8 if method == "fp8" else None)
+    return QuantizationConfig(method, bits, _int(quant, "group_size", "q_group_size"))
+
+
 def hf_config_from_dict(name: str, doc: dict[str, Any]) -> HfConfig:
     """Interpret a parsed config.json; `name` is used in errors."""
     text = doc.get("text_config")
@@ -143,9 +158,7 @@ def hf_config_from_dict(name: str, doc: dict[str, Any]) -> HfConfig:
     quant = doc.get("quantization_config") or cfg.get("quantization_config")
     quantization = None
     if isinstance(quant, dict):
-        method = str(quant.get("quant_method", "unknown")).lower()
-        bits = _int(quant, "bits", "w_bit", "weight_bits") or (8 if method == "fp8" else None)
-        quantization = QuantizationConfig(method, bits, _int(quant, "group_size", "q_group_size"))
+        quantization = _quantization(quant)
     dtype = cfg.get("torch_dtype", cfg.get("dtype"))
     return HfConfig(
         architecture=archs[0] if archs else None,

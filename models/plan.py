@@ -10,11 +10,14 @@ from dataclasses import dataclass, field, replace
 
 from models.forecast import KV_PADDING, Forecast, forecast
 from models.plan_budget import Budget
-from models.plan_candidates import Candidate
+from models.plan_candidates import NATIVE_FORMATS, Candidate
 from models.plan_context import AUTO_CONTEXT_CAP, AUTO_WALK_CONTEXT, MIN_CONTEXT, plan_context_cap
 from models.plan_machine import Machine
 from models.quant_levels import CPU_DEFAULT, quality_key
 from models.units import gb
+
+# FP8 matmul (torch._scaled_mm) needs Ada or newer.
+FP8_MIN_CC = (8, 9)
 
 
 @dataclass(slots=True, frozen=True)
@@ -138,7 +141,7 @@ class _Tree(Budget):
 
     def walk(self) -> Plan:
         if not self.candidates:
-            raise ValueError("the repo has no GGUF, AWQ or FP8 model files")
+            raise ValueError("the repo has no GGUF, AWQ, GPTQ or FP8 model files")
         m = self.m
         if m.gpu_note:
             self.reasons.append(m.gpu_note)
@@ -165,24 +168,49 @@ class _Tree(Budget):
         return self.cpu_only()
 
     def gpu_native(self) -> Plan | None:
-        native = [c for c in self.candidates if c.format in ("awq", "fp8")]
+        """A checkpoint for the PyTorch engine, whole on the GPU: FP8 where the card has FP8 matmuls
+        (compute capability >= 8.9), then 4-bit AWQ, then 4-bit GPTQ; with no GGUF to fall back on, an
+        FP8 checkpoint upcast to bf16 on an older card."""
+        native = [c for c in self.candidates if c.format in NATIVE_FORMATS]
         if not native:
             return None
         if not self.torch_ok:
-            self.reasons.append("The repo has AWQ/FP8 checkpoints, but the PyTorch engine is not installed: using GGUF.")
+            self.reasons.append("The repo has AWQ/GPTQ/FP8 checkpoints, but the PyTorch engine is not installed: "
+                                "using GGUF.")
             return None
         cc = self.m.compute_capability or (0, 0)
         fp8 = [c for c in native if c.format == "fp8"]
-        order = (fp8 if cc >= (8, 9) else []) + [c for c in native if c.format == "awq"]
+        awq = [c for c in native if c.format == "awq"]
+        gptq = [c for c in native if c.format == "gptq" and c.quant == "GPTQ 4-bit"]
+        if len(gptq) < sum(c.format == "gptq" for c in native):
+            self.reasons.append("GPTQ checkpoints other than 4-bit are not chosen on a GPU: no kernel keeps them small.")
+        order = (fp8 if cc >= FP8_MIN_CC else []) + awq + gptq
+        if fp8 and cc < FP8_MIN_CC:
+            self.reasons.append(f"Compute capability {cc[0]}.{cc[1]} has no FP8 matmul (8.9 or more): the FP8 "
+                                "checkpoint would be upcast to bf16 at load, twice its size.")
+            if not self.gguf():
+                order += [self._upcast(c) for c in fp8]
         for c in order:
             f = forecast(c.shape, self.settings(c, c.shape.n_layers + 1))
             if self.fits(f):
-                why = "FP8 runs natively on compute capability >= 8.9" if c.format == "fp8" else "4-bit AWQ"
-                extra = " (datacenter GPUs run AWQ/FP8 faster than GGUF)" if self.m.is_datacenter else ""
+                why = {"fp8": "FP8 runs natively on compute capability >= 8.9", "awq": "4-bit AWQ",
+                       "gptq": "4-bit GPTQ"}[c.format]
+                if c.format == "fp8" and cc < FP8_MIN_CC:
+                    why = "FP8 upcast to bf16 at load (there is no GGUF file to choose instead)"
+                extra = " (datacenter GPUs run AWQ/GPTQ/FP8 faster than GGUF)" if self.m.is_datacenter else ""
                 self.reasons.append(f"The whole {c.format.upper()} model fits in VRAM: {why}{extra}.")
                 return self.plan(c, c.shape.n_layers + 1, True)
-        self.reasons.append("The AWQ/FP8 checkpoints do not fit entirely in VRAM: looking at GGUF.")
+            if c.format == "fp8" and cc < FP8_MIN_CC:
+                self.reasons.append(f"The FP8 checkpoint upcast to bf16 ({gb(sum(c.shape.layer_weight_bytes))} of "
+                                    f"layers) does not fit on {self.on_gpus()}.")
+        self.reasons.append("The AWQ/GPTQ/FP8 checkpoints do not fit entirely in VRAM: looking at GGUF.")
         return None
+
+    def _upcast(self, c: Candidate) -> Candidate:
+        """`c` as the engine holds it below compute capability 8.9: its FP8 layers in bf16, twice the bytes."""
+        up = replace(c, shape=replace(c.shape, layer_weight_bytes=tuple(2 * b for b in c.shape.layer_weight_bytes)))
+        self.candidates = [up if x is c else x for x in self.candidates]
+        return up
 
     def gguf(self) -> list[Candidate]:
         return [c for c in self.candidates if c.format == "gguf"]

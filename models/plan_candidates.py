@@ -8,12 +8,15 @@ from dataclasses import dataclass
 from models.forecast import ModelShape, scaled_to
 from models.quant_levels import quant_from_name
 
+# Quantized checkpoint formats the PyTorch engine runs from a hub repo.
+NATIVE_FORMATS = ("awq", "gptq", "fp8")
+
 
 @dataclass(slots=True, frozen=True)
 class Candidate:
-    """One runnable choice in a repo: a GGUF file (or split set), or an AWQ/FP8 checkpoint."""
+    """One runnable choice in a repo: a GGUF file (or split set), or an AWQ/GPTQ/FP8 checkpoint."""
 
-    format: str  # "gguf" | "awq" | "fp8"
+    format: str  # "gguf" | "awq" | "gptq" | "fp8"
     files: tuple[str, ...]  # a split GGUF lists every part
     quant: str | None
     size_bytes: int

@@ -9,12 +9,11 @@ from models.forecast import ModelShape, shape_from_gguf
 from models.gguf_header import read_gguf_header
 from models.hf_config import HfConfig, read_hf_config
 from models.hub import HubClient, HubError, RepoDetails
-from models.plan_candidates import Candidate, gguf_candidates
+from models.plan_candidates import NATIVE_FORMATS, Candidate, gguf_candidates
 from models.quant_levels import quant_from_name
 from models.repo_files import FileGroup, group_files
 
-NATIVE_FORMATS = ("awq", "fp8")
-_EMBED_BYTES = 2  # AWQ and FP8 checkpoints keep the embedding and the output layer in 16 bits
+_EMBED_BYTES = 2  # AWQ, GPTQ and FP8 checkpoints keep the embedding and the output layer in 16 bits
 
 
 def gguf_file_candidate(source: str | Path, headers: dict[str, str] | None = None) -> Candidate:
@@ -32,7 +31,7 @@ def gguf_file_candidate(source: str | Path, headers: dict[str, str] | None = Non
 
 
 def repo_candidates(client: HubClient, repo_id: str, revision: str = "main") -> list[Candidate]:
-    """Every runnable choice of a hub repo: its GGUF files (split sets joined) and AWQ/FP8 checkpoint.
+    """Every runnable choice of a hub repo: its GGUF files (split sets joined) and AWQ/GPTQ/FP8 checkpoint.
 
     Reads one GGUF header over HTTP (the smallest file, or a split set's first part) and
     scales it to the other files; a checkpoint's shape comes from its config.json.
@@ -61,7 +60,7 @@ def repo_candidates(client: HubClient, repo_id: str, revision: str = "main") -> 
 
 
 def checkpoint_candidate(group: FileGroup, config: HfConfig) -> Candidate:
-    """An AWQ/FP8 checkpoint's candidate: shape from config.json, weights from the safetensors sizes.
+    """An AWQ/GPTQ/FP8 checkpoint's candidate: shape from config.json, weights from the safetensors sizes.
 
     Raises:
         ValueError: config.json lacks a dimension the forecast needs.

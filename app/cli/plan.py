@@ -122,5 +122,5 @@ def _repo_candidates(repo_id: str, revision: str) -> list[Candidate]:
     except (InvalidModelFile, ValueError, OSError) as exc:
         raise PlanError(f"{repo_id}: {exc}") from None
     if not candidates:
-        raise PlanError(f"{repo_id}: no GGUF file or AWQ/FP8 checkpoint to plan for")
+        raise PlanError(f"{repo_id}: no GGUF file or AWQ/GPTQ/FP8 checkpoint to plan for")
     return candidates

@@ -120,7 +120,7 @@ def _choose(client: HubClient, details: RepoDetails, args: argparse.Namespace,
     torch_ok = torch_available()
     candidates = repo_candidates(client, args.repo, details.sha)
     if not candidates:
-        raise PullError(f"{args.repo} has no GGUF, AWQ or FP8 model files")
+        raise PullError(f"{args.repo} has no GGUF, AWQ, GPTQ or FP8 model files")
     machine = Machine.from_profile(profile or detect_machine())
     plan = make_plan(machine, candidates, context=args.ctx, torch_ok=torch_ok)
     print(f"Plan: {plan.quant or plan.format} — {plan.reasons[-1]}", file=sys.stderr)

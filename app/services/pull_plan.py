@@ -149,7 +149,7 @@ def assess_candidates(details: RepoDetails, candidates: list[Candidate], machine
         reasons = best.reasons if recommended and best is not None else plan.reasons
         out.append(GroupVerdict(group, verdict_text(plan, machine), recommended, plan, tuple(reasons)))
     if not candidates and note is None:
-        note = "the repo has no GGUF, AWQ or FP8 model files"
+        note = "the repo has no GGUF, AWQ, GPTQ or FP8 model files"
     return RepoAssessment(details, tuple(out), best, note)
 
 

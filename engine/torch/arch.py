@@ -15,10 +15,11 @@ import torch
 import torch.nn.functional as F
 
 from engine.torch.attention import AttnMeta, KVCache, paged_attention
-from engine.torch.awq import AwqWeight, make_linear
 from engine.torch.checkpoint import TensorSource
 from engine.torch.layers import RMSNorm, RotaryEmbedding, SwiGLU, apply_rope
+from engine.torch.linear import Weight, fuse, make_linear
 from engine.torch.model_config import CheckpointError, ModelConfig
+from engine.torch.weights import dtype_for, read_weight
 
 
 class DecoderLayer(torch.nn.Module):
@@ -115,12 +116,11 @@ class LoadedModel:
 
 
 def default_dtype(config: ModelConfig, device: torch.device) -> torch.dtype:
-    """fp32 on the CPU (fast and exact there); on CUDA bf16 for AWQ (the int4 kernel's), else as stored."""
+    """fp32 on the CPU (fast and exact there); on CUDA bf16 for AWQ, GPTQ and FP8 (the int4 and FP8
+    kernels'), else as stored."""
     if device.type != "cuda":
         return torch.float32
-    if config.awq is not None:
-        return torch.bfloat16
-    return {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(config.torch_dtype, torch.bfloat16)
+    return dtype_for(config.quant, config.torch_dtype)
 
 
 def load_model(
@@ -128,8 +128,9 @@ def load_model(
 ) -> LoadedModel:
     """Read config.json and the safetensors weights of `directory` into a CausalLM.
 
-    `awq_int4`: AWQ weights stay 4-bit in the int4 kernel (default: on CUDA; on the CPU they are
-    dequantized, unless they would not fit: models/folder_plan.py cpu_weights decides).
+    `awq_int4`: 4-bit AWQ and GPTQ weights stay 4-bit in the int4 kernel (default: on CUDA; on the
+    CPU they are dequantized, unless they would not fit: models/folder_plan.py cpu_weights decides).
+    FP8 weights stay 8-bit on a GPU of compute capability 8.9 or more, else are upcast to `dtype`.
 
     Raises:
         CheckpointError: unsupported architecture, missing/mismatched shards, pickle-only repo,
@@ -146,9 +147,10 @@ def load_model(
         embed = builder.dense("model.embed_tokens.weight", (config.vocab_size, config.hidden_size))
         norm = RMSNorm(builder.dense("model.norm.weight", (config.hidden_size,)), config.rms_norm_eps)
         lm_head = None
-        if "lm_head.weight" in source and not config.tie_word_embeddings:
+        has_head = "lm_head.weight" in source or "lm_head.qweight" in source  # GPTQ may quantize the head
+        if has_head and not config.tie_word_embeddings:
             lm_head = builder.linear("lm_head", config.vocab_size, config.hidden_size, bias=False)
-        elif not config.tie_word_embeddings and "lm_head.weight" not in source:
+        elif not config.tie_word_embeddings:
             raise CheckpointError(f"{directory}: lm_head.weight is missing and the embeddings are not tied")
         model = CausalLM(config, embed, layers, norm, lm_head, device, dtype).eval()
         return LoadedModel(model, config, source.size_bytes())
@@ -170,26 +172,9 @@ class _Builder:
             raise CheckpointError(f"tensor {name!r} has shape {tuple(tensor.shape)}, the config implies {shape}")
         return tensor.to(self.device, self.dtype)
 
-    def weight(self, prefix: str, out_features: int, in_features: int) -> torch.Tensor | AwqWeight:
-        awq = self.config.awq
-        if f"{prefix}.qweight" in self.source:
-            if awq is None:
-                raise CheckpointError(f"{prefix} is quantized but config.json has no quantization_config")
-            try:
-                weight = AwqWeight.from_packed(
-                    self.source.get(f"{prefix}.qweight"),
-                    self.source.get(f"{prefix}.qzeros"),
-                    self.source.get(f"{prefix}.scales"),
-                    awq.group_size,
-                )
-            except ValueError as exc:
-                raise CheckpointError(f"{prefix}: {exc}") from None
-            if tuple(weight.q.shape) != (out_features, in_features):
-                raise CheckpointError(
-                    f"{prefix}: AWQ weight is {tuple(weight.q.shape)}, the config implies {(out_features, in_features)}"
-                )
-            return weight
-        return self.dense(f"{prefix}.weight", (out_features, in_features))
+    def weight(self, prefix: str, out_features: int, in_features: int) -> Weight:
+        stored = read_weight(self.source, self.config.quant, prefix, out_features, in_features)
+        return stored if stored is not None else self.dense(f"{prefix}.weight", (out_features, in_features))
 
     def linear(self, prefix: str, out_features: int, in_features: int, bias: bool) -> torch.nn.Module:
         b = self.dense(f"{prefix}.bias", (out_features,)) if bias else None
@@ -197,12 +182,7 @@ class _Builder:
 
     def fused(self, prefixes: list[str], outs: list[int], in_features: int, bias: bool) -> torch.nn.Module:
         weights = [self.weight(p, o, in_features) for p, o in zip(prefixes, outs, strict=True)]
-        if all(isinstance(w, AwqWeight) for w in weights):
-            weight: torch.Tensor | AwqWeight = AwqWeight.concat(weights)  # type: ignore[arg-type]
-        else:
-            weight = torch.cat(
-                [w.dequantize(self.dtype).to(self.device) if isinstance(w, AwqWeight) else w for w in weights]
-            )
+        weight = fuse(weights, self.dtype, self.device)
         b = torch.cat([self.dense(f"{p}.bias", (o,)) for p, o in zip(prefixes, outs, strict=True)]) if bias else None
         return make_linear(weight, b, self.device, self.dtype, self.int4)
 

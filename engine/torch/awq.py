@@ -16,6 +16,8 @@ import torch.nn.functional as F
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 # Column j of a packed group of 8 sits in nibble AWQ_REVERSE_ORDER[j].
 AWQ_REVERSE_ORDER = (0, 4, 1, 5, 2, 6, 3, 7)
+# Group sizes `_weight_int4pack_mm` takes.
+INT4_GROUPS = (32, 64, 128, 256)
 _SHIFTS = torch.tensor([4 * AWQ_REVERSE_ORDER[j] for j in range(8)], dtype=torch.int32)
 
 
@@ -36,12 +38,20 @@ def pack_awq(values: torch.Tensor) -> torch.Tensor:
 
 @dataclass(slots=True)
 class AwqWeight:
-    """One linear layer's quantized weight, unpacked, in nn.Linear's [out, in] orientation."""
+    """One linear layer's grouped integer weight (AWQ, or GPTQ once unpacked), in nn.Linear's [out, in]
+    orientation: weight[:, perm[j]] = (q[:, j] - zero) * scale, with column j in group j // group_size.
 
-    q: torch.Tensor  # uint8 [out, in]
-    zeros: torch.Tensor  # uint8 [in / group, out]
-    scales: torch.Tensor  # float [in / group, out]
+    GPTQ's act-order checkpoints group the input columns in another order; `perm` (None: the identity)
+    sorts them so each group is contiguous, as the int4 kernel needs, and the layer permutes its input
+    the same way. The last group may be short (GPTQ allows widths that are no multiple of the group).
+    """
+
+    q: torch.Tensor  # uint8 [out, in], in the grouped column order
+    zeros: torch.Tensor  # uint8 [groups, out]
+    scales: torch.Tensor  # float [groups, out]
     group_size: int
+    perm: torch.Tensor | None = None  # int64 [in]: input column of each grouped column
+    bits: int = 4
 
     @classmethod
     def from_packed(cls, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, group_size: int):
@@ -60,19 +70,36 @@ class AwqWeight:
         return self.q.shape[0]
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """The dense [out, in] weight."""
-        scale = self.scales.to(torch.float32).t().repeat_interleave(self.group_size, dim=1)
-        zero = self.zeros.to(torch.float32).t().repeat_interleave(self.group_size, dim=1)
-        return ((self.q.to(torch.float32) - zero) * scale).to(dtype)
+        """The dense [out, in] weight, in the input's own column order."""
+        n_in = self.q.shape[1]
+        scale = self.scales.to(torch.float32).t().repeat_interleave(self.group_size, dim=1)[:, :n_in]
+        zero = self.zeros.to(torch.float32).t().repeat_interleave(self.group_size, dim=1)[:, :n_in]
+        grouped = (self.q.to(torch.float32) - zero) * scale
+        if self.perm is None:
+            return grouped.to(dtype)
+        dense = torch.empty_like(grouped)
+        dense[:, self.perm] = grouped
+        return dense.to(dtype)
 
     @staticmethod
     def concat(parts: list[AwqWeight]) -> AwqWeight:
-        """Fuse layers that share an input (q/k/v, gate/up) along the output dimension."""
+        """Fuse layers that share an input (q/k/v, gate/up) along the output dimension.
+
+        Raises:
+            ValueError: the parts group or order their input columns differently.
+        """
+        first = parts[0]
+        for p in parts[1:]:
+            same_perm = (p.perm is None) == (first.perm is None) and (p.perm is None or torch.equal(p.perm, first.perm))
+            if p.group_size != first.group_size or p.bits != first.bits or not same_perm:
+                raise ValueError("the layers group their input columns differently")
         return AwqWeight(
             torch.cat([p.q for p in parts], 0),
             torch.cat([p.zeros for p in parts], 1),
             torch.cat([p.scales for p in parts], 1),
-            parts[0].group_size,
+            first.group_size,
+            first.perm,
+            first.bits,
         )
 
 
@@ -101,7 +128,8 @@ class Int4Linear(torch.nn.Module):
     def __init__(self, weight: AwqWeight, bias: torch.Tensor | None, device: torch.device):
         super().__init__()
         tiles = int4_inner_k_tiles(weight.q.shape[1])
-        if tiles is None or weight.out_features % 8:
+        if (tiles is None or weight.out_features % 8 or weight.bits != 4 or weight.group_size not in INT4_GROUPS
+                or weight.q.shape[1] % weight.group_size):
             raise ValueError("shape not supported by the int4 kernel")
         self.on_cuda = device.type == "cuda"
         if self.on_cuda:  # two values a byte, even columns in the high nibble
@@ -114,11 +142,14 @@ class Int4Linear(torch.nn.Module):
             "scales_and_zeros", tinygemm_scales_and_zeros(weight).to(device, torch.bfloat16).contiguous()
         )
         self.register_buffer("bias", None if bias is None else bias.to(device, torch.bfloat16))
+        self.register_buffer("perm", None if weight.perm is None else weight.perm.to(device))
         self.group_size = weight.group_size
         self.out_features = weight.out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
+        if self.perm is not None:  # act-order GPTQ: the input's columns in the weight's grouped order
+            x = x.index_select(-1, self.perm)
         mm = torch.ops.aten._weight_int4pack_mm if self.on_cuda else torch.ops.aten._weight_int4pack_mm_for_cpu
         y = mm(x.reshape(-1, shape[-1]).to(torch.bfloat16), self.packed, self.group_size, self.scales_and_zeros)
         if self.bias is not None:
@@ -136,22 +167,3 @@ class DenseLinear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)
-
-
-def make_linear(
-    weight: torch.Tensor | AwqWeight,
-    bias: torch.Tensor | None,
-    device: torch.device,
-    dtype: torch.dtype,
-    int4: bool | None = None,
-) -> torch.nn.Module:
-    """The layer for this weight on this device. An AWQ weight runs in the int4 kernel when `int4`
-    (default: on CUDA), else dequantized once to `dtype`; a shape the kernel refuses is dequantized."""
-    if isinstance(weight, AwqWeight):
-        if int4 if int4 is not None else device.type == "cuda":
-            try:
-                return Int4Linear(weight, bias, device)
-            except (ValueError, RuntimeError):
-                pass  # an odd shape: fall back to the dequantized weight
-        weight = weight.dequantize(dtype)
-    return DenseLinear(weight.to(device, dtype), None if bias is None else bias.to(device, dtype))

@@ -8,8 +8,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.torch.quant_config import (
+    AWQ_GROUP_SIZES,
+    AwqConfig,
+    CheckpointError,
+    Fp8Config,
+    GptqConfig,
+    QuantConfig,
+    parse_quantization,
+)
 from models.errors import InvalidModelFile
 from models.hf_config import read_json_document
+
+__all__ = ["AWQ_GROUP_SIZES", "AwqConfig", "CheckpointError", "Fp8Config", "GptqConfig", "ModelConfig", "RopeConfig"]
 
 # config.json "architectures" / "model_type" values this engine runs, and the family they map to.
 SUPPORTED_ARCHITECTURES = {
@@ -18,12 +29,6 @@ SUPPORTED_ARCHITECTURES = {
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",  # Qwen2 without q/k/v biases, plus an RMSNorm of each head's q and k
 }
-AWQ_GROUP_SIZES = (32, 64, 128)
-
-
-class CheckpointError(Exception):
-    """The model directory cannot be used; the message says why, in words a user can act on."""
-
 
 def read_json_file(path: Path, what: str) -> dict:
     """A model folder's JSON object file, with the limits `tailor plan` reads it with; else CheckpointError."""
@@ -41,13 +46,6 @@ class RopeConfig:
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
     original_max_position: int = 8192
-
-
-@dataclass(frozen=True, slots=True)
-class AwqConfig:
-    group_size: int
-    bits: int = 4
-    modules_to_not_convert: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +68,18 @@ class ModelConfig:
     torch_dtype: str  # "float32", "float16" or "bfloat16" as stored
     eos_token_ids: tuple[int, ...]
     bos_token_id: int | None
-    awq: AwqConfig | None = None
+    quant: QuantConfig | None = None  # AWQ, GPTQ or FP8 (engine/torch/quant_config.py)
+
+    @property
+    def awq(self) -> AwqConfig | None:
+        return self.quant if isinstance(self.quant, AwqConfig) else None
+
+    @property
+    def quant_label(self) -> str:
+        """What ModelInfo adds to the family's name: " AWQ", " GPTQ 4-bit", " FP8", or nothing."""
+        if isinstance(self.quant, GptqConfig):
+            return f" GPTQ {self.quant.bits}-bit"
+        return {AwqConfig: " AWQ", Fp8Config: " FP8"}.get(type(self.quant), "")
 
     @classmethod
     def from_dir(cls, directory: Path) -> ModelConfig:
@@ -111,7 +120,7 @@ class ModelConfig:
                 torch_dtype=str(raw.get("torch_dtype") or raw.get("dtype") or "float32"),
                 eos_token_ids=_ids(raw.get("eos_token_id")),
                 bos_token_id=raw.get("bos_token_id") if isinstance(raw.get("bos_token_id"), int) else None,
-                awq=_awq(raw.get("quantization_config"), where),
+                quant=parse_quantization(raw.get("quantization_config"), where),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{where}: missing or malformed setting {exc}") from None
@@ -149,24 +158,3 @@ def _rope(raw: dict, where: str) -> RopeConfig:
             original_max_position=int(params.get("original_max_position_embeddings", 8192)),
         )
     raise CheckpointError(f"{where}: RoPE scaling {kind!r} is not supported by the PyTorch engine")
-
-
-def _awq(quant: object, where: str) -> AwqConfig | None:
-    if not quant:
-        return None
-    if not isinstance(quant, dict):
-        raise CheckpointError(f"{where}: quantization_config is not an object")
-    method = str(quant.get("quant_method", "")).lower()
-    if method != "awq":
-        raise CheckpointError(f"{where}: quantization {method or 'unknown'!r} is not supported (only AWQ)")
-    version = str(quant.get("version", "gemm")).lower()
-    bits = int(quant.get("bits", quant.get("w_bit", 4)))
-    group = int(quant.get("group_size", quant.get("q_group_size", 128)))
-    if version != "gemm":
-        raise CheckpointError(f"{where}: AWQ version {version!r} is not supported (only GEMM)")
-    if bits != 4:
-        raise CheckpointError(f"{where}: {bits}-bit AWQ is not supported (only 4-bit)")
-    if group not in AWQ_GROUP_SIZES:
-        raise CheckpointError(f"{where}: AWQ group size {group} is not supported (32, 64 or 128)")
-    skip = tuple(str(m) for m in quant.get("modules_to_not_convert") or ())
-    return AwqConfig(group_size=group, bits=bits, modules_to_not_convert=skip)

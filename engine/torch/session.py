@@ -28,7 +28,7 @@ from engine.torch.model_runner import ModelRunner
 from engine.torch.sequence import SamplingOptions
 from engine.torch.speculative import Drafter, DraftModelDrafter, PromptLookupDrafter, SpeculativeRunner
 from models.errors import InvalidModelFile
-from models.folder_plan import cpu_ram_budget, cpu_weights, folder_candidate
+from models.folder_plan import cpu_ram_budget, cpu_weights, folder_candidate, int4_file_bytes
 from models.units import gb
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
     info = ModelInfo(
         path=str(directory),
         name=directory.name,
-        architecture=config.family + (" AWQ" if config.awq else ""),
+        architecture=config.family + config.quant_label,
         n_ctx=max_len,
         n_ctx_train=config.max_position_embeddings,
         n_params=sum(b.numel() for b in model.buffers()) - model.rope.cos.numel() - model.rope.sin.numel(),
@@ -122,7 +122,7 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
 
 
 def _cpu_int4(directory: Path, request: LoadRequest) -> bool:
-    """Whether AWQ weights stay 4-bit on the CPU (fp32 would not fit in RAM); a model that fits
+    """Whether 4-bit AWQ/GPTQ weights stay 4-bit on the CPU (fp32 would not fit in RAM); a model that fits
     neither way is refused here, before a byte of it is read."""
     try:
         candidate = folder_candidate(directory)
@@ -130,7 +130,7 @@ def _cpu_int4(directory: Path, request: LoadRequest) -> bool:
         return False  # load_model says what is wrong with the folder
     available = psutil.virtual_memory().available
     pool = cpu_kv_budget(request, available)
-    held = cpu_weights(candidate.shape, candidate.size_bytes if candidate.format == "awq" else None, pool, available)
+    held = cpu_weights(candidate.shape, int4_file_bytes(candidate), pool, available)
     if held.kind == "none":
         as_int4 = f" ({gb(held.int4_bytes)} kept 4-bit)" if held.int4_bytes is not None else ""
         raise BackendError(

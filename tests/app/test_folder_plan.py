@@ -98,9 +98,9 @@ def test_a_70b_dense_folder_does_not_fit_and_says_what_would(tmp_path: Path) -> 
 
 
 def test_unsupported_checkpoints_and_a_missing_engine_never_fit(tmp_path: Path, awq_dir: Path) -> None:
-    fp8 = folder_candidate(big_folder(tmp_path / "fp8", {"quant_method": "fp8"}))
-    assert not plan_folder(RTX_4090, fp8).fits
-    assert any("FP8 checkpoints are not supported" in r for r in plan_folder(RTX_4090, fp8).reasons)
+    bnb = folder_candidate(big_folder(tmp_path / "bnb", {"quant_method": "bitsandbytes"}))
+    assert not plan_folder(RTX_4090, bnb).fits
+    assert any("BITSANDBYTES checkpoints are not supported" in r for r in plan_folder(RTX_4090, bnb).reasons)
     no_torch = plan_folder(CPU, folder_candidate(awq_dir), torch_ok=False)
     assert not no_torch.fits and any("not installed" in r for r in no_torch.reasons)
 

@@ -107,6 +107,23 @@ def test_plan_for_an_awq_repo(fake_hub: FakeHub):
     assert d["files"] == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
 
 
+def test_plan_for_gptq_and_fp8_repos(fake_hub: FakeHub):
+    """Once "not supported by the engine": each is planned on the PyTorch engine, with its forecast."""
+    from tests.fixtures.hub_repos import AWQ_CONFIG
+
+    gptq = {**AWQ_CONFIG, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128,
+                                                  "desc_act": True, "sym": True}}
+    fp8 = {**AWQ_CONFIG, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+    fake_hub.add_repo("org/Tiny-GPTQ", hub_repos.awq_repo_files(gptq), tags=["gptq"])
+    fake_hub.add_repo("org/Tiny-FP8", hub_repos.awq_repo_files(fp8), tags=["fp8"])
+    for repo, gpu, expected in (("org/Tiny-GPTQ", "RTX 4090", "gptq"), ("org/Tiny-FP8", "H100", "fp8")):
+        result = plan("--repo", repo, "--json", "--gpu-name", gpu)
+        assert result.returncode == 0, result.stderr
+        d = json.loads(result.stdout)
+        assert d["format"] == expected and d["fits"] and d["forecast"]["devices"], d
+        assert any(f"The whole {expected.upper()} model fits in VRAM" in r for r in d["reasons"])
+
+
 def test_plan_for_a_missing_repo_is_one_line(fake_hub: FakeHub):
     result = plan("--repo", "org/Nope", "--json")
     assert result.returncode == 1 and result.stdout == ""

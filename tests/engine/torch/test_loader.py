@@ -134,7 +134,7 @@ def test_folder_without_config_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("quant", "message"),
     [
-        ({"quant_method": "gptq", "bits": 4}, r"quantization 'gptq' is not supported"),
+        ({"quant_method": "bitsandbytes", "bits": 4}, r"quantization 'bitsandbytes' is not supported"),
         ({"quant_method": "awq", "bits": 4, "group_size": 16, "version": "gemm"}, "group size 16"),
         ({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemv"}, "'gemv'"),
         ({"quant_method": "awq", "bits": 8, "group_size": 128}, "8-bit AWQ"),
