@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import llama_cpp
@@ -132,6 +133,24 @@ def test_a_new_conversation_reuses_a_shared_system_prompt(engine: EngineClient, 
     )
     assert first.stats.prompt_tokens > llm_tokens > 300
     assert second.stats.cached_tokens >= llm_tokens
+
+
+def test_continuing_an_older_branch_reuses_its_history(engine: EngineClient):
+    """A chat's branches (an edited message, a regenerated reply) share the history up to where they part;
+    going back to an older branch after working on a newer one prefills only what follows its last reply."""
+    system = ChatMessage("system", SYSTEM)
+    # A reply long enough that its branch is worth keeping when the newer one takes the cells (prefix_reuse.py:
+    # MIN_SAVED_TOKENS); a shorter one is prefilled again, which costs less than a copy.
+    first = collect(engine, engine.generate([system, ChatMessage("user", "Do you sell rye bread?")],
+                                            replace(GREEDY, max_tokens=80))).end
+    assert isinstance(first, Done) and first.stats.gen_tokens >= 64
+    old_branch = [system, ChatMessage("user", "Do you sell rye bread?"), ChatMessage("assistant", first.text)]
+    newer = ask(engine, [system, ChatMessage("user", "When do you open on Sundays?")])  # the message edited
+    newer_branch = [system, ChatMessage("user", "When do you open on Sundays?"), ChatMessage("assistant", newer.text)]
+    ask(engine, [*newer_branch, ChatMessage("user", "And on Mondays?")])
+    back = ask(engine, [*old_branch, ChatMessage("user", "Is it baked today?")])
+    assert back.stats.cached_tokens >= first.stats.prompt_tokens
+    assert back.stats.prompt_tokens - back.stats.cached_tokens < 40
 
 
 def test_greedy_output_with_the_cache_equals_output_without(starter_model: Path, tmp_path: Path):
