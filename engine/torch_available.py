@@ -1,4 +1,4 @@
-"""Is the PyTorch engine (AWQ/FP8 checkpoints) usable here? Answered without importing torch.
+"""Is the PyTorch engine (AWQ, GPTQ and FP8 checkpoints) usable here? Answered without importing torch.
 
 The double-click bundle leaves PyTorch out by default (packaging/tailor.spec), so the app must say so
 where a model format is chosen instead of failing at load time.

@@ -19,6 +19,8 @@ def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument("--gguf", action="store_const", const="gguf", dest="kind", help="GGUF repos only")
     kind.add_argument("--awq", action="store_const", const="awq", dest="kind", help="AWQ repos only")
+    kind.add_argument("--gptq", action="store_const", const="gptq", dest="kind", help="GPTQ repos only")
+    kind.add_argument("--fp8", action="store_const", const="fp8", dest="kind", help="FP8 repos only")
     parser.add_argument("--sort", choices=("downloads", "recent"), default="downloads",
                         help="most downloaded or most recently changed first (%(default)s)")
     parser.add_argument("--limit", type=int, default=20, help="at most this many repos (%(default)s)")

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication, QComboBox
 
-from app.gui.engine_availability import mark_awq_choice
+from app.gui.engine_availability import mark_torch_choices
 from app.gui.first_run import FirstRunDialog, app_settings, maybe_show_first_run, storage_text
 from app.gui.models_window.search_page import FILTERS
 from app.services.starter_picks import STARTER_PICKS, recommend
@@ -114,19 +114,22 @@ def test_show_this_model_opens_the_models_window_on_the_pick(qtbot, make_window,
 def test_welcome_names_the_engines_and_why_awq_cannot_run(qtbot, make_window):
     window = make_window(start=False)
     here = window.show_welcome()
-    assert "AWQ (PyTorch)" in here.engines_label.text()  # torch is installed in the dev venv
+    assert "AWQ, GPTQ, FP8 (PyTorch)" in here.engines_label.text()  # torch is installed in the dev venv
     here.close()
     without_torch = FirstRunDialog(window, awq_status=EngineStatus(False, NO_TORCH))  # as in the default bundle
     qtbot.addWidget(without_torch)
-    assert without_torch.engines_label.text() == f"Engines: GGUF (llama.cpp). AWQ is unavailable: {NO_TORCH}."
+    assert without_torch.engines_label.text() == (
+        f"Engines: GGUF (llama.cpp). AWQ, GPTQ and FP8 are unavailable: {NO_TORCH}.")
     without_torch.jobs.wait()
     # Where the format is chosen (the Models window's search filter), the same reason.
     combo = QComboBox()
     qtbot.addWidget(combo)
     for label, kind in FILTERS:
         combo.addItem(label, kind)
-    mark_awq_choice(combo, EngineStatus(False, NO_TORCH))
+    mark_torch_choices(combo, EngineStatus(False, NO_TORCH))
     index = combo.findData("awq")
     assert combo.itemText(index) == f"AWQ (unavailable: {NO_TORCH})"
     assert NO_TORCH in combo.itemData(index, Qt.ItemDataRole.ToolTipRole)
+    assert combo.itemText(combo.findData("gptq")) == f"GPTQ (unavailable: {NO_TORCH})"
+    assert combo.itemText(combo.findData("fp8")) == f"FP8 (unavailable: {NO_TORCH})"
     assert combo.itemText(combo.findData("gguf")) == "GGUF"

@@ -46,6 +46,12 @@ def test_json_and_filters(fake_hub: FakeHub, capsys: pytest.CaptureFixture[str])
     assert repos[0]["downloads"] == 1234 and repos[0]["last_modified"].startswith("2025-02-03")
     assert search("llama", "--awq", "--json") == 0
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ["org/Llama-AWQ"]
+    fake_hub.add_repo("org/Llama-GPTQ", {"config.json": b"{}"}, tags=["gptq", "4-bit"], downloads=7)
+    fake_hub.add_repo("org/Qwen-FP8", {"config.json": b"{}"}, tags=["fp8", "compressed-tensors"], downloads=3)
+    assert search("", "--gptq", "--json") == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ["org/Llama-GPTQ"]
+    assert search("", "--fp8", "--json") == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ["org/Qwen-FP8"]
     assert search("nothing", "--json") == 0
     assert json.loads(capsys.readouterr().out) == []
 

@@ -21,14 +21,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.engine_availability import mark_awq_choice
+from app.gui.engine_availability import mark_torch_choices
 from app.gui.jobs import Jobs
 from app.gui.models_window.formatting import human_date
 from engine.torch_available import awq_engine_status
 from models.hub import HubClient, HubError, RepoSummary
 
 REPO_ROLE = Qt.ItemDataRole.UserRole
-FILTERS = (("GGUF", "gguf"), ("AWQ", "awq"), ("Any", None))
+FILTERS = (("GGUF", "gguf"), ("AWQ", "awq"), ("GPTQ", "gptq"), ("FP8", "fp8"), ("Any", None))
 
 
 def describe_error(exc: BaseException) -> str:
@@ -63,7 +63,7 @@ class SearchPage(QWidget):
         self.filter = QComboBox()
         for label, kind in FILTERS:
             self.filter.addItem(label, kind)
-        mark_awq_choice(self.filter, awq_engine_status())  # e.g. a bundle without PyTorch
+        mark_torch_choices(self.filter, awq_engine_status())  # e.g. a bundle without PyTorch
         self.search_button = QPushButton("Search")
         self.results = QListWidget()
         self.open_button = QPushButton("Show files")
