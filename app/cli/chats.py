@@ -1,4 +1,5 @@
-"""`tailor chats ls|rm`, `tailor export` and `tailor import`: the chat history from the command line. No Qt."""
+"""`tailor chats ls|rm|mv|pin|unpin|folders`, `tailor export` and `tailor import`: the chat history from the
+command line, the window's twins (its list, folders and pins, Chat → Export and Import). No Qt."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +17,19 @@ from app.services.chat_export import (
     display_title,
     find_chat_id,
     iso_time,
+    iter_chats,
+    json_chunks,
     load_chats,
     safe_filename,
-    to_json,
     to_markdown,
 )
 from app.services.chat_export_html import to_html
-from app.services.chat_import import ChatImportError, import_chats, read_export
+from app.services.chat_import import ChatImportError, ImportResult, folder_key, import_file, probe_file
 from app.services.paths import AppPaths
-from app.services.store import ChatStore
+from app.services.store import ChatStore, Folder
 
-FORMATS = {"json": to_json, "md": to_markdown, "html": to_html}
+FORMATS = ("json", "md", "html")
+_CHAT_HELP = "the chat's number (as `tailor chats ls` shows) or its UUID"
 
 
 class ChatsError(Exception):
@@ -33,37 +37,58 @@ class ChatsError(Exception):
 
 
 def add_chats_parsers(subparsers: Any) -> None:
-    """Add `chats` (ls, rm), `export` and `import` to `parser.add_subparsers()`."""
-    chats = subparsers.add_parser("chats", help="list or delete the chats of the history")
-    _db_option(chats)
-    chats.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    """Add `chats` (ls, rm, mv, pin, unpin, folders), `export` and `import` to `parser.add_subparsers()`."""
+    chats = subparsers.add_parser("chats", help="list, delete, file and pin the chats of the history")
+    _ls_options(chats)
     chats.set_defaults(func=run_ls)
     sub = chats.add_subparsers(dest="chats_command")
-    ls = sub.add_parser("ls", help="list the chats, most recently updated first")
-    _db_option(ls)
-    ls.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    ls.set_defaults(func=run_ls)
+    ls = sub.add_parser("ls", help="list the chats, pinned first, then most recently updated first")
+    _ls_options(ls)
     rm = sub.add_parser("rm", help="delete a chat and its messages")
-    _db_option(rm)
-    rm.add_argument("chat", metavar="ID", help="the chat's number (as `tailor chats ls` shows) or its UUID")
+    rm.add_argument("chat", metavar="ID", help=_CHAT_HELP)
     rm.set_defaults(func=run_rm)
+    mv = sub.add_parser("mv", help="put a chat in a folder (created when there is none of that name)")
+    mv.add_argument("chat", metavar="ID", help=_CHAT_HELP)
+    mv.add_argument("folder", metavar="FOLDER", nargs="?", help="the folder's name")
+    mv.add_argument("--none", action="store_true", help="take the chat out of its folder")
+    mv.set_defaults(func=run_mv)
+    for name, pinned in (("pin", True), ("unpin", False)):
+        cmd = sub.add_parser(name, help="pin a chat to the top of the list" if pinned else "unpin a chat")
+        cmd.add_argument("chat", metavar="ID", help=_CHAT_HELP)
+        cmd.set_defaults(func=run_pin, pinned=pinned)
+    folders = sub.add_parser("folders", help="list the folders, with how many chats each holds")
+    folders.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    folders.set_defaults(func=run_folders)
+    for parser in sub.choices.values():
+        if parser is not ls:
+            _db_option(parser)
 
     export = subparsers.add_parser("export", help="write chats as Markdown, HTML or Tailor's JSON")
     _db_option(export)
     which = export.add_mutually_exclusive_group(required=True)
     which.add_argument("--chat", metavar="ID", help="one chat: its number or UUID")
     which.add_argument("--all", action="store_true", help="every chat")
-    export.add_argument("--format", choices=tuple(FORMATS), required=True, help="md, html or json (re-importable)")
+    export.add_argument("--format", choices=FORMATS, required=True,
+                        help="md, html (the branch each chat shows) or json (every branch; re-importable)")
     export.add_argument(
         "-o", "--output", type=Path, metavar="PATH",
         help="the file to write (default: stdout); an existing folder gets one file per chat",
     )
     export.set_defaults(func=run_export)
 
-    imp = subparsers.add_parser("import", help="add the chats of a Tailor JSON export (those already there are kept)")
+    imp = subparsers.add_parser("import", help="add the chats of a Tailor JSON export or of ChatGPT's "
+                                               "conversations.json (those already there are kept)")
     _db_option(imp)
-    imp.add_argument("file", type=Path, help="a file written by `tailor export --format json`")
+    imp.add_argument("file", type=Path, help="a file written by `tailor export --format json`, or ChatGPT's")
     imp.set_defaults(func=run_import)
+
+
+def _ls_options(parser: argparse.ArgumentParser) -> None:
+    _db_option(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--folder", metavar="NAME", help="only the chats in this folder")
+    parser.add_argument("--search", metavar="TEXT", help="only the chats whose title or messages (any branch) hold it")
+    parser.set_defaults(func=run_ls)
 
 
 def _db_option(parser: argparse.ArgumentParser) -> None:
@@ -86,22 +111,30 @@ def _open(args: argparse.Namespace, create: bool = False) -> ChatStore:
 
 def run_ls(args: argparse.Namespace) -> int:
     if not _db_path(args).exists():
+        if args.folder:
+            raise ChatsError(f"No folder {args.folder!r} (see `tailor chats folders`).")
         print(json.dumps({"chats": []}) if args.json else "No chats.")
         return 0
     store = _open(args)
     try:
-        rows = [(c, store.conversation_uid(c.id), store.message_count(c.id)) for c in store.list_conversations()]
+        folders = {f.id: f.name for f in store.list_folders()}
+        where = {} if args.folder is None else {"folder_id": _folder(store, args.folder).id}
+        rows = [(c, store.conversation_uid(c.id), store.message_count(c.id))
+                for c in store.list_conversations(args.search or "", **where)]
     finally:
         store.close()
     if args.json:
         chats = [{"number": c.id, "id": uid, "title": c.title, "messages": n, "created": c.created,
-                  "updated": c.updated} for c, uid, n in rows]
+                  "updated": c.updated, "folder": folders.get(c.folder_id), "pinned": c.pinned}
+                 for c, uid, n in rows]
         print(json.dumps({"chats": chats}, ensure_ascii=False))
         return 0
     if not rows:
         print("No chats.")
     for c, _uid, n in rows:
-        print(f"{c.id:>5}  {iso_time(c.updated)}  {n:>4} messages  {display_title(c.title)}")
+        folder = f"[{display_title(folders[c.folder_id])}] " if c.folder_id in folders else ""
+        pin = "*" if c.pinned else " "
+        print(f"{c.id:>5} {pin} {iso_time(c.updated)}  {n:>4} messages  {folder}{display_title(c.title)}")
     return 0
 
 
@@ -113,8 +146,87 @@ def run_rm(args: argparse.Namespace) -> int:
         store.delete_conversation(cid)
     finally:
         store.close()
-    print(f"Deleted chat {cid}: {title}")
+    print(f"Deleted chat {cid}: {display_title(title)}")
     return 0
+
+
+def run_mv(args: argparse.Namespace) -> int:
+    if (args.folder is None) == (not args.none):
+        raise ChatsError("Give the folder's name, or --none to take the chat out of its folder.")
+    store = _open(args)
+    try:
+        cid = _chat_id(store, args.chat)
+        title = display_title(store.get_conversation(cid).title)
+        if args.none:
+            store.move_conversation(cid, None)
+            print(f"Chat {cid} ({title}) is in no folder.")
+            return 0
+        folder = _find_folder(store, args.folder)
+        if folder is None:
+            folder = _create_folder(store, args.folder)
+            print(f"Created folder {folder.name!r}.")
+        store.move_conversation(cid, folder.id)
+        print(f"Moved chat {cid} ({title}) to {folder.name!r}.")
+    finally:
+        store.close()
+    return 0
+
+
+def run_pin(args: argparse.Namespace) -> int:
+    store = _open(args)
+    try:
+        cid = _chat_id(store, args.chat)
+        title = display_title(store.get_conversation(cid).title)
+        store.set_pinned(cid, args.pinned)
+    finally:
+        store.close()
+    print(f"{'Pinned' if args.pinned else 'Unpinned'} chat {cid} ({title}).")
+    return 0
+
+
+def run_folders(args: argparse.Namespace) -> int:
+    folders: list[tuple[Folder, int]] = []
+    loose = 0
+    if _db_path(args).exists():
+        store = _open(args)
+        try:
+            counts: dict[int | None, int] = {}
+            for c in store.list_conversations():
+                counts[c.folder_id] = counts.get(c.folder_id, 0) + 1
+            folders = [(f, counts.get(f.id, 0)) for f in store.list_folders()]
+            loose = counts.get(None, 0)
+        finally:
+            store.close()
+    if args.json:
+        print(json.dumps({"folders": [{"name": f.name, "chats": n} for f, n in folders], "in_no_folder": loose},
+                         ensure_ascii=False))
+        return 0
+    if not folders:
+        print("No folders.")
+    for f, n in folders:
+        print(f"{n:>5} chat{'' if n == 1 else 's'}  {display_title(f.name)}")
+    if folders and loose:
+        print(f"{loose:>5} chat{'' if loose == 1 else 's'}  (in no folder)")
+    return 0
+
+
+def _find_folder(store: ChatStore, name: str) -> Folder | None:
+    key = folder_key(name)
+    return next((f for f in store.list_folders() if folder_key(f.name) == key), None)
+
+
+def _folder(store: ChatStore, name: str) -> Folder:
+    found = _find_folder(store, name)
+    if found is None:
+        raise ChatsError(f"No folder {name!r} (see `tailor chats folders`).")
+    return found
+
+
+def _create_folder(store: ChatStore, name: str) -> Folder:
+    try:
+        return store.create_folder(name)
+    except ValueError as exc:
+        raise ChatsError(str(exc)) from None
 
 
 def _chat_id(store: ChatStore, ref: str) -> int:
@@ -127,40 +239,62 @@ def _chat_id(store: ChatStore, ref: str) -> int:
 def run_export(args: argparse.Namespace) -> int:
     store = _open(args)
     try:
-        records = load_chats(store, None if args.all else [_chat_id(store, args.chat)])
+        ids = None if args.all else [_chat_id(store, args.chat)]
+        if args.format == "json" and not (args.output and args.output.is_dir()):
+            # A chat at a time from the store to the file: a large history is not held in memory.
+            count = len(ids) if ids else len(store.list_conversations())
+            if not count:
+                raise ChatsError("There are no chats to export.")
+            _emit(args.output, json_chunks(iter_chats(store, ids)))
+            _wrote(args.output, count)
+            return 0
+        records = load_chats(store, ids)
     finally:
         store.close()
     if not records:
         raise ChatsError("There are no chats to export.")
-    render = FORMATS[args.format]
-    if args.output is None:
-        sys.stdout.write(render(records))
-        sys.stdout.flush()
-        return 0
-    if args.output.is_dir():
+    render = {"json": lambda rs: "".join(json_chunks(rs)), "md": to_markdown, "html": to_html}[args.format]
+    if args.output is not None and args.output.is_dir():
         for record in records:
-            _write(args.output / safe_filename(record.conversation.title, record.uid, args.format), render([record]))
-        print(f"Wrote {len(records)} chat(s) to {args.output}", file=sys.stderr)
-        return 0
-    _write(args.output, render(records))
-    print(f"Wrote {len(records)} chat(s) to {args.output}", file=sys.stderr)
+            _write(args.output / safe_filename(record.conversation.title, record.uid, args.format), [render([record])])
+    else:
+        _emit(args.output, [render(records)])
+    _wrote(args.output, len(records))
     return 0
 
 
-def _write(path: Path, text: str) -> None:
-    """Write `text` to `path` whole or not at all (a temporary file beside it, then renamed)."""
+def _wrote(output: Path | None, count: int) -> None:
+    if output is not None:
+        print(f"Wrote {count} chat(s) to {output}", file=sys.stderr)
+
+
+def _emit(output: Path | None, chunks: Iterable[str]) -> None:
+    """Write `chunks` to `output` (None: stdout)."""
+    if output is not None:
+        _write(output, chunks)
+        return
+    for chunk in chunks:
+        sys.stdout.write(chunk)
+    sys.stdout.flush()
+
+
+def _write(path: Path, chunks: Iterable[str]) -> None:
+    """Write `chunks` to `path` whole or not at all (a temporary file beside it, then renamed)."""
     try:
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     except OSError as exc:
         raise ChatsError(f"Cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+            for chunk in chunks:
+                f.write(chunk)
         os.chmod(temp, 0o666 & ~_umask())  # mkstemp's file is private; an export is as any file the user writes
         os.replace(temp, path)
-    except OSError as exc:
+    except BaseException as exc:
         Path(temp).unlink(missing_ok=True)
-        raise ChatsError(f"Cannot write {path}: {exc.strerror or exc}") from None
+        if isinstance(exc, OSError):
+            raise ChatsError(f"Cannot write {path}: {exc.strerror or exc}") from None
+        raise
 
 
 def _umask() -> int:
@@ -171,19 +305,25 @@ def _umask() -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     try:
-        found = read_export(args.file)  # the whole file checked before the history is opened
+        if not _db_path(args).exists():
+            probe_file(args.file)  # a file that would be refused creates no history
+        store = _open(args, create=True)
+        try:
+            result = import_file(store, args.file)  # refused before anything is written, or a chat at a time
+        finally:
+            store.close()
     except ChatImportError as exc:
         raise ChatsError(str(exc)) from None
-    store = _open(args, create=True)
-    try:
-        result = import_chats(store, found.chats, found.problems)
-    finally:
-        store.close()
     for problem in result.problems:
         print(f"tailor: {problem}", file=sys.stderr)
-    skipped = f"; {len(result.skipped)} already there, kept as they are" if result.skipped else ""
-    unread = f"; {len(result.problems)} could not be read" if result.problems else ""
-    origin = " (ChatGPT)" if found.source == "chatgpt" else ""
-    print(f"Imported {len(result.imported)} chat(s) from {args.file}{origin}{skipped}{unread}")
+    if result.error:
+        raise ChatsError(result.error)
+    print(_summary(result, args.file))
     return 0
 
+
+def _summary(result: ImportResult, path: Path) -> str:
+    skipped = f"; {len(result.skipped)} already there, kept as they are" if result.skipped else ""
+    unread = f"; {len(result.problems)} could not be read" if result.problems else ""
+    origin = " (ChatGPT)" if result.source == "chatgpt" else ""
+    return f"Imported {len(result.imported)} chat(s) from {path}{origin}{skipped}{unread}"

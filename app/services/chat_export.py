@@ -1,8 +1,12 @@
 """Chats out of the history: Tailor's own JSON (complete, lossless, versioned) and readable Markdown.
 
-The JSON is deterministic: the same chats give the same bytes (keys sorted, chats oldest first,
-messages in their order, no export time), so an export imported into an empty history exports
-again byte for byte. HTML lives in app/services/chat_export_html.py. No Qt here.
+The JSON holds every branch of every chat and is deterministic: the same chats give the same bytes
+(`format` and `version` first, so a reader knows the file before its first chat; each chat's keys
+sorted; chats oldest first; messages in the order they were written; no export time), so an export
+imported into an empty history exports again byte for byte. It is written a chat at a time
+(`json_chunks`), so exporting a large history does not hold it twice. Markdown and HTML show the
+branch each chat shows, and say where a message on it has other versions. HTML lives in
+app/services/chat_export_html.py. No Qt here.
 """
 
 from __future__ import annotations
@@ -11,24 +15,54 @@ import json
 import math
 import re
 import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from app.services.store import ChatStore, Conversation, Message
 
 FORMAT = "tailor-chats"
-VERSION = 1
+VERSION = 2  # 2: branches (each message's id and parent, the chat's leaf), folder and pin; 1: one line per chat
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)$")
 
 
 @dataclass(slots=True, frozen=True)
 class ChatRecord:
-    """One chat as exported: its stable id, the conversation and its messages in order."""
+    """One chat as exported: its stable id, the conversation, every message of every branch (by id), the
+    message ending the branch it shows (None: its last) and the name of its folder (None: in none)."""
 
     uid: str
     conversation: Conversation
     messages: tuple[Message, ...]
+    leaf: int | None = None
+    folder: str | None = None
+
+    def leaf_id(self) -> int | None:
+        """The message the branch shown ends at: `leaf` when it is one of the chat's, else the last."""
+        ids = {m.id for m in self.messages}
+        if self.leaf in ids:
+            return self.leaf
+        return self.messages[-1].id if self.messages else None
+
+    def branch(self) -> list[Message]:
+        """The branch the chat shows, from its first message to its leaf."""
+        by_id = {m.id: m for m in self.messages}
+        path: list[Message] = []
+        node = self.leaf_id()
+        while node in by_id and len(path) <= len(by_id):  # parents come before children: no cycle, but bounded
+            path.append(by_id[node])
+            node = by_id[node].parent_id
+        path.reverse()
+        return path
+
+    def versions(self) -> dict[int, tuple[int, int]]:
+        """(index, count) of each message among its versions (the messages under the same parent), by id."""
+        siblings: dict[int | None, list[int]] = defaultdict(list)
+        for m in self.messages:
+            siblings[m.parent_id].append(m.id)
+        return {mid: (i + 1, len(ids)) for ids in siblings.values() for i, mid in enumerate(ids)}
 
 
 class UnknownChatError(LookupError):
@@ -50,16 +84,23 @@ def find_chat_id(store: ChatStore, ref: str) -> int:
     return found.id
 
 
-def load_chats(store: ChatStore, ids: list[int] | None = None) -> list[ChatRecord]:
-    """The chats `ids` (None: all), oldest first (then by stable id, so the order is the same in any store)."""
+def iter_chats(store: ChatStore, ids: list[int] | None = None) -> Iterator[ChatRecord]:
+    """The chats `ids` (None: all), oldest first (then by stable id, so the order is the same in any store),
+    each read from the store when it is reached."""
     if ids is None:
         conversations = store.list_conversations()
     else:
         conversations = [c for c in (store.get_conversation(i) for i in ids) if c is not None]
-    records = [
-        ChatRecord(store.conversation_uid(c.id) or "", c, tuple(store.list_messages(c.id))) for c in conversations
-    ]
-    return sorted(records, key=lambda r: (r.conversation.created, r.uid))
+    order = sorted(((c, store.conversation_uid(c.id) or "") for c in conversations),
+                   key=lambda pair: (pair[0].created, pair[1]))
+    folders = {f.id: f.name for f in store.list_folders()}
+    for c, uid in order:
+        yield ChatRecord(uid, c, tuple(store.all_messages(c.id)), store.leaf_id(c.id), folders.get(c.folder_id))
+
+
+def load_chats(store: ChatStore, ids: list[int] | None = None) -> list[ChatRecord]:
+    """The chats `ids` (None: all), as `iter_chats` gives them."""
+    return list(iter_chats(store, ids))
 
 
 def _finite(value: object) -> object:
@@ -73,9 +114,13 @@ def _finite(value: object) -> object:
     return value
 
 
-def message_dict(message: Message) -> dict:
-    """One message of the JSON export (its stats as stored; a figure JSON cannot hold, such as NaN, as null)."""
+def message_dict(message: Message, local: dict[int, int]) -> dict:
+    """One message of the JSON export: `id` and `parent` its own and its parent's number in the chat (from 1,
+    in the order written; null: a first message); stats as stored (a figure JSON cannot hold, such as NaN,
+    as null)."""
     return {
+        "id": local[message.id],
+        "parent": local.get(message.parent_id) if message.parent_id is not None else None,
         "role": message.role,
         "content": message.content,
         "reasoning": message.reasoning,
@@ -89,20 +134,36 @@ def message_dict(message: Message) -> dict:
 def chat_dict(record: ChatRecord) -> dict:
     """One chat of the JSON export; `settings` as the history stores them (flat keys)."""
     c = record.conversation
+    local = {m.id: i + 1 for i, m in enumerate(record.messages)}
+    leaf = record.leaf_id()
     return {
         "id": record.uid,
         "title": c.title,
         "created": c.created,
         "updated": c.updated,
         "settings": json.loads(c.settings.to_json()),
-        "messages": [message_dict(m) for m in record.messages],
+        "folder": record.folder,
+        "pinned": c.pinned,
+        "leaf": local[leaf] if leaf is not None else None,
+        "messages": [message_dict(m, local) for m in record.messages],
     }
 
 
-def to_json(records: list[ChatRecord]) -> str:
-    """The chats as Tailor's JSON export, `{"format": "tailor-chats", "version": 1, "chats": [...]}`."""
-    document = {"format": FORMAT, "version": VERSION, "chats": [chat_dict(r) for r in records]}
-    return json.dumps(document, sort_keys=True, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+def json_chunks(records: Iterable[ChatRecord]) -> Iterator[str]:
+    """Tailor's JSON export, a chat at a time: `{"format": "tailor-chats", "version": 2, "chats": [...]}`."""
+    yield f'{{\n  "format": {json.dumps(FORMAT)},\n  "version": {VERSION},\n  "chats": ['
+    first = True
+    for record in records:
+        text = json.dumps(chat_dict(record), sort_keys=True, ensure_ascii=False, indent=2, allow_nan=False)
+        # Indented as one member of "chats" (JSON strings hold no raw line breaks, so only layout moves).
+        yield ("\n" if first else ",\n") + "    " + text.replace("\n", "\n    ")
+        first = False
+    yield ("]" if first else "\n  ]") + "\n}\n"
+
+
+def to_json(records: Iterable[ChatRecord]) -> str:
+    """The chats as Tailor's JSON export (see `json_chunks`)."""
+    return "".join(json_chunks(records))
 
 
 def iso_time(timestamp: float) -> str:
@@ -140,22 +201,45 @@ def close_fences(text: str) -> str:
     return text + ("" if text.endswith("\n") else "\n") + fence
 
 
-def _state_note(message: Message) -> str:
-    return "" if message.state == "complete" else f" *({message.state})*"
+def meta_line(record: ChatRecord, shown: list[Message]) -> str:
+    """The line under a chat's title: its times, how many messages it shows (and holds in all its branches
+    when that is more), its folder and pin."""
+    c = record.conversation
+    count = f"{len(shown)} messages"
+    if len(record.messages) > len(shown):
+        count += f" ({len(record.messages)} in all its branches)"
+    parts = [f"Created {iso_time(c.created)}", f"updated {iso_time(c.updated)}", count]
+    if record.folder:
+        parts.append(f"in {display_title(record.folder)}")
+    if c.pinned:
+        parts.append("pinned")
+    return " · ".join(parts)
+
+
+def message_notes(message: Message, versions: dict[int, tuple[int, int]]) -> list[str]:
+    """What a message's heading adds: its state when not complete, `version 2 of 3` when it has others."""
+    notes = [] if message.state == "complete" else [message.state]
+    index, count = versions.get(message.id, (1, 1))
+    if count > 1:
+        notes.append(f"version {index} of {count}")
+    return notes
 
 
 def chat_markdown(record: ChatRecord) -> str:
-    """One chat as Markdown: `# title`, a line of times, the system prompt, then each message under a
-    `### You` / `### Assistant` heading; reasoning in a collapsed <details> block."""
+    """One chat as Markdown: `# title`, a line of times, the system prompt, then each message of the branch
+    it shows under a `### You` / `### Assistant` heading (with `*(version 2 of 3)*` where it has other
+    versions); reasoning in a collapsed <details> block."""
     c = record.conversation
-    lines = [f"# {display_title(c.title)}", "", f"*Created {iso_time(c.created)} · updated {iso_time(c.updated)} · "
-             f"{len(record.messages)} messages*", ""]
+    shown, versions = record.branch(), record.versions()
+    lines = [f"# {display_title(c.title)}", "", f"*{meta_line(record, shown)}*", ""]
     if c.settings.system_prompt:
         fence = fence_for(c.settings.system_prompt)
         lines += ["<details><summary>System prompt</summary>", "", f"{fence}text", c.settings.system_prompt,
                   fence, "", "</details>", ""]
-    for message in record.messages:
-        lines += [f"### {ROLE_NAMES.get(message.role, message.role)}{_state_note(message)}", ""]
+    for message in shown:
+        notes = message_notes(message, versions)
+        note = f" *({' · '.join(notes)})*" if notes else ""
+        lines += [f"### {ROLE_NAMES.get(message.role, message.role)}{note}", ""]
         if message.reasoning:
             summary = "Thought" + ("" if message.reasoning_closed else " (cut off)")
             lines += [f"<details><summary>{summary}</summary>", "", close_fences(message.reasoning).strip("\n"),

@@ -1,63 +1,169 @@
-"""Chats into the history from Tailor's JSON export (app/services/chat_export.py), or from ChatGPT's
-conversations.json (app/services/chat_import_chatgpt.py), told apart by their shape.
+"""Chats into the history from Tailor's JSON export (app/services/chat_import_tailor.py) or ChatGPT's
+conversations.json (app/services/chat_import_chatgpt.py), told apart by their shape, streamed.
 
-The whole file is read and checked before anything is written: a bad file (too large, not JSON,
-another format or a newer version, a message of an unknown role...) is refused with one line saying
-what and where, and the history is left as it was. Each chat is then added in one transaction, so
-never half a chat; a chat whose stable id is there already is skipped, so importing a file twice
-adds its chats once. No Qt here.
+The file is read a piece at a time (app/services/chat_stream.py) and each chat is checked, then added
+in its own transaction as soon as it is read, so memory holds one chat, not the file, and never half a
+chat is written. What is refused before anything is written: a file over MAX_IMPORT_BYTES, one that
+is not JSON, another format, a newer export version. A chat that fails a check is left out with a line
+saying why; one whose stable id is there already is skipped (importing a file twice adds its chats
+once); the chats already in the history are never touched. A file damaged part way (cut off, invalid
+JSON, not UTF-8) keeps the chats before the damage, and `ImportResult.error` says where it broke and
+how many were imported. The window runs `import_file` on a thread of its own, with its own ChatStore
+on the same file, and follows it with `on_progress` and stops it with `cancelled`. No Qt here.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import uuid
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import BinaryIO
 
-from app.services.chat_export import FORMAT, VERSION
-from app.services.chat_import_chatgpt import looks_like_chatgpt, parse_chatgpt
-from app.services.store import MESSAGE_STATES, ChatSettings, ChatStore, Conversation, Message
-from app.services.store_records import ROLES
+from app.services.chat_import_chatgpt import ReadConversation, chat_of, label, read_conversation
+from app.services.chat_import_parsed import ChatImportError, ParsedChat, SkippedChat
+from app.services.chat_import_tailor import tailor_items
+from app.services.chat_stream import JsonStream, StreamError
+from app.services.store import ChatStore
 
-MAX_IMPORT_BYTES = 1 << 30  # 1 GiB: a history of years; anything larger is refused before reading
+# Memory does not grow with the file (one chat at a time), so this is not a memory limit: it stops a
+# file that is almost surely no chat export (a disk image picked by mistake) before a minute is spent
+# reading it. 1 GiB is years of chats; the bench imports 200 MB in about 10 s on two cores (20 MB/s).
+MAX_IMPORT_BYTES = 1 << 30
+PROGRESS_CHATS = 25  # progress is reported at least every this many chats, and every 1% of the file
 
 
-class ChatImportError(ValueError):
-    """A file that cannot be imported; one line for the user."""
+class _Abort(Exception):
+    """Internal: the first conversation of a list is no ChatGPT conversation."""
 
 
 @dataclass(slots=True, frozen=True)
-class ParsedChat:
-    uid: str
-    conversation: Conversation
-    messages: list[Message]
-
-
-@dataclass(slots=True, frozen=True)
-class ReadChats:
-    """What a file holds: the chats that can be imported, and a line for each one left out (ChatGPT's)."""
-
-    chats: list[ParsedChat]
-    problems: list[str] = field(default_factory=list)
-    source: str = "tailor"  # or "chatgpt"
+class ImportProgress:
+    bytes_done: int  # of the file, read so far
+    bytes_total: int
+    chats_done: int  # chats read so far: imported, already there, or left out
 
 
 @dataclass(slots=True)
 class ImportResult:
     imported: list[str] = field(default_factory=list)  # titles of the chats added
     skipped: list[str] = field(default_factory=list)  # titles of those already there
-    problems: list[str] = field(default_factory=list)  # chats of the file that could not be read
+    problems: list[str] = field(default_factory=list)  # a line for each chat of the file that could not be read
+    source: str = "tailor"  # or "chatgpt"
+    error: str | None = None  # where the file broke, when it did: the chats before it are imported
+    cancelled: bool = False  # stopped by `cancelled()`: the chats imported before stay
 
 
-def read_export(path: Path, limit: int = MAX_IMPORT_BYTES) -> ReadChats:
-    """Read and check a Tailor JSON export, or ChatGPT's conversations.json; nothing is written.
+def import_file(
+    store: ChatStore, path: Path, on_progress: Callable[[ImportProgress], None] | None = None,
+    cancelled: Callable[[], bool] | None = None, limit: int = MAX_IMPORT_BYTES,
+) -> ImportResult:
+    """Import the chats of a Tailor export or of ChatGPT's conversations.json, a chat at a time.
+
+    `on_progress` is called at the start, every PROGRESS_CHATS chats or 1% of the file, and at the end;
+    `cancelled()` is asked after each chat and True stops there (`ImportResult.cancelled`).
 
     Raises:
-        ChatImportError: the file is missing, too large, or not a valid export (the message says why).
+        ChatImportError: nothing was written: the file is missing, too large, not JSON, not an export, or
+            of a newer version (the message says which, in one line).
     """
+    name = str(path)
+    total = _size(path, limit)
+    try:
+        file = open(path, "rb")  # noqa: SIM115 (closed below, after the generator that reads it)
+    except OSError as exc:
+        raise ChatImportError(f"Cannot read {path}: {exc.strerror or exc}") from None
+    with file:
+        progress = _Progress(on_progress, total, file)
+        progress.report(0)
+        items = _items(JsonStream(file), file, name)
+        result = ImportResult(source=_kind(items, name))
+        _run(store, items, result, progress, cancelled, name)
+    return result
+
+
+def probe_file(path: Path, limit: int = MAX_IMPORT_BYTES) -> str:
+    """What `import_file` would import ("tailor" or "chatgpt"), read only as far as it takes to know (a
+    version 1 export: to its end); nothing is written.
+
+    Raises:
+        ChatImportError: as `import_file` does before it writes anything.
+    """
+    _size(path, limit)
+    try:
+        file = open(path, "rb")  # noqa: SIM115 (closed below, after the generator that reads it)
+    except OSError as exc:
+        raise ChatImportError(f"Cannot read {path}: {exc.strerror or exc}") from None
+    with file:
+        items = _items(JsonStream(file), file, str(path))
+        try:
+            return _kind(items, str(path))
+        finally:
+            items.close()
+
+
+def _kind(items: Iterator[str | ParsedChat], name: str) -> str:
+    """The first of `items`: the file's kind, known (or refused) before anything is written."""
+    try:
+        return next(items)
+    except StreamError as exc:
+        raise ChatImportError(f"{name} is not a Tailor chat export: {exc}") from None
+    except _Abort:
+        raise ChatImportError(f"{name} is not a Tailor chat export (nor ChatGPT's conversations.json)") from None
+
+
+def import_chats(store: ChatStore, chats: Iterable[ParsedChat], problems: list[str] | None = None) -> ImportResult:
+    """Add `chats` to `store`, each in one transaction; those whose id is there already are skipped."""
+    result = ImportResult(problems=list(problems or []))
+    folders = _Folders(store)
+    for number, chat in enumerate(chats, 1):
+        _record(result, chat, add_chat(store, chat, folders), f"chat {number}")
+    return result
+
+
+def _run(store: ChatStore, items: Iterator[str | ParsedChat], result: ImportResult, progress: _Progress,
+         cancelled: Callable[[], bool] | None, name: str) -> None:
+    folders = _Folders(store)
+    done = 0
+    try:
+        for item in items:
+            done += 1
+            if isinstance(item, str):
+                result.problems.append(item)
+            else:
+                what = "conversation" if result.source == "chatgpt" else "chat"
+                _record(result, item, add_chat(store, item, folders), f"{what} {done}")
+            item = None  # not held while the next chat is read: one chat in memory at a time
+            progress.report(done)
+            if cancelled is not None and cancelled():
+                result.cancelled = True
+                break
+    except StreamError as exc:
+        result.error = _broken(name, result, exc, done)
+    progress.report(done, final=True)
+
+
+def _record(result: ImportResult, chat: ParsedChat, outcome: str, label: str) -> None:
+    if outcome == "added":
+        result.imported.append(chat.conversation.title)
+    elif outcome == "there":
+        result.skipped.append(chat.conversation.title)
+    else:
+        result.problems.append(f"Skipped {label} ({chat.conversation.title!r}): {outcome}")
+
+
+def _broken(name: str, result: ImportResult, exc: StreamError, done: int) -> str:
+    what = "conversation" if result.source == "chatgpt" else "chat"
+    imported = f"{len(result.imported)} chat(s) were imported"
+    if exc.reason.startswith("text after the end"):
+        return f"{name} has {exc.reason} at byte {exc.offset:,}; its {imported}"
+    return f"{name} breaks in {what} {done + 1} at byte {exc.offset:,} ({exc.reason}); the {imported} before it"
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _size(path: Path, limit: int) -> int:
     try:
         size = os.stat(path).st_size
     except OSError as exc:
@@ -66,140 +172,119 @@ def read_export(path: Path, limit: int = MAX_IMPORT_BYTES) -> ReadChats:
         raise ChatImportError(
             f"{path} is {size / (1 << 30):.1f} GiB; an export larger than {limit / (1 << 30):.0f} GiB is refused"
         )
+    return size
+
+
+def _items(stream: JsonStream, file: BinaryIO, name: str) -> Iterator[str | ParsedChat]:
+    """The file's kind ("tailor" or "chatgpt"), then its chats (a ParsedChat, or a line for one left out)."""
+    first = stream.peek()
+    if first == "":
+        raise ChatImportError(f"{name} is not a Tailor chat export: it is empty")
+    if first == "{":
+        yield from tailor_items(stream, lambda at: _reopen(file, at), name)
+    elif first == "[":
+        yield from _chatgpt_items(stream)
+    else:
+        stream.value()  # JSON or not, it is no export: say what is wrong with it when it is not JSON
+        raise ChatImportError(f"{name} is not a Tailor chat export")
+
+
+def _reopen(file: BinaryIO, offset: int) -> JsonStream:
+    file.seek(offset)
+    return JsonStream(file, start=offset)
+
+
+def _chatgpt_items(stream: JsonStream) -> Iterator[str | ParsedChat]:
+    indexes = stream.elements()
+    if next(indexes, None) is None:
+        yield "chatgpt"  # an empty list: ChatGPT's export of no conversations
+        stream.expect_end()
+        return
+    found = ReadConversation()
+    damage = None
     try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ChatImportError(f"Cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ChatImportError(f"{path} is not a Tailor chat export: not UTF-8 text (byte {exc.start})") from None
-    return parse_file_text(text, str(path))
+        read_conversation(stream, found)
+    except StreamError as exc:
+        damage = exc
+    if not found.has_mapping:  # no mapping seen before it ended or broke: not ChatGPT's
+        if damage is not None:
+            raise damage
+        raise _Abort
+    yield "chatgpt"
+    if damage is not None:
+        raise damage
+    first, found = _chatgpt_chat(found, 0), None  # not held while the others are read
+    yield first
+    first = None
+    for index in indexes:
+        yield _chatgpt_chat(read_conversation(stream), index)
+    stream.expect_end()
 
 
-def parse_file_text(text: str, name: str = "the file") -> ReadChats:
-    """The chats of a Tailor export or of ChatGPT's conversations.json (told apart by their shape)."""
-    document = _load_json(text, name)
-    if looks_like_chatgpt(document):
-        found = parse_chatgpt(document)
-        return ReadChats([ParsedChat(*chat) for chat in found.chats], found.problems, "chatgpt")
-    return ReadChats(_tailor_chats(document, name))
-
-
-def parse_export(text: str, name: str = "the file") -> list[ParsedChat]:
-    """The chats of a Tailor export's text. Raises ChatImportError naming `name` and the bad field."""
-    return _tailor_chats(_load_json(text, name), name)
-
-
-def _load_json(text: str, name: str) -> object:
+def _chatgpt_chat(read: ReadConversation, index: int) -> str | ParsedChat:
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ChatImportError(
-            f"{name} is not a Tailor chat export: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})"
-        ) from None
-    except RecursionError:
-        raise ChatImportError(f"{name} is not a Tailor chat export: nested too deeply") from None
-    return document
+        return chat_of(read)
+    except SkippedChat as exc:
+        return f"Skipped {label(read, index)}: {exc}"
 
 
-def _tailor_chats(document: object, name: str) -> list[ParsedChat]:
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise ChatImportError(f'{name} is not a Tailor chat export (no "format": "{FORMAT}")')
-    version = document.get("version")
-    if not _is_int(version) or version < 1:
-        raise ChatImportError(f"{name}: unknown export version {version!r}")
-    if version > VERSION:
-        raise ChatImportError(
-            f"{name} was written by a newer Tailor (export version {version}; this one reads up to {VERSION})"
-        )
-    chats = document.get("chats")
-    if not isinstance(chats, list):
-        raise ChatImportError(f'{name}: "chats" must be a list')
-    parsed = [_chat(chat, f"{name}: chat {i + 1}") for i, chat in enumerate(chats)]
-    seen: set[str] = set()
-    for i, chat in enumerate(parsed):
-        if chat.uid in seen:
-            raise ChatImportError(f"{name}: chat {i + 1}: id {chat.uid} appears twice")
-        seen.add(chat.uid)
-    return parsed
+# ---------------------------------------------------------------- writing
 
 
-def import_chats(store: ChatStore, chats: list[ParsedChat], problems: list[str] | None = None) -> ImportResult:
-    """Add `chats` to `store`, each in one transaction; those whose id is there already are skipped."""
-    result = ImportResult(problems=list(problems or []))
-    for chat in chats:
-        added = store.insert_conversation(chat.conversation, chat.messages, chat.uid)
-        (result.imported if added is not None else result.skipped).append(chat.conversation.title)
-    return result
+class _Folders:
+    """The history's folders by name (as SQLite's NOCASE compares them), created when a chat needs one."""
+
+    def __init__(self, store: ChatStore):
+        self._store = store
+        self._ids = {folder_key(f.name): f.id for f in store.list_folders()}
+
+    def id_of(self, name: str) -> int:
+        key = folder_key(name)
+        if key not in self._ids:
+            self._ids[key] = self._store.create_folder(name).id
+        return self._ids[key]
 
 
-def import_file(store: ChatStore, path: Path, limit: int = MAX_IMPORT_BYTES) -> ImportResult:
-    """Check the whole file, then import its chats (see `read_export` and `import_chats`)."""
-    found = read_export(path, limit)
-    return import_chats(store, found.chats, found.problems)
+def folder_key(name: str) -> str:
+    """A folder's name as the history compares names: one line, trimmed, ASCII letters in any case (NOCASE)."""
+    name = " ".join(name.split())
+    return "".join(ch.lower() if ch.isascii() else ch for ch in name)
 
 
-# ---------------------------------------------------------------- checking one chat
+def add_chat(store: ChatStore, chat: ParsedChat, folders: _Folders) -> str:
+    """Add one chat in one transaction: "added", "there" (its id is in the history already), or why it
+    could not be added."""
+    if store.find_conversation_by_uid(chat.uid) is not None:
+        return "there"
+    folder_id = None
+    if chat.folder is not None:
+        try:
+            folder_id = folders.id_of(chat.folder)
+        except ValueError as exc:
+            return f"its folder {chat.folder!r}: {exc}"
+    cid = store.insert_conversation(replace(chat.conversation, folder_id=folder_id), chat.messages, chat.uid,
+                                    chat.leaf)
+    if cid is None:
+        return "there"
+    return "added"
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+class _Progress:
+    """Calls `report` at the start, every PROGRESS_CHATS chats or 1% of the file, and at the end. The bytes
+    done are those read from the file (the reader is at most a chunk behind)."""
+
+    def __init__(self, report: Callable[[ImportProgress], None] | None, total: int, file: BinaryIO):
+        self._report, self._total, self._file = report, total, file
+        self._bytes, self._chats = -1, 0
+
+    def report(self, chats: int, final: bool = False) -> None:
+        if self._report is None:
+            return
+        done = min(self._file.tell(), self._total) if self._bytes >= 0 else 0
+        if final or self._bytes < 0 or chats - self._chats >= PROGRESS_CHATS or done - self._bytes >= self._total / 100:
+            self._bytes, self._chats = done, chats
+            self._report(ImportProgress(done, self._total, chats))
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _field(data: dict, key: str, kind: str, where: str) -> object:
-    """`data[key]`, checked to be a `kind` (str, number, bool, object, list)."""
-    if key not in data:
-        raise ChatImportError(f'{where}: "{key}" is missing')
-    value = data[key]
-    ok = {
-        "str": isinstance(value, str),
-        "number": _is_number(value),
-        "bool": isinstance(value, bool),
-        "object": isinstance(value, dict),
-        "list": isinstance(value, list),
-        "object or null": value is None or isinstance(value, dict),
-    }[kind]
-    if not ok:
-        raise ChatImportError(f'{where}: "{key}" must be a {kind}, not {type(value).__name__}')
-    return value
-
-
-def _chat(data: object, where: str) -> ParsedChat:
-    if not isinstance(data, dict):
-        raise ChatImportError(f"{where} must be an object")
-    raw_id = _field(data, "id", "str", where)
-    try:
-        uid = str(uuid.UUID(raw_id))
-    except ValueError:
-        raise ChatImportError(f"{where}: id {raw_id!r} is not a UUID") from None
-    title = _field(data, "title", "str", where)
-    where = f"{where} ({title!r})"
-    settings_data = _field(data, "settings", "object", where)
-    try:
-        settings = ChatSettings.from_json(json.dumps(settings_data))
-    except (TypeError, ValueError) as exc:
-        raise ChatImportError(f"{where}: bad settings ({exc})") from None
-    conversation = Conversation(
-        0, title, _field(data, "created", "number", where), _field(data, "updated", "number", where), settings
-    )
-    messages = [_message(m, f"{where}: message {i + 1}") for i, m in enumerate(_field(data, "messages", "list", where))]
-    return ParsedChat(uid, conversation, messages)
-
-
-def _message(data: object, where: str) -> Message:
-    if not isinstance(data, dict):
-        raise ChatImportError(f"{where} must be an object")
-    role = _field(data, "role", "str", where)
-    if role not in ROLES:
-        raise ChatImportError(f"{where}: unknown role {role!r} (expected one of {', '.join(ROLES)})")
-    state = _field(data, "state", "str", where)
-    if state not in MESSAGE_STATES:
-        raise ChatImportError(f"{where}: unknown state {state!r} (expected one of {', '.join(MESSAGE_STATES)})")
-    return Message(
-        0, 0, role, _field(data, "content", "str", where), state, _field(data, "stats", "object or null", where),
-        _field(data, "created", "number", where), _field(data, "reasoning", "str", where),
-        _field(data, "reasoning_closed", "bool", where),
-    )
+__all__ = ["MAX_IMPORT_BYTES", "ChatImportError", "ImportProgress", "ImportResult", "ParsedChat", "add_chat",
+           "folder_key", "import_chats", "import_file", "probe_file"]

@@ -1,89 +1,86 @@
-"""Chats from ChatGPT's data export (`conversations.json`): a list of conversations, each a tree of
-messages (`mapping`: node id -> {message, parent, children}) of which the chat shows one path, the one
-from the root to `current_node` (the other branches are edits and regenerations the user moved away from).
+"""Chats from ChatGPT's data export (`conversations.json`), read one conversation at a time.
 
-The path is followed from `current_node` up through the parents; a conversation whose path has a cycle or
-a missing parent is skipped with a line saying why, and the others are imported. Only what Tailor can hold
-is kept: user, assistant and system text (tool calls and their output, and hidden messages, are left out;
-an image becomes "[image]"); a reasoning model's thoughts become the reasoning of the reply after them.
-Each chat's stable id is derived from ChatGPT's own id, so importing the file again adds nothing. No Qt here.
+The file is a list of conversations, each a tree of messages (`mapping`: node id -> {message,
+parent, children}) of which ChatGPT shows the path to `current_node`; the other branches are the
+questions the user edited and the answers they regenerated. The whole tree becomes the chat's
+branches: each user or assistant node with text is kept, and a node left out (the hidden system
+message, tool calls and their output, a reasoning recap, an empty message) hands the nodes under it
+to its nearest kept ancestor. A "thoughts" node becomes the reasoning of the reply under it; the first
+visible system text becomes the chat's system prompt; an image becomes "[image]". `current_node`
+(or its nearest kept ancestor) is the branch shown.
+
+A conversation whose tree is broken (a parent missing from the mapping, parents that go round in a
+cycle) is skipped with a line naming the node; the others are imported. Each chat's stable id is
+derived from ChatGPT's own id, so importing the file again adds nothing. No Qt here.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass, field
 
-from app.services.store import ChatSettings, Conversation, Message
+from app.services.chat_import_parsed import MessageList, ParsedChat, SkippedChat, pack, unpack
+from app.services.chat_stream import JsonStream
+from app.services.store import ChatSettings, Conversation
 
 # Stable ids of imported ChatGPT chats: uuid5 of their ChatGPT id in this namespace.
 CHATGPT_NAMESPACE = uuid.UUID("5b1f8c3e-7d2a-4c1e-9a57-3c0e6f2d9b41")
-_KEPT_ROLES = ("user", "assistant", "system")
+_FIELDS = ("title", "create_time", "update_time", "current_node", "conversation_id", "id")
 
 
-class SkippedChat(ValueError):
-    """A conversation that cannot be read; the message says which and why."""
+@dataclass(slots=True, frozen=True)
+class _Node:
+    """What the import needs of one mapping entry (the rest of ChatGPT's metadata is dropped as it is read,
+    so a conversation in memory is little more than its text)."""
+
+    parent: str | None
+    role: str | None = None  # "user" or "assistant": kept; "system": a candidate system prompt; None: left out
+    text: str | bytes = ""  # packed (chat_import_parsed.pack)
+    created: float | None = None
+    thoughts: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
-class ChatGptChats:
-    chats: list[tuple[str, Conversation, list[Message]]] = field(default_factory=list)  # stable id, chat, messages
-    problems: list[str] = field(default_factory=list)  # one line per conversation skipped
+class ReadConversation:
+    """One conversation as read from the stream: its top-level fields and its nodes (in the mapping's order)."""
+
+    fields: dict = field(default_factory=dict)
+    nodes: dict[str, _Node] = field(default_factory=dict)
+    has_mapping: bool = False
+    is_object: bool = True
 
 
-def looks_like_chatgpt(document: object) -> bool:
-    """Whether a parsed JSON document is ChatGPT's conversations.json (a list of objects with a mapping)."""
-    return isinstance(document, list) and (
-        not document or any(isinstance(c, dict) and "mapping" in c for c in document[:5]))
-
-
-def parse_chatgpt(document: list) -> ChatGptChats:
-    """The conversations of `document` that can be read, and a line for each one that cannot."""
-    found = ChatGptChats()
-    for index, data in enumerate(document):
-        if not isinstance(data, dict):
-            found.problems.append(f"Skipped conversation {index + 1}: it is not an object")
-            continue
-        title = data.get("title") if isinstance(data.get("title"), str) else ""
-        label = f"conversation {index + 1}" + (f" ({title!r})" if title else "")
-        try:
-            found.chats.append(_conversation(data, title))
-        except SkippedChat as exc:
-            found.problems.append(f"Skipped {label}: {exc}")
+def read_conversation(stream: JsonStream, found: ReadConversation | None = None) -> ReadConversation:
+    """Read the conversation that starts here into `found`, whatever it holds (the stream is left after it;
+    when it breaks, `found` holds what was read before)."""
+    found = found if found is not None else ReadConversation()
+    if stream.peek() != "{":
+        stream.skip()
+        found.is_object = False
+        return found
+    for key in stream.items():
+        if key == "mapping" and stream.peek() == "{":
+            found.has_mapping = True
+            for node_id in stream.items():
+                entry = stream.value()
+                if isinstance(entry, dict):  # anything else counts as missing
+                    found.nodes[node_id] = _node(entry)
+        elif key in _FIELDS:
+            found.fields[key] = stream.value()
+        else:
+            stream.skip()
     return found
 
 
-def visible_path(mapping: dict, current: str) -> list[dict]:
-    """The nodes from the root to `current`, following parents up from `current`.
-
-    Raises:
-        SkippedChat: a node is missing, or the parents go round in a cycle.
-    """
-    path: list[dict] = []
-    seen: set[str] = set()
-    node_id: str | None = current
-    while node_id is not None:
-        if node_id in seen:
-            raise SkippedChat(f"its messages' parents form a cycle (at node {node_id!r})")
-        seen.add(node_id)
-        node = mapping.get(node_id)
-        if not isinstance(node, dict):
-            raise SkippedChat(f"message {node_id!r} is missing from its mapping")
-        path.append(node)
-        parent = node.get("parent")
-        node_id = parent if isinstance(parent, str) else None
-    path.reverse()
-    return path
-
-
-def _number(value: object, default: float) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
-
-
-def _conversation(data: dict, title: str) -> tuple[str, Conversation, list[Message]]:
-    mapping, current = data.get("mapping"), data.get("current_node")
-    if not isinstance(mapping, dict) or not mapping:
+def chat_of(read: ReadConversation) -> ParsedChat:
+    """The chat of a conversation read; SkippedChat says why there is none."""
+    if not read.is_object:
+        raise SkippedChat("it is not an object")
+    data = read.fields
+    if not read.nodes:
         raise SkippedChat("it has no messages")
+    current = data.get("current_node")
     if not isinstance(current, str):
         raise SkippedChat("it has no current_node")
     own_id = data.get("conversation_id") or data.get("id")
@@ -91,40 +88,55 @@ def _conversation(data: dict, title: str) -> tuple[str, Conversation, list[Messa
         raise SkippedChat("it has no id")
     created = _number(data.get("create_time"), 0.0)
     updated = _number(data.get("update_time"), created)
-    messages: list[Message] = []
-    thoughts: list[str] = []
-    for node in visible_path(mapping, current):
-        message = node.get("message")
-        if not isinstance(message, dict):
-            continue
-        author = message.get("author") if isinstance(message.get("author"), dict) else {}
-        role = author.get("role")
-        metadata = message.get("metadata") if isinstance(message.get("metadata"), dict) else {}
-        content = message.get("content") if isinstance(message.get("content"), dict) else {}
-        kind = content.get("content_type")
-        if kind == "thoughts":
-            thoughts += [t.get("content", "") for t in content.get("thoughts", []) if isinstance(t, dict)]
-            continue
-        if (role not in _KEPT_ROLES or metadata.get("is_visually_hidden_from_conversation")
-                or message.get("recipient", "all") != "all"):
-            continue
-        text = _text(content)
-        if not text.strip():
-            continue
-        at = _number(message.get("create_time"), messages[-1].created if messages else created)
-        reasoning = "\n\n".join(t for t in thoughts if isinstance(t, str)) if role == "assistant" else ""
-        if role == "assistant":
-            thoughts = []
-        messages.append(Message(0, 0, role, text, "complete", None, at, reasoning, True))
-    if not messages:
+    tree = _tree(read.nodes, current, created)
+    if not tree.messages:
         raise SkippedChat("it has no text messages")
     settings = ChatSettings()
-    system = [m for m in messages if m.role == "system"]
-    if system:  # its custom instructions: the chat's system prompt, as Tailor keeps one
-        settings.system_prompt = system[0].content
-        messages = [m for m in messages if m is not system[0]]
-    uid = str(uuid.uuid5(CHATGPT_NAMESPACE, own_id))
-    return uid, Conversation(0, title or "ChatGPT chat", created, max(updated, created), settings), messages
+    if tree.system_prompt:  # its custom instructions: the chat's system prompt, as Tailor keeps one
+        settings.system_prompt = tree.system_prompt
+    title = data.get("title") if isinstance(data.get("title"), str) else ""
+    conversation = Conversation(0, title or "ChatGPT chat", created, max(updated, created), settings)
+    return ParsedChat(str(uuid.uuid5(CHATGPT_NAMESPACE, own_id)), conversation, tree.messages, tree.leaf)
+
+
+def label(read: ReadConversation, index: int) -> str:
+    """How a line names the conversation: `conversation 3 ('Its title')`."""
+    title = read.fields.get("title")
+    return f"conversation {index + 1}" + (f" ({title!r})" if isinstance(title, str) and title else "")
+
+
+# ---------------------------------------------------------------- one node
+
+
+def _number(value: object, default: float) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
+def _dict(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _node(entry: dict) -> _Node:
+    parent = entry.get("parent") if isinstance(entry.get("parent"), str) else None
+    message = entry.get("message")
+    if not isinstance(message, dict):
+        return _Node(parent)  # the root ChatGPT adds above the first message
+    role = _dict(message.get("author")).get("role")
+    content = _dict(message.get("content"))
+    if content.get("content_type") == "thoughts":
+        thoughts = content.get("thoughts") if isinstance(content.get("thoughts"), list) else []
+        texts = (t.get("content") for t in thoughts if isinstance(t, dict))
+        return _Node(parent, thoughts=tuple(t for t in texts if isinstance(t, str) and t))
+    if (role not in ("user", "assistant", "system")
+            or _dict(message.get("metadata")).get("is_visually_hidden_from_conversation")
+            or message.get("recipient", "all") != "all"):
+        return _Node(parent)  # a tool call, a tool's output, a hidden message
+    text = _text(content)
+    if not text.strip():
+        return _Node(parent)
+    created = message.get("create_time")
+    has_time = isinstance(created, int | float) and not isinstance(created, bool)
+    return _Node(parent, role, pack(text), float(created) if has_time else None)
 
 
 def _text(content: dict) -> str:
@@ -142,3 +154,65 @@ def _text(content: dict) -> str:
         elif isinstance(part, dict):
             texts.append("[image]" if "image" in str(part.get("content_type", "")) else "[attachment]")
     return "\n".join(t for t in texts if t)
+
+
+# ---------------------------------------------------------------- the tree
+
+
+@dataclass(slots=True)
+class _Tree:
+    messages: MessageList
+    leaf: int | None
+    system_prompt: str
+
+
+def _tree(nodes: dict[str, _Node], current: str, created: float) -> _Tree:
+    """The kept messages, each after its nearest kept ancestor (ids from 1, parents before children,
+    versions in the mapping's order), and the one ending the branch to `current`.
+
+    Raises:
+        SkippedChat: a parent is missing, or parents go round in a cycle.
+    """
+    for node in nodes.values():
+        if node.parent is not None and node.parent not in nodes:
+            raise SkippedChat(f"message {node.parent!r} is missing from its mapping")
+    if current not in nodes:
+        raise SkippedChat(f"message {current!r} is missing from its mapping")
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for node_id, node in nodes.items():
+        children[node.parent].append(node_id)
+    tree = _Tree(MessageList(), None, "")
+    reached: set[str] = set()
+    # Depth first, without recursion (a chat may have 100,000 messages): (node, its kept ancestor's id,
+    # the thoughts passed down to it, the time a message without one gets).
+    stack = [(root, None, (), created) for root in reversed(children[None])]
+    while stack:
+        node_id, above, thoughts, at = stack.pop()
+        reached.add(node_id)
+        node = nodes[node_id]
+        if node.role in ("user", "assistant"):
+            at = node.created if node.created is not None else at
+            reasoning = "\n\n".join(thoughts) if node.role == "assistant" else ""
+            above = tree.messages.append(node.role, node.text, at, above, reasoning=reasoning)
+            thoughts = ()
+        else:
+            if node.role == "system" and not tree.system_prompt:
+                tree.system_prompt = unpack(node.text)
+            thoughts += node.thoughts
+        if node_id == current:
+            tree.leaf = above
+        stack.extend((child, above, thoughts, at) for child in reversed(children.get(node_id, ())))
+    if len(reached) < len(nodes):
+        start = current if current not in reached else next(n for n in nodes if n not in reached)
+        raise SkippedChat(f"its messages' parents form a cycle (at node {_cycle_at(nodes, start)!r})")
+    return tree
+
+
+def _cycle_at(nodes: dict[str, _Node], start: str) -> str:
+    """The first node met twice going up from `start`, which no root is above (every parent exists)."""
+    seen: set[str] = set()
+    node_id = start
+    while node_id not in seen:
+        seen.add(node_id)
+        node_id = nodes[node_id].parent
+    return node_id

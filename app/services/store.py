@@ -1,9 +1,9 @@
 """ChatStore: conversations, their messages, folders and presets in one SQLite file.
 
 A chat's messages form a tree (store_tree.py): a regenerated reply or an edited message is kept
-beside the one it replaces, and the chat shows one branch. The file lives under the user data dir unless a path is given. It runs in WAL mode with
-`synchronous=FULL`, so a reply saved while it streams survives a crash of the app or the
-machine; every change is one transaction. The schema is versioned (app/services/store_schema.py).
+beside the one it replaces, and the chat shows one branch. The file lives under the user data
+dir unless a path is given. It runs in WAL mode with `synchronous=FULL`, so a reply saved while
+it streams survives a crash of the app or the machine; every change is one transaction. The schema is versioned (app/services/store_schema.py).
 A file that cannot be written opens read-only and one that cannot be read is refused with
 what is needed to recover it (app/services/store_open.py). No Qt here: the CLI and the server use the
 same store.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import replace
 from types import EllipsisType
 
 from app.services.store_file import HistoryFile, default_db_path
@@ -131,19 +130,18 @@ class ChatStore(HistoryFile):
         return conversation_of(row) if row else None
 
     def insert_conversation(self, conversation: Conversation, messages: list[Message], uid: str,
-                            leaf_id: int | None = None) -> int | None:
+                            leaf_id: int | None = None, *, linear: bool = False) -> int | None:
         """Add a whole chat as given (title, times, settings, folder, pin; messages with their states, stats,
         reasoning and times) under `uid`, in one transaction. Messages name their parents by the ids they
-        have in `messages` (each after its parent; all None: one line, each under the one before), and
-        `leaf_id` the branch shown (None: the last message's). Returns the chat's id, or None when a chat
-        with `uid` is there already (then nothing is added).
+        have in `messages` (each after its parent; None: a first message), or with `linear` form one line,
+        each under the one before; `leaf_id` names the branch shown (None: the last message's). Returns the
+        chat's id, or None when a chat with `uid` is there already (then nothing is added).
 
         Raises:
             ValueError: an unknown state, or a parent that is not an earlier message of the list.
         """
         for message in messages:
             _check_state(message.state)
-        linear = all(m.parent_id is None for m in messages)
         c = conversation
         with self._write() as db:
             if db.execute("SELECT 1 FROM conversations WHERE external_id = ?", (uid,)).fetchone():
@@ -186,7 +184,7 @@ class ChatStore(HistoryFile):
         now = time.time()
         copy = Conversation(0, title or f"{original.title} (branch)", now, now, original.settings, original.folder_id)
         uid = str(uuid.uuid4())
-        cid = self.insert_conversation(copy, [replace(m, parent_id=None) for m in path], uid)
+        cid = self.insert_conversation(copy, path, uid, linear=True)
         return self.get_conversation(cid) if cid is not None else None
 
     # ------------------------------------------------------------ messages

@@ -1,4 +1,5 @@
-"""Exporting chats from a real history file: Tailor's JSON (complete, deterministic), Markdown, HTML."""
+"""Exporting chats from a real history file: Tailor's JSON (complete with every branch, deterministic), Markdown
+and HTML (the branch shown, its other versions named)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from markdown_it import MarkdownIt
 from app.services.chat_export import (
     FORMAT,
     UnknownChatError,
+    chat_dict,
     close_fences,
     fence_for,
     find_chat_id,
@@ -48,6 +50,23 @@ def make_history(path: Path) -> ChatStore:
     return store
 
 
+def add_branches(store: ChatStore) -> int:
+    """A chat in folder "Work", pinned, with a regenerated reply and an edited first question; it shows
+    the branch "Name a colour" / "Blue" / "Another?" / "Green". Returns its id."""
+    chat = store.create_conversation("Branches")
+    question = store.add_message(chat.id, "user", "Name a colour")
+    store.add_message(chat.id, "assistant", "Red")
+    store.add_message(chat.id, "assistant", "Blue", parent_id=question.id)  # regenerated: its version 2
+    store.add_message(chat.id, "user", "Another?")
+    green = store.add_message(chat.id, "assistant", "Green")
+    store.add_message(chat.id, "user", "Name a fruit", parent_id=None)  # the first question edited
+    store.add_message(chat.id, "assistant", "Apple")
+    store.show_branch(green.id)
+    store.move_conversation(chat.id, store.create_folder("Work").id)
+    store.set_pinned(chat.id, True)
+    return chat.id
+
+
 @pytest.fixture
 def store(tmp_path: Path):
     store = make_history(tmp_path / "chats.sqlite3")
@@ -57,31 +76,66 @@ def store(tmp_path: Path):
 
 def test_json_holds_every_field_of_every_chat(store: ChatStore):
     document = json.loads(to_json(load_chats(store)))
-    assert (document["format"], document["version"]) == (FORMAT, 1)
+    assert (document["format"], document["version"]) == (FORMAT, 2)
     maths, code = document["chats"]  # oldest first
-    assert set(maths) == {"id", "title", "created", "updated", "settings", "messages"}
+    assert set(maths) == {"id", "title", "created", "updated", "settings", "folder", "pinned", "leaf", "messages"}
+    assert (maths["folder"], maths["pinned"], maths["leaf"]) == (None, False, 3)
     assert str(uuid.UUID(maths["id"])) == maths["id"] != code["id"]
     assert maths["title"] == "Maths" and maths["created"] <= maths["updated"]
     settings = ChatSettings.from_json(json.dumps(maths["settings"]))
     assert (settings.system_prompt, settings.temperature, settings.n_ctx, settings.reasoning,
             settings.think_budget) == ("Be exact.", 0.1, None, "high", 256)
     question, answer, cut = maths["messages"]
-    assert question == {"role": "user", "content": "What is 17 * 23?", "reasoning": "", "reasoning_closed": True,
-                        "state": "complete", "stats": None, "created": question["created"]}
+    assert question == {"id": 1, "parent": None, "role": "user", "content": "What is 17 * 23?", "reasoning": "",
+                        "reasoning_closed": True, "state": "complete", "stats": None, "created": question["created"]}
+    assert [(m["id"], m["parent"]) for m in maths["messages"]] == [(1, None), (2, 1), (3, 2)]
     assert answer["reasoning"] == "17 * 20 = 340, 17 * 3 = 51" and answer["stats"]["reasoning_tokens"] == 40
     assert (cut["state"], cut["reasoning_closed"], cut["content"]) == ("cancelled", False, "")
     assert [m["content"] for m in code["messages"]] == [SCRIPT, NESTED_FENCES, "And a cut-off one?", CUT_OFF_CODE]
     assert code["messages"][3]["state"] == "interrupted"
 
 
-def test_json_is_the_same_bytes_each_time_with_sorted_keys(store: ChatStore, tmp_path: Path):
-    text = to_json(load_chats(store))
+def test_json_is_the_same_bytes_each_time_header_first_and_keys_sorted(store: ChatStore, tmp_path: Path):
+    add_branches(store)
+    records = load_chats(store)
+    text = to_json(records)
     store.close()
     again = ChatStore(tmp_path / "chats.sqlite3")
     assert to_json(load_chats(again)) == text
     again.close()
-    keys = re.findall(r'^    "(\w+)":', text, flags=re.M)
-    assert keys == sorted(keys) and text.endswith("}\n")
+    assert text.startswith('{\n  "format": "tailor-chats",\n  "version": 2,\n  "chats": [\n') and text.endswith("}\n")
+    # Written a chat at a time, it is exactly json.dumps of the whole: the header first, each chat's keys sorted.
+    chats = [json.loads(json.dumps(chat_dict(r), sort_keys=True)) for r in records]
+    whole = {"format": FORMAT, "version": 2, "chats": chats}
+    assert text == json.dumps(whole, ensure_ascii=False, indent=2) + "\n"
+    assert to_json([]) == json.dumps({**whole, "chats": []}, indent=2) + "\n"
+
+
+def test_json_holds_every_branch_folder_and_pin(store: ChatStore):
+    cid = add_branches(store)
+    (chat,) = [c for c in json.loads(to_json(load_chats(store)))["chats"] if c["title"] == "Branches"]
+    assert (chat["folder"], chat["pinned"], chat["leaf"]) == ("Work", True, 5)
+    assert [(m["id"], m["parent"], m["content"]) for m in chat["messages"]] == [
+        (1, None, "Name a colour"), (2, 1, "Red"), (3, 1, "Blue"), (4, 3, "Another?"), (5, 4, "Green"),
+        (6, None, "Name a fruit"), (7, 6, "Apple"),
+    ]
+    assert len(chat["messages"]) == store.message_count(cid)
+
+
+def test_markdown_and_html_show_the_branch_shown_and_name_other_versions(store: ChatStore):
+    cid = add_branches(store)
+    (record,) = load_chats(store, [cid])
+    text = to_markdown([record])
+    assert " · 4 messages (7 in all its branches) · in Work · pinned*\n" in text
+    assert "### You *(version 1 of 2)*\n\nName a colour" in text
+    assert "### Assistant *(version 2 of 2)*\n\nBlue" in text
+    assert "### You\n\nAnother?" in text and "### Assistant\n\nGreen" in text
+    assert "Red" not in text and "Apple" not in text and "fruit" not in text
+    page = to_html([record])
+    assert page.count('class="message ') == 4 and "Red" not in page and "Apple" not in page
+    assert page.count('<span class="version">· version 1 of 2</span>') == 1
+    assert '<span class="version">· version 2 of 2</span>' in page
+    assert "4 messages (7 in all its branches) · in Work · pinned" in page
 
 
 def test_one_chat_by_number_or_uuid(store: ChatStore):
@@ -89,7 +143,7 @@ def test_one_chat_by_number_or_uuid(store: ChatStore):
     uid = store.conversation_uid(code.id)
     assert find_chat_id(store, str(code.id)) == find_chat_id(store, uid) == find_chat_id(store, uid.upper()) == code.id
     (record,) = load_chats(store, [code.id])
-    assert record.uid == uid and len(record.messages) == 4
+    assert record.uid == uid and len(record.messages) == 4 and record.branch() == list(record.messages)
     with pytest.raises(UnknownChatError, match="No chat '999'"):
         find_chat_id(store, "999")
 

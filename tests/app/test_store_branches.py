@@ -143,6 +143,9 @@ def test_a_whole_tree_is_inserted_with_its_branch_shown(store: ChatStore):
     cid = store.insert_conversation(Conversation(0, "Tree", at, at, pinned=True), tree, "u-1", leaf_id=11)
     assert _texts(store, cid) == ["Q", "A1"] and store.get_conversation(cid).pinned
     assert [m.content for m in store.all_messages(cid)] == ["Q", "A1", "A2"]
+    firsts = [Message(1, 0, "user", "Q1", "complete", None, at), Message(2, 0, "user", "Q2", "complete", None, at)]
+    both = store.insert_conversation(Conversation(0, "Two first versions", at, at), firsts, "u-3")
+    assert [m.parent_id for m in store.all_messages(both)] == [None, None] and _texts(store, both) == ["Q2"]
     backwards = [Message(1, 0, "user", "Q", "complete", None, at, parent_id=2),
                  Message(2, 0, "assistant", "A", "complete", None, at)]
     with pytest.raises(ValueError, match="not an earlier message"):
@@ -154,7 +157,7 @@ def test_a_chat_of_100000_messages_opens_at_once(store: ChatStore):
     at = time.time()
     many = [Message(i, 0, "user" if i % 2 == 0 else "assistant", f"m{i}", "complete", None, at)
             for i in range(100_000)]
-    cid = store.insert_conversation(Conversation(0, "Long", at, at), many, "u-long")
+    cid = store.insert_conversation(Conversation(0, "Long", at, at), many, "u-long", linear=True)
     t0 = time.perf_counter()
     branch = store.list_messages(cid)
     versions = store.versions(cid)
