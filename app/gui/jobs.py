@@ -21,15 +21,30 @@ class _Job(QRunnable):
     def __init__(self, fn: Callable[[], Any], on_result: Callable[[Any], None],
                  on_error: Callable[[BaseException], None], main: MainThread):
         super().__init__()
-        self.fn, self.on_result, self.on_error, self.main = fn, on_result, on_error, main
+        # Held in a list the GUI thread empties: the callbacks (bound methods of widgets) and `fn` (often a
+        # lambda over one) must lose their last reference there. Dropped here, on the pool thread, the last
+        # reference to a widget nobody else holds deleted the widget on this thread while the GUI painted
+        # it (a segfault in QWidgetPrivate::shouldPaintOnScreen, seen in the welcome dialog's tests).
+        self._box: list[Any] | None = [fn, on_result, on_error]
+        self.main = main
 
     def run(self) -> None:
+        box, self._box = self._box, None
+        fn = box[0]
         try:
-            result = self.fn()
+            outcome = (True, fn())
         except Exception as exc:  # every failure reaches the GUI as a message, never a traceback
-            self.main.post(partial(self.on_error, exc))
-        else:
-            self.main.post(partial(self.on_result, result))
+            outcome = (False, exc)
+        del fn
+        box.append(outcome)
+        self.main.post(partial(_deliver, box))
+
+
+def _deliver(box: list[Any]) -> None:
+    """On the GUI thread: the job's outcome to its callback; the box's references end here."""
+    _fn, on_result, on_error, (ok, value) = box
+    box.clear()
+    (on_result if ok else on_error)(value)
 
 
 class Jobs(QObject):
