@@ -1,4 +1,4 @@
-"""ChatView: the transcript, a QTextBrowser that renders messages as Markdown.
+"""ChatView: the transcript, a QTextBrowser that renders messages as Markdown (HTML: chat_html.py).
 
 A streaming reply is coalesced: text is buffered and a timer re-renders only the tail of
 the document, from a remembered position, and only the last Markdown block of the reply
@@ -7,85 +7,65 @@ longer when rendering took long, so a fast model never floods the event loop.
 
 A reasoning model's thoughts sit in a collapsed block above the answer (app/gui/reasoning_block.py),
 its header counting seconds and tokens while they stream; a click, Enter or Space on the header
-shows them. Copying a message (its context menu) copies the answer, or the answer with its reasoning.
+shows them. A message's context menu copies a reply (with or without its reasoning), edits one of
+your messages, or copies the branch up to it into a new chat. A message with other versions has a
+‹ 2/3 › bar beside its header (version_bar.py); a chat opened from a search marks the words found.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
-from html import escape
 
-from PySide6.QtCore import QMimeData, QPoint, Qt, QTimer, QUrl, Slot
+from PySide6.QtCore import QMimeData, QPoint, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import (
     QContextMenuEvent,
     QDesktopServices,
-    QGuiApplication,
     QKeyEvent,
-    QTextBlockFormat,
+    QResizeEvent,
     QTextCharFormat,
     QTextCursor,
 )
 from PySide6.QtWidgets import QMenu, QTextBrowser, QWidget
 
-from app.chat.reasoning_text import copy_text, finished_header
+from app.chat.reasoning_text import finished_header
+from app.gui.chat_html import (
+    LEAD,
+    ZWSP,
+    anchor_cursors,
+    body_html,
+    has_reasoning,
+    header_html,
+    message_html,
+    note_html,
+    spacer_format,
+)
+from app.gui.chat_marks import ChatMarks
+from app.gui.message_menu import add_message_actions
 from app.gui.reasoning_block import SCHEME, LiveReasoning, ReasoningBlock
-from app.services.markdown_render import render_block, render_markdown, split_blocks, warm_up_in_background
+from app.gui.version_bar import VersionBars
+from app.services.markdown_render import render_block, split_blocks, warm_up_in_background
 from app.services.store import Message
 
 MIN_INTERVAL_MS = 16
 MAX_INTERVAL_MS = 250
-_ZWSP = "\u200b"
-# Qt merges the first block of inserted HTML into the block at the cursor (losing its
-# format), so every insertion starts with a throw-away paragraph that lands in a 1px spacer.
-_LEAD = f"<p>{_ZWSP}</p>"
-_ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
-_ROLE_COLORS = {"user": "#1a5fb4", "assistant": "#26a269", "system": "#777777"}
-_STATE_NOTES = {"interrupted": "reply interrupted", "cancelled": "stopped", "streaming": "writing…"}
-_MESSAGE_ANCHOR = "tailor-message-"  # each message's header is a named anchor: the context menu finds it
 
 
-def _spacer_format() -> QTextBlockFormat:
-    fmt = QTextBlockFormat()
-    fmt.setLineHeight(1, QTextBlockFormat.LineHeightTypes.FixedHeight.value)
-    fmt.setTopMargin(0)
-    fmt.setBottomMargin(0)
-    return fmt
-
-
-def header_html(role: str, message_id: int | None = None) -> str:
-    color = _ROLE_COLORS.get(role, "#000000")
-    name = f'<span style="color:{color};">{_ROLE_NAMES.get(role, role)}</span>'
-    if message_id is not None:
-        name = f'<a name="{_MESSAGE_ANCHOR}{message_id}">{name}</a>'
-    return f'<p style="margin-top:10px;"><b>{name}</b></p>'
-
-
-def note_html(state: str) -> str:
-    note = _STATE_NOTES.get(state)
-    return f'<p><i><span style="color:#999999;">({escape(note)})</span></i></p>' if note else ""
-
-
-def body_html(message: Message) -> str:
-    """A finished message's Markdown body and state note (below its reasoning, if any)."""
-    return render_markdown(message.content) + note_html(message.state)
-
-
-def message_html(message: Message) -> str:
-    """The whole HTML of one finished message without reasoning: header, Markdown body and a state note."""
-    return header_html(message.role, message.id) + body_html(message)
-
-
-def _has_reasoning(message: Message) -> bool:
-    return message.role == "assistant" and bool(message.reasoning)
-
-
-class ChatView(QTextBrowser):
+class ChatView(ChatMarks, QTextBrowser):
     """The transcript of the open conversation.
 
     Args:
         parent: the Qt parent.
+
+    Signals:
+        version_requested(int): show this version of a message (a ‹ › button).
+        edit_requested(int): edit this message of yours (its context menu).
+        branch_requested(int): copy the branch up to this message into a new chat.
     """
+
+    version_requested = Signal(int)
+    edit_requested = Signal(int)
+    branch_requested = Signal(int)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -94,7 +74,7 @@ class ChatView(QTextBrowser):
         self.anchorClicked.connect(self._open_link)
         self.document().setUndoRedoEnabled(False)  # no history of every streamed frame
         warm_up_in_background()
-        self._spacer = _spacer_format()
+        self._spacer = spacer_format()
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self.flush)
@@ -114,6 +94,10 @@ class ChatView(QTextBrowser):
         self._thought = LiveReasoning()  # the streaming reply's
         self.last_render_ms = 0.0
         self.renders = 0
+        self._headers: dict[int, QTextCursor] = {}  # each shown message's header, in the order shown
+        self._busy = False  # a reply is being written or waits for the model: no version switching
+        self.version_bars = VersionBars(self, self._headers.get)
+        self.version_bars.requested.connect(self.version_requested)
 
     # ------------------------------------------------------------ whole messages
 
@@ -126,9 +110,12 @@ class ChatView(QTextBrowser):
         self.clear()
         self._messages.clear()
         self.reasoning_blocks.clear()
+        self._headers.clear()
+        self.version_bars.clear()  # the conversation's versions come next (set_versions)
+        self.setExtraSelections([])
         run: list[str] = []  # messages without reasoning go in as one piece of HTML
         for message in messages:
-            if _has_reasoning(message):
+            if has_reasoning(message):
                 if run:
                     self._append_html("".join(run))
                     run = []
@@ -138,16 +125,19 @@ class ChatView(QTextBrowser):
                 run.append(message_html(message))
         if run:
             self._append_html("".join(run))
+        self._headers.update(anchor_cursors(self.document(), 0))
         self._scroll_to_end(True)
 
     def append_message(self, message: Message) -> None:
         at_end = self._at_end()
+        start = self._end_cursor().position()
         self._append_message(message)
+        self._headers.update(anchor_cursors(self.document(), start))
         self._scroll_to_end(at_end)
 
     def _append_message(self, message: Message) -> None:
         self._messages[message.id] = message
-        if not _has_reasoning(message):
+        if not has_reasoning(message):
             self._append_html(message_html(message))
             return
         self._append_html(header_html(message.role, message.id))
@@ -162,14 +152,17 @@ class ChatView(QTextBrowser):
         return block
 
     def plain_text(self) -> str:
-        return self.toPlainText().replace(_ZWSP, "")
+        return self.toPlainText().replace(ZWSP, "")
 
     # ------------------------------------------------------------ streaming
 
     def begin_stream(self, message: Message) -> None:
         """Start showing a reply that will arrive with `append_reasoning` and `append_stream`."""
         self._messages[message.id] = message
+        start = self._end_cursor().position()
         self._append_html(header_html(message.role, message.id))
+        self._headers.update(anchor_cursors(self.document(), start))
+        self.version_bars.set_enabled(False)
         cursor = self._end_cursor()
         cursor.insertBlock(self._spacer, QTextCharFormat())
         self._body.setPosition(cursor.position())
@@ -219,6 +212,7 @@ class ChatView(QTextBrowser):
             block.set_header(self._thought.final_header(message))
         self._streaming = False
         self._stream_id = None
+        self.version_bars.set_enabled(not self._busy)
 
     @property
     def streaming(self) -> bool:
@@ -275,13 +269,13 @@ class ChatView(QTextBrowser):
         cursor.setCharFormat(QTextCharFormat())
         stable = len(blocks) - 1
         if stable > self._stable_blocks:
-            cursor.insertHtml(_LEAD + "".join(render_block(b) for b in blocks[self._stable_blocks : stable]))
+            cursor.insertHtml(LEAD + "".join(render_block(b) for b in blocks[self._stable_blocks : stable]))
             cursor.insertBlock(self._spacer, QTextCharFormat())
             self._tail.setPosition(cursor.position())
             self._stable_blocks = stable
         tail = render_block(blocks[-1]) if blocks else ""
         if tail or note:
-            cursor.insertHtml(_LEAD + tail + note)
+            cursor.insertHtml(LEAD + tail + note)
         self._scroll_to_end(at_end)
         self.last_render_ms = (time.perf_counter() - started) * 1000
         self.renders += 1
@@ -313,16 +307,8 @@ class ChatView(QTextBrowser):
 
     def message_at(self, position: int) -> Message | None:
         """The message shown at a document position (the streaming reply with what it has so far)."""
-        block = self.document().findBlock(position)
-        while block.isValid():
-            it = block.begin()
-            while not it.atEnd():
-                for name in it.fragment().charFormat().anchorNames():
-                    if name.startswith(_MESSAGE_ANCHOR):
-                        return self._shown(int(name[len(_MESSAGE_ANCHOR):]))
-                it += 1
-            block = block.previous()
-        return None
+        before = [mid for mid, cursor in self._headers.items() if cursor.position() <= position]
+        return self._shown(before[-1]) if before else None
 
     def _shown(self, message_id: int) -> Message | None:
         message = self._messages.get(message_id)
@@ -334,22 +320,25 @@ class ChatView(QTextBrowser):
                        reasoning_closed=not self._thought.thinking or not thought)
 
     def message_menu(self, pos: QPoint) -> QMenu:
-        """The context menu at `pos` (viewport coordinates): the standard one, with copying the message
-        under it when it is a reply: its answer, or its answer with its reasoning."""
+        """The context menu at `pos` (viewport coordinates): the standard one, with what can be done with
+        the message under it (message_menu.py)."""
         menu = self.createStandardContextMenu(pos)
         message = self.message_at(self.cursorForPosition(pos).position())
-        if message is not None and message.role == "assistant":
-            menu.addSeparator()
-            menu.addAction("Copy message", lambda: QGuiApplication.clipboard().setText(copy_text(message)))
-            if message.reasoning:
-                menu.addAction("Copy with reasoning",
-                               lambda: QGuiApplication.clipboard().setText(copy_text(message, with_reasoning=True)))
+        if message is not None:
+            add_message_actions(menu, message, self, can_edit=not self._busy and not self._streaming,
+                                can_branch=message.id != self._stream_id)  # a reply being written is no branch yet
         return menu
 
     def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt override)
         menu = self.message_menu(event.pos())
         menu.exec(event.globalPos())
         menu.deleteLater()
+
+    # ------------------------------------------------------------ versions and search hits: chat_marks.py
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self.version_bars.schedule()  # the bars keep to the right edge
 
     # ------------------------------------------------------------ helpers
 
@@ -364,7 +353,7 @@ class ChatView(QTextBrowser):
             cursor.insertBlock(self._spacer, QTextCharFormat())
         else:
             cursor.setBlockFormat(self._spacer)
-        cursor.insertHtml(_LEAD + html)
+        cursor.insertHtml(LEAD + html)
 
     def _at_end(self) -> bool:
         bar = self.verticalScrollBar()
@@ -378,7 +367,7 @@ class ChatView(QTextBrowser):
     def createMimeDataFromSelection(self) -> QMimeData:  # noqa: N802 (Qt override)
         data = super().createMimeDataFromSelection()
         if data.hasText():
-            data.setText(data.text().replace(_ZWSP, ""))
+            data.setText(data.text().replace(ZWSP, ""))
         return data
 
     @Slot(QUrl)

@@ -6,12 +6,15 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
+_WRITE = "Write a message — Enter sends, Shift+Enter adds a line"
+_EDIT = "Edit your message — Enter sends it as a new version (the old one stays), Esc cancels"
+
 
 class Composer(QPlainTextEdit):
     """A message box where Enter sends and Shift+Enter starts a new line.
 
-    When `editing` is set, the text replaces the last user message instead of being sent
-    as a new one; Esc leaves that mode.
+    In editing mode (`set_editing`) the text goes in place of one of your messages (`editing_id`; None:
+    the last one), as a new version of it; Esc leaves that mode.
 
     Args:
         parent: the Qt parent.
@@ -19,7 +22,7 @@ class Composer(QPlainTextEdit):
     Signals:
         submitted(str): Enter was pressed; the text (the box is not cleared: the receiver
             clears it once the message was accepted).
-        edit_cancelled(): Esc was pressed while editing the last message.
+        edit_cancelled(): Esc was pressed while editing a message.
     """
 
     submitted = Signal(str)
@@ -27,19 +30,17 @@ class Composer(QPlainTextEdit):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.setPlaceholderText("Write a message — Enter sends, Shift+Enter adds a line")
+        self.setPlaceholderText(_WRITE)
         self.setTabChangesFocus(True)
         self.setMaximumHeight(140)
         self.editing = False
+        self.editing_id: int | None = None
 
-    def set_editing(self, text: str | None) -> None:
-        """Start editing `text` (the last user message), or leave edit mode with None."""
+    def set_editing(self, text: str | None, message_id: int | None = None) -> None:
+        """Start editing `text`, the message `message_id` (None: the last one), or leave edit mode with None."""
         self.editing = text is not None
-        self.setPlaceholderText(
-            "Edit your last message — Enter resends it, Esc cancels"
-            if self.editing
-            else "Write a message — Enter sends, Shift+Enter adds a line"
-        )
+        self.editing_id = message_id if self.editing else None
+        self.setPlaceholderText(_EDIT if self.editing else _WRITE)
         if text is not None:
             self.setPlainText(text)
             self.moveCursor(self.textCursor().MoveOperation.End)

@@ -6,7 +6,6 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
-    QFrame,
     QHBoxLayout,
     QLabel,
     QMainWindow,
@@ -18,7 +17,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.hints import BUSY_HINT
+from app.gui.banner import Banner
 from app.gui.chat_controller import ChatController
+from app.gui.chat_transfer import ChatTransfer
 from app.gui.chat_view import ChatView
 from app.gui.composer import Composer
 from app.gui.context_dialog import ContextPrompt
@@ -31,42 +33,12 @@ from app.gui.models_window.manager_window import ModelManager
 from app.gui.plan_view import PlanLabel, open_plan_dialog
 from app.gui.server_menu import ServerMenu
 from app.gui.settings_panel import SettingsPanel
+from app.gui.window_links import link_branches, link_folders
 from app.services.paths import AppPaths
 from app.services.store import Conversation, Message
 from engine.protocol import MemoryReport
 
 NOTICE_MS = 8000
-
-
-class Banner(QFrame):
-    """A non-modal error strip above the chat, with an optional Reload button.
-
-    Args:
-        parent: the Qt parent.
-    """
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setObjectName("banner")
-        self.setStyleSheet("#banner { background: #fde2e1; border: 1px solid #e5a3a0; border-radius: 4px; }")
-        self.label = QLabel(wordWrap=True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.reload_button = QPushButton("Reload")
-        self.close_button = QPushButton("Dismiss")
-        self.close_button.clicked.connect(self.hide)
-        layout = QHBoxLayout(self)
-        layout.addWidget(self.label, 1)
-        layout.addWidget(self.reload_button)
-        layout.addWidget(self.close_button)
-        self.hide()
-
-    def show_problem(self, text: str, can_reload: bool) -> None:
-        self.label.setText(text)
-        self.reload_button.setVisible(can_reload)
-        self.show()
-
-    def text(self) -> str:
-        return self.label.text()
 
 
 class MainWindow(QMainWindow):
@@ -79,6 +51,7 @@ class MainWindow(QMainWindow):
     def __init__(self, controller: ChatController):
         super().__init__()
         self.controller = controller  # its signals: what the chat says
+        self._submitting = False
         self.session = controller.session  # its methods: what the user does
         self.setWindowTitle("Tailor")
         self.resize(1200, 760)
@@ -105,6 +78,7 @@ class MainWindow(QMainWindow):
         self.context_prompt = ContextPrompt(self)  # asks before a chat that outgrows its context is sent
         self._build_memory_dock()
         self.server_menu = ServerMenu(self)  # serve the loaded model; chat with a remote server
+        self.chat_transfer = ChatTransfer(self)  # Chat → Export… and Import…
         self._open_initial()
         self.composer.setFocus()
 
@@ -216,6 +190,8 @@ class MainWindow(QMainWindow):
         self.settings_panel.preset_saved.connect(lambda p: self.settings_panel.set_presets(s.save_preset(p)))
         self.settings_panel.preset_deleted.connect(lambda n: self.settings_panel.set_presets(s.delete_preset(n)))
         self.settings_panel.set_presets(s.store.list_presets())
+        link_branches(self)  # ‹ 2/3 ›, Edit message, Branch to new chat, search hits
+        link_folders(self)
 
     def _open_initial(self) -> None:
         allow_changes(self, self.session.store.problem)
@@ -245,14 +221,18 @@ class MainWindow(QMainWindow):
     @Slot()
     def refresh_list(self) -> None:
         current = self.session.current.id if self.session.current else None
-        self.conversations.set_conversations(
-            self.session.list_conversations(self.conversations.search.text()), current
-        )
+        query = self.conversations.search.text()
+        self.conversations.set_conversations(self.session.list_conversations(query), current,
+                                             self.session.folders.list(), searching=bool(query.strip()))
         if self.session.current:
             self.setWindowTitle(f"Tailor — {self.session.current.title}")
 
     def _on_opened(self, conversation: Conversation, messages: list[Message]) -> None:
         self.chat.set_messages(messages)
+        editing = self.composer.editing_id
+        if editing is not None and all(m.id != editing for m in messages) and not self._submitting:
+            self.composer.set_editing(None)  # the text stays: the message it was to replace is not shown now
+            self.statusBar().showMessage("Not editing any more: that message is not in the chat shown.", NOTICE_MS)
         self.settings_panel.set_settings(conversation.settings)
         self.setWindowTitle(f"Tailor — {conversation.title}")
         self.refresh_list()
@@ -266,7 +246,8 @@ class MainWindow(QMainWindow):
     @Slot(int)
     def _select(self, conversation_id: int) -> None:
         self.settings_panel.commit()
-        self.session.open_conversation(conversation_id)
+        # Opened from a search: the branch holding the first hit is shown, and the hit marked (search_hit).
+        self.session.open_conversation(conversation_id, find=self.conversations.search.text())
 
     def _on_memory(self, report: MemoryReport) -> None:
         if report.kv_tokens_total:
@@ -277,12 +258,19 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def submit(self, text: str) -> None:
-        """Send the composer's text (or resend the edited last message)."""
+        """Send the composer's text (or the edited message, as its new version)."""
         self.settings_panel.commit()
-        if self.composer.editing:
-            accepted = self.session.edit_last_user_message(text)
-        else:
-            accepted = self.session.send(text)
+        editing = self.composer.editing_id
+        self._submitting = True  # the chat opens again on its new branch: that ends no edit
+        try:
+            if editing is not None:
+                accepted = self.session.edit_message(editing, text)
+            elif self.composer.editing:
+                accepted = self.session.edit_last_user_message(text)
+            else:
+                accepted = self.session.send(text)
+        finally:
+            self._submitting = False
         if accepted:
             self.composer.clear()
             self.composer.set_editing(None)
@@ -336,9 +324,19 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def edit_last_message(self) -> None:
-        text = self.session.last_user_text()
-        if text is not None and not self.session.busy:
-            self.composer.set_editing(text)
+        current = self.session.current
+        mine = [m for m in self.session.store.list_messages(current.id) if m.role == "user"] if current else []
+        if mine and not self.session.busy:
+            self.composer.set_editing(mine[-1].content, mine[-1].id)
+
+    @Slot(int)
+    def edit_message(self, message_id: int) -> None:
+        """Put one of your messages into the box; Enter sends it as its new version (a new branch from there)."""
+        message = self.session.store.get_message(message_id)
+        if self.session.busy:
+            self.statusBar().showMessage(BUSY_HINT, NOTICE_MS)
+        elif message is not None and message.role == "user":
+            self.composer.set_editing(message.content, message.id)
 
     def _choose_model(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
@@ -363,5 +361,6 @@ class MainWindow(QMainWindow):
             self.model_manager.shutdown()
             self.model_manager.close()
         self.server_menu.shutdown()
+        self.chat_transfer.shutdown()
         self.session.shutdown()
         super().closeEvent(event)

@@ -10,8 +10,7 @@ from app.services.store import ChatSettings, ChatStore
 
 
 def titles(window) -> list[str]:
-    items = window.conversations.list
-    return [items.item(i).text() for i in range(items.count())]
+    return [item.text(0) for item in window.conversations.chat_items()]
 
 
 def test_new_rename_delete_and_search(qtbot, make_window, monkeypatch):
@@ -21,7 +20,7 @@ def test_new_rename_delete_and_search(qtbot, make_window, monkeypatch):
     assert QApplication.focusWidget() is window.composer
 
     qtbot.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
-    assert len(store.list_conversations()) == 2 and window.conversations.list.count() == 2
+    assert len(store.list_conversations()) == 2 and len(window.conversations.ids()) == 2
     assert window.conversations.current_id() == window.session.current.id
 
     window.conversations.list.setFocus()
@@ -90,7 +89,7 @@ def test_settings_are_per_conversation(qtbot, make_window):
     window.new_conversation()
     second = window.session.current.id
     panel.system_prompt.setPlainText("Be terse.")
-    window.conversations.list.setCurrentRow(window.conversations.ids().index(first))  # switch away at once
+    window.conversations.list.setCurrentItem(window.conversations.item_of(first))  # switch away at once
     assert window.session.current.id == first
     assert panel.system_prompt.toPlainText() == "You are a pirate." and panel.n_ctx.value() == 1024
     assert window.session.store.get_conversation(second).settings.system_prompt == "Be terse."
