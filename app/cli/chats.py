@@ -106,7 +106,7 @@ def _open(args: argparse.Namespace, create: bool = False) -> ChatStore:
     path = _db_path(args)
     if not create and not path.exists():
         raise ChatsError(f"No chat history at {path}")
-    return ChatStore(path)
+    return ChatStore(path, recover=False)  # a window may be writing a reply into it now
 
 
 def run_ls(args: argparse.Namespace) -> int:

@@ -41,7 +41,7 @@ def add_preset_parser(subparsers: Any) -> None:
 
 
 def _open_store() -> ChatStore:
-    return ChatStore(AppPaths.default().chat_db)
+    return ChatStore(AppPaths.default().chat_db, recover=False)  # a window may be writing a reply now
 
 
 def run_list(args: argparse.Namespace) -> int:

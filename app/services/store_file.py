@@ -34,11 +34,13 @@ def default_db_path() -> Path:
 class HistoryFile:
     """One SQLite file of chat history (ChatStore adds what it holds).
 
-
     Args:
         path: the database file; None uses `default_db_path()`. Parent folders are created.
         connect: opens the file read-write or read-only; tests give one that puts it on a
             read-only or full medium.
+        recover: mark replies left 'streaming' as 'interrupted' (the window, at start). False for
+            whatever opens the file beside a window that may be writing a reply now (the CLI's chat
+            commands, a background export or import).
 
     Attributes:
         problem: None when changes are saved; otherwise why the history is shown read-only,
@@ -51,17 +53,17 @@ class HistoryFile:
         StoreError: the file cannot be opened at all.
     """
 
-    def __init__(self, path: Path | str | None = None, *, connect: Connector = open_sqlite):
+    def __init__(self, path: Path | str | None = None, *, connect: Connector = open_sqlite, recover: bool = True):
         self.path = Path(path) if path is not None else default_db_path()
-        self._connect = connect
-        self._attach(open_history(self.path, connect))
+        self._connect, self._recover = connect, recover
+        self._attach(open_history(self.path, connect, recover))
 
     @classmethod
     def unavailable(cls, error: StoreDamagedError, *, connect: Connector = open_sqlite) -> Self:
         """An empty stand-in that saves nothing, for a history that cannot be read: the window opens
         over it and offers to recover the file; `reopen()` then opens the real one."""
         store = cls.__new__(cls)
-        store.path, store._connect = error.problem.path, connect
+        store.path, store._connect, store._recover = error.problem.path, connect, True
         store._attach(OpenedHistory(empty_history(), error.problem, 0))
         return store
 
@@ -78,7 +80,7 @@ class HistoryFile:
         Raises:
             StoreError: as the constructor; the store is left as it was.
         """
-        opened = open_history(self.path, self._connect)
+        opened = open_history(self.path, self._connect, self._recover)
         self._db.close()
         self._attach(opened)
 

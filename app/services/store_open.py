@@ -53,8 +53,10 @@ class OpenedHistory:
     recovered: int  # replies left streaming by a crash, now marked interrupted
 
 
-def open_history(path: Path, connect: Connector = open_sqlite) -> OpenedHistory:
-    """Open `path` read-write, or as a read-only copy with the problem that prevents writing.
+def open_history(path: Path, connect: Connector = open_sqlite, recover: bool = True) -> OpenedHistory:
+    """Open `path` read-write, or as a read-only copy with the problem that prevents writing; with
+    `recover`, replies a crash left 'streaming' are marked 'interrupted' (only the window does it: a
+    CLI command or a background export opened beside it would mark the reply it is writing now).
 
     Raises:
         StoreDamagedError: the file's pages cannot be read.
@@ -74,7 +76,11 @@ def open_history(path: Path, connect: Connector = open_sqlite) -> OpenedHistory:
         migrate(db)
         # Also the write probe: an UPDATE needs the write lock even when no row matches, so a
         # read-only file fails here ("attempt to write a readonly database"), not at the first message.
-        recovered = mark_interrupted(db)
+        if recover:
+            recovered = mark_interrupted(db)
+        else:
+            recovered = 0
+            db.execute("UPDATE messages SET state = state WHERE 0")  # the write probe alone
         room = room_left(db, path)
     except StoreError:
         db.close()

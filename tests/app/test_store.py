@@ -192,3 +192,22 @@ def test_presets_survive_reopening(tmp_path):
     again = ChatStore(tmp_path / "c.sqlite3")
     assert again.get_preset("coder") == Preset("coder", "You write Python.", pinned=True)
     again.close()
+
+
+def test_a_store_opened_beside_the_window_leaves_its_streaming_reply_alone(tmp_path):
+    """The CLI and the window's background exports open the file with recover=False: a reply the window
+    writes now stays 'streaming'; the window's own opening (after a crash) marks it interrupted."""
+    path = tmp_path / "chats.sqlite3"
+    window = ChatStore(path)
+    chat = window.create_conversation()
+    reply = window.add_message(chat.id, "assistant", "Half a", state="streaming")
+    beside = ChatStore(path, recover=False)
+    assert beside.recovered == 0 and beside.get_message(reply.id).state == "streaming"
+    assert beside.writable  # the write probe still ran
+    beside.reopen()
+    assert beside.get_message(reply.id).state == "streaming"
+    beside.close()
+    again = ChatStore(path)
+    assert again.recovered == 1 and again.get_message(reply.id).state == "interrupted"
+    again.close()
+    window.close()
