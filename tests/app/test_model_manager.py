@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from app.gui.models_window import library_page, repo_page
+from app.gui.models_window import library_page
 from app.gui.models_window.manager_window import TAB_DOWNLOADS, TAB_REPO, ModelManager
 from app.gui.models_window.repo_page import COL_STAR, COL_VERDICT, STAR
 from models.plan_machine import Machine
@@ -109,8 +109,7 @@ def test_search_shows_the_repo_with_its_downloads(qtbot, hub: FakeHub, make_mana
     assert manager.repo_page.repo_id == "org/Other-AWQ"
 
 
-def test_repo_page_gives_each_group_a_verdict_and_stars_the_cpu_pick(qtbot, hub: FakeHub, make_manager,
-                                                                      monkeypatch: pytest.MonkeyPatch):
+def test_repo_page_gives_each_group_a_verdict_and_stars_the_cpu_pick(qtbot, hub: FakeHub, make_manager):
     manager = make_manager(CPU_ONLY)
     open_repo(qtbot, manager)
     page = manager.repo_page
@@ -125,12 +124,12 @@ def test_repo_page_gives_each_group_a_verdict_and_stars_the_cpu_pick(qtbot, hub:
     assert "Q4_K_M" in page.status.text() and STAR in page.status.text()
     projector = next(g for g in page.verdicts() if g.group.format == "mmproj")
     assert "projector" in projector.verdict
-    shown = []
-    monkeypatch.setattr(repo_page, "show_reasons", lambda parent, title, reasons: shown.append((title, reasons)))
     qtbot.mouseClick(page.why_button(row), Qt.MouseButton.LeftButton)
-    title, reasons = shown[0]
-    assert "Tiny-Llama-Q4_K_M.gguf" in title
-    assert any("No NVIDIA GPU" in r for r in reasons) and any("Q4_K_M is the usual best" in r for r in reasons)
+    dialog = page.plan_dialog
+    qtbot.waitUntil(lambda: dialog.isVisible(), timeout=WAIT_MS)
+    assert "Tiny-Llama-Q4_K_M.gguf" in dialog.windowTitle()
+    assert "No NVIDIA GPU" in dialog.plain_text() and "Q4_K_M is the usual best" in dialog.plain_text()
+    dialog.close()
     assert "Q4_K_M is the usual best" in page.table.item(row, COL_VERDICT).toolTip()
 
 

@@ -1,7 +1,8 @@
 """RepoPage: a repo's file groups with their size, the plan's verdict for this machine and a Download button.
 
-The recommended group (the decision tree's pick) is marked ★; "Why?" shows the reasons. Each
-verdict says the largest context that fits. The page plans at its Context and KV cache controls
+The recommended group (the decision tree's pick) is marked ★. Each verdict says the largest context
+that fits; beside it a small bar per device shows the forecast (weights, KV cache, compute) against
+the free memory, and "Why?" opens the plan with those numbers and the reasons (plan_dialog.py). The page plans at its Context and KV cache controls
 (the open chat's settings when the window opens: Context Auto unless the chat says otherwise); a
 change re-plans the files already read, without the network. Reading the repo and its GGUF header,
 and planning, run on a pool thread.
@@ -9,6 +10,7 @@ and planning, run on a pool thread.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal, Slot
@@ -18,7 +20,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QMessageBox,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -28,10 +29,13 @@ from PySide6.QtWidgets import (
 
 from app.gui.context_box import AutoCapBox, ContextBox
 from app.gui.jobs import Jobs
+from app.gui.models_window.forecast_bar import ForecastBar
 from app.gui.models_window.formatting import human_date, human_size
+from app.gui.models_window.plan_dialog import PlanDialog, plan_text
 from app.gui.models_window.search_page import describe_error
 from app.gui.plan_view import fit_text
 from app.services.machine import detect_machine
+from app.services.plan_room import DeviceRoom, device_rooms
 from app.services.pull_plan import (
     GroupVerdict,
     RepoAssessment,
@@ -46,22 +50,13 @@ from models.plan_candidates import Candidate
 from models.plan_machine import Machine
 
 STAR = "★"
-COLUMNS = ("", "File", "Quant", "Size", "On this machine", "", "")
-COL_STAR, COL_NAME, COL_QUANT, COL_SIZE, COL_VERDICT, COL_WHY, COL_DOWNLOAD = range(7)
+COLUMNS = ("", "File", "Quant", "Size", "On this machine", "Memory forecast", "", "")
+COL_STAR, COL_NAME, COL_QUANT, COL_SIZE, COL_VERDICT, COL_FORECAST, COL_WHY, COL_DOWNLOAD = range(8)
 KV_TYPES = ("f16", "q8_0", "q4_0")
 
 
 def this_machine() -> Machine:
     return Machine.from_profile(detect_machine())
-
-
-def show_reasons(parent: QWidget, title: str, reasons: tuple[str, ...]) -> QMessageBox:
-    """Show why a verdict is what it is, without blocking (tests replace this function)."""
-    box = QMessageBox(QMessageBox.Icon.Information, title, "\n".join(f"• {r}" for r in reasons),
-                      QMessageBox.StandardButton.Ok, parent)
-    box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-    box.open()
-    return box
 
 
 class RepoPage(QWidget):
@@ -92,6 +87,8 @@ class RepoPage(QWidget):
         self.machine_factory = machine_factory
         self.repo_id: str | None = None
         self.assessment: RepoAssessment | None = None
+        self.machine: Machine | None = None  # what the shown verdicts were planned for
+        self.plan_dialog: PlanDialog | None = None  # made at the first Why?, then filled again
         self._client: HubClient | None = None
         self._read: tuple[list[Candidate], str | None] | None = None  # the repo's candidates, and why none
         self._generation = 0
@@ -126,9 +123,15 @@ class RepoPage(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.verticalHeader().hide()
+        # File names of one repo differ at the end (the quant level): elide in the middle, on one line.
+        self.table.setWordWrap(False)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.horizontalHeaderItem(COL_FORECAST).setToolTip(
+            "Each device's forecast: weights, KV cache (lighter or darker) and compute (grey) against its free "
+            "memory; the tick is what the plan may use of it, and a hatched part is over that limit")
         head = self.table.horizontalHeader()
         head.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)
-        for col in (COL_STAR, COL_QUANT, COL_SIZE, COL_VERDICT, COL_WHY, COL_DOWNLOAD):
+        for col in (COL_STAR, COL_QUANT, COL_SIZE, COL_VERDICT, COL_FORECAST, COL_WHY, COL_DOWNLOAD):
             head.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
         layout = QVBoxLayout(self)
         layout.addWidget(self.header)
@@ -176,11 +179,12 @@ class RepoPage(QWidget):
         self.status.setText("Reading the repo and planning its files for this machine…")
         client_factory, machine_factory, settings = self.client_factory, self.machine_factory, self._settings()
 
-        def work() -> tuple[HubClient, tuple[list[Candidate], str | None], RepoAssessment]:
+        def work() -> tuple[HubClient, tuple[list[Candidate], str | None], Machine, RepoAssessment]:
             client = client_factory()
             details = client.repo_details(repo_id)
             read = read_candidates(client, details)
-            return client, read, assess_candidates(details, read[0], machine_factory(), note=read[1], **settings)
+            machine = machine_factory()
+            return client, read, machine, assess_candidates(details, read[0], machine, note=read[1], **settings)
 
         self.jobs.run(work, lambda result: self._show(generation, settings, *result),
                       lambda exc: self._fail(generation, exc))
@@ -196,8 +200,9 @@ class RepoPage(QWidget):
         machine_factory, settings = self.machine_factory, self._settings()
         self.status.setText(f"Planning its files at {self._context_text()}, {settings['kv_type']} KV cache…")
 
-        def work() -> tuple[HubClient, tuple[list[Candidate], str | None], RepoAssessment]:
-            return client, read, assess_candidates(details, read[0], machine_factory(), note=read[1], **settings)
+        def work() -> tuple[HubClient, tuple[list[Candidate], str | None], Machine, RepoAssessment]:
+            machine = machine_factory()
+            return client, read, machine, assess_candidates(details, read[0], machine, note=read[1], **settings)
 
         self.jobs.run(work, lambda result: self._show(generation, settings, *result),
                       lambda exc: self._fail(generation, exc))
@@ -223,11 +228,20 @@ class RepoPage(QWidget):
     def why_button(self, row: int) -> QPushButton:
         return self.table.cellWidget(row, COL_WHY)
 
+    def forecast_bar(self, row: int) -> ForecastBar | None:
+        """The row's bar; None for a file without a plan (a projector, an incomplete split set)."""
+        widget = self.table.cellWidget(row, COL_FORECAST)
+        return widget if isinstance(widget, ForecastBar) else None
+
+    def rooms_of(self, g: GroupVerdict) -> tuple[DeviceRoom, ...]:
+        """`g`'s forecast per device beside the memory of the machine it was planned for."""
+        return device_rooms(g.plan, self.machine) if g.plan is not None and self.machine is not None else ()
+
     def _show(self, generation: int, settings: dict, client: HubClient, read: tuple[list[Candidate], str | None],
-              assessment: RepoAssessment) -> None:
+              machine: Machine, assessment: RepoAssessment) -> None:
         if generation != self._generation:
             return
-        self._client, self._read, self.assessment = client, read, assessment
+        self._client, self._read, self.machine, self.assessment = client, read, machine, assessment
         if settings != self._settings():  # changed while the repo was read: plan for what the page shows now
             self.replan()
             return
@@ -265,28 +279,52 @@ class RepoPage(QWidget):
 
     def _fill_row(self, row: int, g: GroupVerdict) -> None:
         group = g.group
+        # The page groups files without reading config.json; the plan's candidate did read it, so a
+        # GPTQ or FP8 checkpoint is named by its quantization ("GPTQ 4-bit"), not "SAFETENSORS".
+        quant = (g.plan.quant if g.plan is not None and group.format == "safetensors" else None) or group.quant
         cells = {
             COL_STAR: STAR if g.recommended else "",
             COL_NAME: group.name + (f" ({len(group.files)} parts)" if len(group.files) > 1 else ""),
-            COL_QUANT: group.quant or group.format.upper(),
+            COL_QUANT: quant or group.format.upper(),
             COL_SIZE: human_size(group.total_size),
             COL_VERDICT: self.verdict_of(g),
         }
         for col, text in cells.items():
             item = QTableWidgetItem(text)
-            item.setToolTip("\n".join(g.reasons))
+            # The name cell may be elided: its tooltip starts with the whole name.
+            item.setToolTip("\n".join(((cells[COL_NAME],) if col == COL_NAME else ()) + tuple(g.reasons)))
             if g.recommended:
                 font = item.font()
                 font.setBold(True)
                 item.setFont(font)
             self.table.setItem(row, col, item)
+        rooms = self.rooms_of(g)
+        if rooms:
+            bar = ForecastBar(rooms, group.name)
+            self.table.setCellWidget(row, COL_FORECAST, bar)
+            # Tall enough for a GPU plan's two lanes (GPU and CPU); set, not measured from the texts,
+            # which wrap while the columns are still narrow.
+            rows = self.table.verticalHeader()
+            self.table.setRowHeight(row, max(rows.defaultSectionSize(), bar.sizeHint().height() + 4))
+        else:
+            self.table.removeCellWidget(row, COL_FORECAST)
         why = QPushButton("Why?")
-        why.clicked.connect(lambda: show_reasons(self, f"{group.name}: {g.verdict}", g.reasons))
+        why.setToolTip("The plan for this file: its memory per device and the reasons")
+        why.setAccessibleName(f"Why? {group.name}")
+        why.clicked.connect(lambda: self.show_plan(g))
         self.table.setCellWidget(row, COL_WHY, why)
         download = QPushButton("Download")
         download.setEnabled(group.complete)
         download.clicked.connect(lambda: self._download(g))
         self.table.setCellWidget(row, COL_DOWNLOAD, download)
+
+    def show_plan(self, g: GroupVerdict) -> PlanDialog:
+        """Why? for `g`: the plan with its numbers and reasons, in the page's (non-modal) dialog."""
+        if self.plan_dialog is None:
+            self.plan_dialog = PlanDialog(self)
+        heading = f"<b>{html.escape(g.group.name)}</b>: {html.escape(self.verdict_of(g))}" + (f" {STAR} recommended" if g.recommended else "")
+        self.plan_dialog.show_plan(f"Why? {g.group.name}", heading, plan_text(g, self.rooms_of(g)))
+        return self.plan_dialog
 
     def _download(self, g: GroupVerdict) -> None:
         if self.assessment is None or self._client is None:
