@@ -13,6 +13,7 @@ from PySide6.QtCore import QPoint, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QHeaderView,
     QInputDialog,
     QLineEdit,
     QMenu,
@@ -92,6 +93,12 @@ class ConversationList(QWidget):
         self.list = ChatTree()
         self.list.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        # A long title is elided at the list's edge (the whole of it in the item's tooltip): the list
+        # never scrolls sideways, its one column is always exactly as wide as the list.
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.header().setStretchLastSection(True)
+        self.list.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.search)
@@ -178,9 +185,10 @@ class ConversationList(QWidget):
         item.setData(0, KIND_ROLE, CHAT)
         item.setData(0, NAME_ROLE, conversation.title)
         item.setData(0, PINNED_ROLE, conversation.pinned)
+        item.setToolTip(0, conversation.title)  # the whole title, where the list elides it
         if conversation.pinned:
             item.setIcon(0, self._pin)
-            item.setToolTip(0, "Pinned")
+            item.setToolTip(0, f"{conversation.title}\nPinned")
             item.setData(0, Qt.ItemDataRole.AccessibleDescriptionRole, "Pinned")
         item.setFlags(self._chat_flags)
         return item

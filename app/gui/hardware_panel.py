@@ -62,15 +62,17 @@ class HardwarePanel(QWidget):
     def __init__(self, detect: Callable[[], HardwareProfile] = detect_hardware, interval_ms: int = REFRESH_MS,
                  parent: QWidget | None = None):
         super().__init__(parent)
-        self._detect = detect
+        self.detect = detect  # public: a window under test shows a machine of its choosing
         self.profile: HardwareProfile | None = None
         self.refreshes = 0
         self._engine_bytes: dict[str, int] = {}
         self.jobs = Jobs(self, max_threads=1)
-        # No word wrap: a scroll area sizes wrapped labels by guesswork and may clip them.
-        self.label = QLabel("Looking at the hardware…")
+        # Wrapped: the side panel is narrow and never scrolls sideways (its scroll area sizes the page
+        # by its height at the panel's width, so nothing is cut).
+        self.label = QLabel("Looking at the hardware…", wordWrap=True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.label)
         self.timer = QTimer(self, interval=interval_ms)
         self.timer.timeout.connect(self.refresh)
@@ -82,7 +84,7 @@ class HardwarePanel(QWidget):
     def refresh(self) -> None:
         """Detect again in the background, unless a detection is still running."""
         if not self.jobs.busy:
-            self.jobs.run(self._detect, self._on_profile, self._on_failure)
+            self.jobs.run(self.detect, self._on_profile, self._on_failure)
 
     @Slot(object)
     def set_engine_memory(self, report: MemoryReport) -> None:

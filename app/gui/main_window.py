@@ -1,21 +1,11 @@
-"""MainWindow: conversations on the left, the chat in the middle, settings on the right."""
+"""MainWindow: conversations on the left, the chat in the middle, one side panel with tabs on the right
+(chat settings, memory and performance, the model plan; it collapses to an icon rail)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (
-    QFileDialog,
-    QHBoxLayout,
-    QLabel,
-    QMainWindow,
-    QMenu,
-    QMessageBox,
-    QPushButton,
-    QSplitter,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QPushButton
 
 from app.chat.hints import BUSY_HINT
 from app.gui.banner import Banner
@@ -26,13 +16,15 @@ from app.gui.composer import Composer
 from app.gui.context_dialog import ContextPrompt
 from app.gui.conversation_list import ConversationList
 from app.gui.crash_dialog import open_log_folder
-from app.gui.first_run import FirstRunDialog
+from app.gui.first_run import FirstRunDialog, app_settings
 from app.gui.history_banner import HistoryBanner, allow_changes
-from app.gui.memory_dock import MemoryDock
 from app.gui.models_window.manager_window import ModelManager
-from app.gui.plan_view import PlanLabel, open_plan_dialog
+from app.gui.plan_view import PlanLabel, PlanPage
 from app.gui.server_menu import ServerMenu
 from app.gui.settings_panel import SettingsPanel
+from app.gui.status_labels import FittingLabel
+from app.gui.window_geometry import restore_window, save_window
+from app.gui.window_layout import PLAN, build_layout, build_view_menu
 from app.gui.window_links import link_branches, link_folders
 from app.services.paths import AppPaths
 from app.services.store import Conversation, Message
@@ -54,7 +46,6 @@ class MainWindow(QMainWindow):
         self._submitting = False
         self.session = controller.session  # its methods: what the user does
         self.setWindowTitle("Tailor")
-        self.resize(1200, 760)
         self.conversations = ConversationList()
         self.chat = ChatView()
         self.composer = Composer()
@@ -62,46 +53,28 @@ class MainWindow(QMainWindow):
         self.banner = Banner()
         self.history_banner = HistoryBanner(self.session.store, self)  # the history read-only, full or damaged
         self.send_button = QPushButton("Send")
-        self.stop_button = QPushButton("Stop")
+        self.stop_button = QPushButton("Stop")  # in the Send button's place while a reply streams
         self.stop_button.setEnabled(False)
-        self._build_layout()
+        self.stop_button.setToolTip("Stop the reply (Esc)")
+        build_layout(self)  # the splitter: chat list | chat column | side panel (window_layout)
         self._build_actions()
-        self.model_label = QLabel("No model")
-        self.stats_label = QLabel("")
-        self.memory_label = QLabel("")
+        self.view_menu = build_view_menu(self)
+        # Each shortens itself to whole parts or words that fit, the full text in its tooltip.
+        self.model_label = FittingLabel("No model")
+        self.stats_label = FittingLabel("")
+        self.memory_label = FittingLabel("")
         self.plan_label = PlanLabel("")
-        self.statusBar().addWidget(self.model_label)
-        self.statusBar().addWidget(self.plan_label)
+        self.statusBar().addWidget(self.model_label, 1)
+        self.statusBar().addWidget(self.plan_label, 1)
         self.statusBar().addPermanentWidget(self.stats_label)
         self.statusBar().addPermanentWidget(self.memory_label)
         self._connect()
         self.context_prompt = ContextPrompt(self)  # asks before a chat that outgrows its context is sent
-        self._build_memory_dock()
         self.server_menu = ServerMenu(self)  # serve the loaded model; chat with a remote server
         self.chat_transfer = ChatTransfer(self)  # Chat → Export… and Import…
         self._open_initial()
+        restore_window(self, app_settings())  # its size, splitter and side panel as last closed
         self.composer.setFocus()
-
-    def _build_layout(self) -> None:
-        buttons = QVBoxLayout()
-        buttons.addWidget(self.send_button)
-        buttons.addWidget(self.stop_button)
-        row = QHBoxLayout()
-        row.addWidget(self.composer, 1)
-        row.addLayout(buttons)
-        center = QWidget()
-        column = QVBoxLayout(center)
-        column.addWidget(self.history_banner)
-        column.addWidget(self.banner)
-        column.addWidget(self.chat, 1)
-        column.addLayout(row)
-        splitter = QSplitter()
-        splitter.addWidget(self.conversations)
-        splitter.addWidget(center)
-        splitter.addWidget(self.settings_panel)
-        splitter.setStretchFactor(1, 1)
-        splitter.setSizes([230, 700, 270])
-        self.setCentralWidget(splitter)
 
     def _action(self, text: str, shortcut: QKeySequence | str, slot: object) -> QAction:
         action = QAction(text, self, shortcut=QKeySequence(shortcut))
@@ -136,22 +109,6 @@ class MainWindow(QMainWindow):
             "Open log folder", lambda: open_log_folder(AppPaths.default().app_log)
         )
 
-    def _build_memory_dock(self) -> None:
-        """Memory and performance, hidden until View → Memory and performance (Ctrl+Shift+M)."""
-        self.memory_dock = MemoryDock(self.controller, self.session.plan, parent=self)
-        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.memory_dock)
-        self.memory_dock.hide()
-        self.memory_action = self.memory_dock.toggleViewAction()
-        self.memory_action.setShortcut(QKeySequence("Ctrl+Shift+M"))
-        self.addAction(self.memory_action)
-        view = QMenu("&View", self)
-        view.addAction(self.memory_action)
-        help_menu = next((a for a in self.menuBar().actions() if a.text() == "&Help"), None)
-        if help_menu is not None:
-            self.menuBar().insertMenu(help_menu, view)
-        else:
-            self.menuBar().addMenu(view)
-
     def _connect(self) -> None:
         c, s = self.controller, self.session
         c.conversations_changed.connect(self.refresh_list)
@@ -168,8 +125,7 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_model_path(s.model_path)
         c.context_loaded.connect(self.settings_panel.show_loaded_context)
         c.loaded.connect(lambda event: self.settings_panel.show_model_info(event.info))
-        c.stats_changed.connect(self.stats_label.setText)
-        c.stats_changed.connect(self.stats_label.setToolTip)  # the whole line, when the bar cuts it
+        c.stats_changed.connect(self.stats_label.setText)  # its tooltip is the whole line
         c.notice.connect(lambda text: self.statusBar().showMessage(text, NOTICE_MS))
         c.problem.connect(self.banner.show_problem)
         c.problem_cleared.connect(self.banner.hide)
@@ -254,7 +210,12 @@ class MainWindow(QMainWindow):
             self.memory_label.setText(f"KV cache {report.kv_tokens_used} / {report.kv_tokens_total} tokens")
 
     def _on_busy(self, busy: bool) -> None:
+        """While a reply streams Stop takes the Send button's place; focus on the one goes to the other."""
+        had_focus = self.send_stop.currentWidget().hasFocus()
         self.stop_button.setEnabled(busy)
+        self.send_stop.setCurrentWidget(self.stop_button if busy else self.send_button)
+        if had_focus:
+            self.send_stop.currentWidget().setFocus()
 
     @Slot(str)
     def submit(self, text: str) -> None:
@@ -284,9 +245,10 @@ class MainWindow(QMainWindow):
             self.composer.clear()
 
     @Slot()
-    def show_plan(self) -> QMessageBox:
-        """Open the plan of the loaded model: where the layers go, the forecast, and why."""
-        return open_plan_dialog(self, self.session.plan)
+    def show_plan(self) -> PlanPage:
+        """Show the plan of the loaded model (the side panel's Model plan tab): where the layers go, the forecast, why."""
+        self.plan_page.show_plan(self.session.plan)
+        return self.side_panel.show_tab(PLAN.key)
 
     @Slot()
     def show_models(self) -> ModelManager:
@@ -353,7 +315,8 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
         self.settings_panel.commit()
-        self.memory_dock.shutdown()
+        save_window(self, app_settings())
+        self.memory_page.shutdown()
         if self.welcome is not None:
             self.welcome.close()
             self.welcome.jobs.wait()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen, QResizeEvent
+from PySide6.QtCore import QRect, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen, QResizeEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.protocol import DeviceMemory
@@ -34,10 +34,11 @@ PARTS = (
     Part("draft", "draft model", "#edc948"),
     Part("other", "engine, other", "#9c755f"),
     Part("others", "other programs", "#bab0ac"),
-    Part("free", "free", "#f1f1f1"),
+    Part("free", "free", ""),  # the palette's base colour: empty, in a light theme or a dark one
 )
 COLORS = {p.key: p.color for p in PARTS}
-FORECAST_COLOR = "#202020"
+LONGEST_ENTRY = "other programs  000.00 GB (100%)"
+SWATCH = 14  # a legend entry's colour square and the gap after it
 
 
 @dataclass(slots=True, frozen=True)
@@ -90,7 +91,8 @@ class MemoryBar(QWidget):
         self.total = 0
         self.forecast_bytes: int | None = None
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setMinimumWidth(200)
+        # As narrow as one legend entry: the bar scales to any width from there.
+        self.setMinimumWidth(self.fontMetrics().horizontalAdvance(LONGEST_ENTRY) + SWATCH + 6)
         self.setFixedHeight(self.height_for(320))
 
     def set_device(self, device: DeviceMemory, forecast_bytes: int | None = None) -> None:
@@ -118,12 +120,30 @@ class MemoryBar(QWidget):
 
     def columns(self, width: int) -> int:
         """Legend columns: two where the longest entry fits in half the width, else one."""
-        longest = "other programs  000.00 GB (100%)"
-        return 2 if width / 2 >= self.fontMetrics().horizontalAdvance(longest) + 18 else 1
+        return 2 if width / 2 >= self.fontMetrics().horizontalAdvance(LONGEST_ENTRY) + SWATCH + 4 else 1
+
+    def title_rect(self, width: int) -> QRect:
+        """Where the title goes: one row, or as many as it needs word-wrapped at this width."""
+        flags = int(Qt.AlignmentFlag.AlignLeft | Qt.TextFlag.TextWordWrap)
+        needed = self.fontMetrics().boundingRect(QRect(0, 0, max(1, width), 10_000), flags, self.title())
+        rows = max(1, -(-needed.height() // self.fontMetrics().lineSpacing()))
+        return QRect(1, 0, width, max(self.ROW_HEIGHT, rows * self.fontMetrics().lineSpacing()))
 
     def height_for(self, width: int) -> int:
         rows = -(-len(PARTS) // self.columns(width))
-        return self.ROW_HEIGHT + self.BAR_HEIGHT + 6 + rows * self.ROW_HEIGHT + 4
+        return self.title_rect(width - 2).height() + self.BAR_HEIGHT + 8 + rows * self.ROW_HEIGHT + 4
+
+    def overflows(self) -> list[str]:
+        """The painted texts that do not fit where they are painted (none, unless the bar is too narrow)."""
+        width = self.width() - 2
+        metrics = self.fontMetrics()
+        cut = [self.title()] if self.title_rect(width).bottom() > self.height() else []
+        column = width / self.columns(width) - SWATCH - 2
+        for seg in self.segments:
+            entry = f"{seg.part.label}  {size_label(seg.nbytes, self.total)}"
+            if metrics.horizontalAdvance(entry) > column:
+                cut.append(entry)
+        return cut
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
         return QSize(320, self.height())
@@ -136,41 +156,46 @@ class MemoryBar(QWidget):
         if height != self.height():
             self.setFixedHeight(height)
 
+    def _color(self, part: Part) -> QColor:
+        return QColor(part.color) if part.color else self.palette().color(QPalette.ColorRole.Base)
+
     def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
         if self.device is None:
             return
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         width = self.width() - 2
-        p.drawText(QRectF(1, 0, width, self.ROW_HEIGHT), Qt.AlignmentFlag.AlignVCenter, self.title())
-        top = self.ROW_HEIGHT + 2
+        title = self.title_rect(width)
+        p.drawText(title, int(Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextWordWrap), self.title())
+        top = title.height() + 2
         x = 1.0
         for seg in self.segments:
             w = width * seg.nbytes / self.total if self.total else 0.0
             if w > 0:
-                p.fillRect(QRectF(x, top, w, self.BAR_HEIGHT), QColor(seg.part.color))
+                p.fillRect(QRectF(x, top, w, self.BAR_HEIGHT), self._color(seg.part))
             x += w
-        p.setPen(QPen(QColor("#808080")))
+        outline = self.palette().color(QPalette.ColorRole.Mid)
+        p.setPen(QPen(outline))
         p.drawRect(QRectF(1, top, width, self.BAR_HEIGHT))
         marker = self.forecast_x(width)
         if marker is not None:
-            p.setPen(QPen(QColor(FORECAST_COLOR), 2, Qt.PenStyle.DashLine))
+            p.setPen(QPen(self.palette().color(QPalette.ColorRole.WindowText), 2, Qt.PenStyle.DashLine))
             p.drawLine(int(1 + marker), int(top - 3), int(1 + marker), int(top + self.BAR_HEIGHT + 3))
-        self._paint_legend(p, top + self.BAR_HEIGHT + 6, width)
+        self._paint_legend(p, top + self.BAR_HEIGHT + 6, width, outline)
         p.end()
 
-    def _paint_legend(self, p: QPainter, top: float, width: float) -> None:
+    def _paint_legend(self, p: QPainter, top: float, width: float, outline: QColor) -> None:
         n = self.columns(int(width))
         column = width / n
         for i, seg in enumerate(self.segments):
             x = 1 + (i % n) * column
             y = top + (i // n) * self.ROW_HEIGHT
-            p.fillRect(QRectF(x, y + 4, 10, 10), QColor(seg.part.color))
-            p.setPen(QPen(QColor("#808080")))
+            p.fillRect(QRectF(x, y + 4, 10, 10), self._color(seg.part))
+            p.setPen(QPen(outline))
             p.drawRect(QRectF(x, y + 4, 10, 10))
             p.setPen(self.palette().windowText().color())
             text = f"{seg.part.label}  {size_label(seg.nbytes, self.total)}"
-            p.drawText(QRectF(x + 14, y, column - 16, self.ROW_HEIGHT), Qt.AlignmentFlag.AlignVCenter, text)
+            p.drawText(QRectF(x + SWATCH, y, column - SWATCH - 2, self.ROW_HEIGHT), Qt.AlignmentFlag.AlignVCenter, text)
 
     def _tooltip(self) -> str:
         lines = [self.title()] + [f"{k}: {v}" for k, v in self.labels().items()]

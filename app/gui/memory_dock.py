@@ -1,23 +1,26 @@
-"""MemoryDock: the memory and performance panel and the hardware panel, docked in the main window."""
+"""MemoryPage: the memory and performance panel and the hardware panel, the side panel's Memory tab.
+
+(The module keeps its old name: until the side panel it was a dock of its own.)
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDockWidget, QGroupBox, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGroupBox, QVBoxLayout, QWidget
 
 from app.gui.chat_controller import ChatController
 from app.gui.hardware_panel import HardwarePanel
 from app.gui.memory_panel import MemoryPanel
+from app.gui.side_panel import FitWidthScroll
 from models.hardware import HardwareProfile, detect_hardware
 from models.plan import Plan
 
 TITLE = "Memory and performance"
 
 
-class MemoryDock(QDockWidget):
-    """A dock (hidden until the user asks for it) fed by the chat's engine events.
+class MemoryPage(FitWidthScroll):
+    """Memory per device, reply speed and the hardware, fed by the chat's engine events; scrolls only down.
 
     Args:
         chat: the window's chat: memory reports, plans, finished replies.
@@ -28,8 +31,6 @@ class MemoryDock(QDockWidget):
 
     def __init__(self, chat: ChatController, plan: Plan | None = None,
                  detect: Callable[[], HardwareProfile] = detect_hardware, parent: QWidget | None = None):
-        super().__init__(TITLE, parent)
-        self.setObjectName("memoryDock")
         self.memory = MemoryPanel()
         self.hardware = HardwarePanel(detect)
         body = QWidget()
@@ -39,11 +40,9 @@ class MemoryDock(QDockWidget):
             QVBoxLayout(box).addWidget(panel)
             column.addWidget(box)
         column.addStretch(1)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(body)
-        self.setWidget(scroll)
-        self.setAllowedAreas(Qt.DockWidgetArea.LeftDockWidgetArea | Qt.DockWidgetArea.RightDockWidgetArea)
+        super().__init__(body, parent)
+        self.setObjectName("memoryPage")
+        self.setAccessibleName(TITLE)
         self.memory.set_plan(plan)
         chat.memory.connect(self.memory.show_report)
         chat.memory.connect(self.hardware.set_engine_memory)

@@ -67,20 +67,25 @@ class MemoryPanel(QWidget):
         self.history = PerfHistory()
         self.status_label = QLabel(NO_MODEL)
         self.kv_label = QLabel("")
-        self.room_label = QLabel("", wordWrap=True)
+        self.room_label = QLabel("")
         self.prefix_label = QLabel("")
-        self.last_label = QLabel("", wordWrap=True)
-        self.rolling_label = QLabel("", wordWrap=True)
+        self.last_label = QLabel("")
+        self.rolling_label = QLabel("")
         self.sparkline = Sparkline()
         self.sparkline.setToolTip("Decode tokens per second of the last replies")
         self._bars_box = QVBoxLayout()
         layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        spark_title = QLabel("Decode tok/s, recent replies:")
+        # Every line wraps: the side panel can be narrow, and it never scrolls sideways.
+        for label in (self.status_label, self.kv_label, self.room_label, self.prefix_label, self.last_label,
+                      self.rolling_label, spark_title):
+            label.setWordWrap(True)
         layout.addWidget(self.status_label)
         layout.addLayout(self._bars_box)
         for label in (self.kv_label, self.room_label, self.prefix_label, self.last_label, self.rolling_label):
-            label.setWordWrap(True)
             layout.addWidget(label)
-        layout.addWidget(QLabel("Decode tok/s, recent replies:"))
+        layout.addWidget(spark_title)
         layout.addWidget(self.sparkline)
 
     # ------------------------------------------------------------ memory

@@ -1,9 +1,12 @@
-"""How the window shows the plan a model was loaded with: a status bar line and a dialog."""
+"""How the window shows the plan a model was loaded with: a status bar line, the side panel's Model plan
+tab, and a dialog (for windows that have no such tab)."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QMessageBox, QWidget
+from PySide6.QtGui import QTextOption
+from PySide6.QtWidgets import QLabel, QMessageBox, QPlainTextEdit, QVBoxLayout, QWidget
 
+from app.gui.status_labels import FittingLabel
 from app.services.plan_text import format_plan
 from models.plan import Plan
 
@@ -40,17 +43,52 @@ def fit_text(plan: Plan) -> str:
     return f"partial offload: {plan.n_gpu_layers}/{plan.n_layers} layers" + (f", {most}" if most else "")
 
 
-class PlanLabel(QLabel):
-    """The status bar's plan line; its tooltip holds the reasons."""
+NO_PLAN = "No plan yet: the model's header could not be read, or nothing is loaded."
+
+
+class PlanLabel(FittingLabel):
+    """The status bar's plan line, shortened to fit; its tooltip holds the reasons, then the whole line."""
+
+    DETAIL_FIRST = True  # why, first: the line itself is on the bar
 
     def show_plan(self, plan: Plan | None) -> None:
+        self.set_detail("\n".join(plan.reasons) if plan else "")
         self.setText(plan_summary(plan))
-        self.setToolTip("\n".join(plan.reasons) if plan else "")
+
+
+class PlanPage(QWidget):
+    """The side panel's Model plan tab: the summary line, then the whole plan and why, wrapped to the panel.
+
+    The plan is plain text with paths and per-device figures in it; a read-only text box wraps it at
+    words (or anywhere, for a path longer than the panel), where a label would widen the panel.
+    """
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("planPage")
+        self.summary = QLabel(NO_PLAN, wordWrap=True)
+        self.details = QPlainTextEdit(readOnly=True)
+        self.details.setAccessibleName("Model plan")
+        self.details.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.details.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.details, 1)
+        self.plan: Plan | None = None
+
+    def show_plan(self, plan: Plan | None) -> None:
+        self.plan = plan
+        self.summary.setText(plan_summary(plan) if plan else NO_PLAN)
+        self.details.setPlainText(format_plan(plan) if plan else "")
+
+    def text(self) -> str:
+        """Everything the tab says (the summary, then the plan)."""
+        return f"{self.summary.text()}\n{self.details.toPlainText()}".strip()
 
 
 def open_plan_dialog(parent: QWidget, plan: Plan | None) -> QMessageBox:
     """A non-modal box with the whole plan and why; returned so tests can read and close it."""
-    text = format_plan(plan) if plan else "No plan yet: the model's header could not be read, or nothing is loaded."
+    text = format_plan(plan) if plan else NO_PLAN
     box = QMessageBox(QMessageBox.Icon.Information, "Model plan", "How this model runs here, and why", parent=parent)
     box.setDetailedText(text)
     box.setInformativeText(text)

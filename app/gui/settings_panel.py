@@ -67,6 +67,9 @@ class SettingsPanel(QWidget):
         self._presets: list[Preset] = []
         self.preset = QComboBox()
         self.preset.setToolTip("Apply a preset's system prompt and sampling to this chat")
+        # Narrow enough for its row to stay beside its label in the side panel (a long name is elided).
+        self.preset.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.preset.setMinimumContentsLength(10)
         self.save_preset = QPushButton("Save…")
         self.save_preset.setToolTip("Save this chat's system prompt and sampling as a preset")
         self.delete_preset = QPushButton("Delete")
@@ -76,6 +79,9 @@ class SettingsPanel(QWidget):
         presets_row.addWidget(self.delete_preset)
         outer = QVBoxLayout(self)
         form = self._form = QFormLayout()
+        # In a narrow side panel a row's label goes above its field rather than squeezing it.
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         outer.addLayout(form)
         self.reasoning_group = ReasoningGroup()  # enabled while the loaded model's template reasons
         outer.addWidget(self.reasoning_group)

@@ -209,18 +209,20 @@ def test_bar_alone_handles_an_overcommitted_host(qtbot, recorded: Recorded):
     assert dict((s.part.key, s.nbytes) for s in bar.segments)["others"] == 0
 
 
-def test_window_dock_toggles_with_ctrl_shift_m_and_follows_the_engine(window, qtbot):
-    dock = window.memory_dock
-    assert not dock.isVisible()
+def test_window_memory_tab_toggles_with_ctrl_shift_m_and_follows_the_engine(window, qtbot):
+    page = window.memory_page
+    assert not page.isVisible()
     qtbot.keyClick(window, Qt.Key.Key_M, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
-    qtbot.waitUntil(dock.isVisible, timeout=2000)
+    qtbot.waitUntil(page.isVisible, timeout=2000)
+    assert window.side_panel.current_key() == "memory"
     with qtbot.waitSignal(window.controller.reply_done, timeout=120_000):
         window.submit("Hello")
-    qtbot.waitUntil(lambda: dock.memory.last_label.text().startswith("Last reply"), timeout=5000)
-    qtbot.waitUntil(lambda: dock.memory.report is not None and dock.memory.report.kv_tokens_used > 0, timeout=10_000)
-    assert "cpu" in dock.memory.bars
-    assert dock.memory.bars["cpu"].forecast_bytes is not None
+    qtbot.waitUntil(lambda: page.memory.last_label.text().startswith("Last reply"), timeout=5000)
+    qtbot.waitUntil(lambda: page.memory.report is not None and page.memory.report.kv_tokens_used > 0, timeout=10_000)
+    assert "cpu" in page.memory.bars
+    assert page.memory.bars["cpu"].forecast_bytes is not None
     view = next(a for a in window.menuBar().actions() if a.text() == "&View")
     assert window.memory_action in view.menu().actions()
-    window.memory_action.trigger()
-    assert not dock.isVisible()
+    window.memory_action.trigger()  # the memory tab was open: the side panel collapses to its rail
+    assert not page.isVisible() and window.side_panel.is_collapsed()
+    qtbot.waitUntil(lambda: not window.session.busy, timeout=60_000)
