@@ -18,6 +18,7 @@ from pathlib import Path
 from engine.event_queue import EventQueue
 from engine.interface import EngineNotRunning
 from engine.protocol import (
+    CancelLoadRequest,
     CancelRequest,
     ChatMessage,
     Done,
@@ -125,8 +126,13 @@ class EngineClient:
     # ------------------------------------------------------------ requests
 
     def load(self, request: LoadRequest) -> None:
-        """Load a model; answered by `Loaded` or `Error(kind="invalid_model")`."""
+        """Load a model; answered by `LoadProgress` events, then `Loaded` or `Error(kind="invalid_model")`."""
         self._send(request)
+
+    def cancel_load(self) -> None:
+        """Stop the loads asked for so far: each ends with `Error(kind="load_cancelled")` (no model is loaded
+        then), or with its `Loaded` when it ended before the cancel arrived."""
+        self._send(CancelLoadRequest())
 
     def generate(
         self,

@@ -1,8 +1,8 @@
 """The engine process: owns one loaded model, runs generation, reports events and memory.
 
 Started by EngineClient with multiprocessing (spawn). A reader thread takes requests off
-the pipe so a Cancel reaches the generation loop between two tokens; everything else is
-handled in order on the main thread. A backend that batches (GGUF) runs several replies at
+the pipe so a Cancel reaches the generation loop between two tokens (a load's, its next
+progress report: load_watch.py); everything else is handled in order on the main thread. A backend that batches (GGUF) runs several replies at
 once: requests are taken between its steps, a new reply joins the running ones while a slot
 is free, and a load or unload waits until the replies before it have ended.
 """
@@ -21,6 +21,7 @@ from pathlib import Path
 from queue import Empty, Queue
 
 from engine.backend import Backend, BackendError, BatchingBackend
+from engine.load_watch import LoadWatch
 from engine.openmp_policy import choose_openmp_wait_policy
 from engine.process_log import open_process_log
 from engine.protocol import (
@@ -97,6 +98,7 @@ class EngineHost:
         self._replies: dict[int, _ReplyOut] = {}  # replies running in a batching backend, by request id
         self._last_step_report = 0.0
         self._stopping = False  # told to shut down: replies still running are cancelled
+        self._loads = LoadWatch(self._send)  # the loads' progress and cancels
 
     def serve(self, requests: Connection) -> None:
         threading.Thread(target=self._receive, args=(requests,), name="engine-requests", daemon=True).start()
@@ -185,7 +187,7 @@ class EngineHost:
             if isinstance(request, CancelRequest):
                 with self._cancel_lock:
                     self._cancelled.add(request.request_id)
-            else:
+            elif not self._loads.heard(request):  # a load is counted; a cancel of loads is done with here
                 self._inbox.put(request)
 
     def _handle(self, request: Request) -> None:
@@ -201,10 +203,12 @@ class EngineHost:
             self._send_memory(MemoryReport((), 0, 0))
 
     def _load(self, request: LoadRequest) -> None:
+        self._loads.begin()
         self.close()
         t0 = time.perf_counter()
         backend = self._new_backend(request.path)
         info = backend.load(request)
+        self._loads.check(request.path, backend.close)  # a cancel after the last report (the context, pins)
         self._backend = backend
         self._batching = backend if isinstance(backend, BatchingBackend) else None
         self._send(Loaded(info, time.perf_counter() - t0))
@@ -319,14 +323,14 @@ class EngineHost:
                     f"{folder.name} is a PyTorch (safetensors) model, which needs the awq extra: "
                     f"pip install 'tailor[awq]' ({exc})",
                 ) from None
-            return TorchBackend()
+            return TorchBackend(progress=self._loads.report)
         # Imported here: llama_cpp is loaded only inside the engine process.
         from engine.gguf.backend import GgufBackend
         from engine.gguf.log_bridge import LlamaLogBridge
 
         if self._log_bridge is None:  # llama.cpp has one process-wide log callback
             self._log_bridge = LlamaLogBridge()
-        return GgufBackend(self._log_bridge)
+        return GgufBackend(self._log_bridge, self._loads.report)
 
     def _send(self, event: Event) -> None:
         with self._send_lock:

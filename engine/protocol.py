@@ -138,6 +138,12 @@ class CancelRequest:
 
 
 @dataclass(slots=True, frozen=True)
+class CancelLoadRequest:
+    """Stop every load asked for so far that has not ended (the one running, those queued behind replies);
+    each is answered by Error(kind="load_cancelled"), or by its Loaded when it ended first."""
+
+
+@dataclass(slots=True, frozen=True)
 class UnloadRequest:
     pass
 
@@ -147,7 +153,7 @@ class ShutdownRequest:
     pass
 
 
-Request = LoadRequest | GenerateRequest | CancelRequest | UnloadRequest | ShutdownRequest
+Request = LoadRequest | GenerateRequest | CancelRequest | CancelLoadRequest | UnloadRequest | ShutdownRequest
 
 # ---------------------------------------------------------------- events (engine -> client)
 
@@ -168,6 +174,23 @@ class ModelInfo:
     # of its reasoning format and of its tool-call format; None: it has none.
     reasoning_format: str | None = None
     tool_format: str | None = None
+
+
+# What a load is doing: reading the weights (into RAM, or mapped), reading them with some layers copied
+# to the GPU, or making the context (the KV cache and compute buffers) once the weights are in.
+LoadStage = Literal["reading", "offloading", "context"]
+
+
+@dataclass(slots=True, frozen=True)
+class LoadProgress:
+    """How far the load running now has got; sent while it loads, at most every 2 % or 100 ms.
+
+    `fraction` (0..1) is of the weights' bytes (the GGUF engine: llama.cpp's own count) or of the layers
+    (the PyTorch engine); a load that falls back to fewer GPU layers starts again from 0.
+    """
+
+    fraction: float
+    stage: LoadStage
 
 
 @dataclass(slots=True, frozen=True)
@@ -247,6 +270,7 @@ ErrorKind = Literal[
     "engine_died",  # the engine process exited unexpectedly
     "remote",  # a remote endpoint failed: unreachable, timed out, an HTTP error or a malformed stream
     "busy",  # every reply slot is taken (a server's queue timed out)
+    "load_cancelled",  # the client cancelled the load (CancelLoadRequest): no model is loaded now
     "internal",  # anything else; the message says what
 ]
 
@@ -350,4 +374,4 @@ class MemoryReport:
         )
 
 
-Event = Loaded | Unloaded | Token | Done | Error | MemoryReport
+Event = Loaded | LoadProgress | Unloaded | Token | Done | Error | MemoryReport

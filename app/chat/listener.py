@@ -82,6 +82,11 @@ class SessionListener(Protocol):
     def planned(self, plan: Plan | None) -> None:
         """The plan a load follows (None when the file's header is unreadable: the engine says why)."""
 
+    def load_progress(self, fraction: float, stage: str) -> None:
+        """How far the load running now got (0..1 of its stage), and its stage: "reading" the weights,
+        "offloading" them (some layers to the GPU) or making the "context"; a retry with fewer GPU layers
+        starts again from 0. The load ends with `loaded`, or a `model_changed` that says what came instead."""
+
     def loaded(self, event: Loaded) -> None:
         """The engine loaded the model."""
 

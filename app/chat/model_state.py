@@ -2,8 +2,8 @@
 
 A conversation asks for (model path, LoadSettings); the model is loaded again when another
 conversation asks for other settings, or the user picks another model. A load that fails goes
-back to the last model that loaded (with the next message); an engine that died stays dead
-until Reload.
+back to the last model that loaded (with the next message); a load the user cancels goes back
+to it at once (the engine freed it for the load); an engine that died stays dead until Reload.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Protocol
 from app.chat.listener import SessionListener
 from app.services.load_planner import LoadSettings, PlannedLoad
 from engine.interface import Engine, EngineNotRunning
-from engine.protocol import Error, Loaded
+from engine.protocol import Error, Loaded, LoadProgress
 from models.plan import Plan
 
 Wanted = tuple[str, LoadSettings]  # (model path, settings asked for)
@@ -45,7 +45,7 @@ class ModelState:
         self.plan: Plan | None = None  # the plan of the last load asked for
         self.n_ctx = 0  # the context of the model loaded now; 0 when unknown (a remote server)
         self.dead = False  # the engine died: nothing runs until Reload
-        self._good_path: str | None = None  # the last model that loaded
+        self._good: Wanted | None = None  # the last model that loaded, with its settings
         self._loaded: Wanted | None = None
         self._loading: Wanted | None = None
 
@@ -96,7 +96,7 @@ class ModelState:
         info = event.info
         self._loaded = self._loading or (info.path, LoadSettings(info.n_ctx))
         self._loading = None
-        self._good_path = self._loaded[0]
+        self._good = self._loaded
         self.n_ctx = info.n_ctx
         where = "remote" if info.architecture == "remote" else f"context {info.n_ctx}"
         self.listener.model_changed(f"{info.name} · {where}")
@@ -112,12 +112,42 @@ class ModelState:
     def on_load_failed(self, event: Error) -> None:
         failed = self._loading[0] if self._loading else self.path
         self._loading = self._loaded = None
-        if self._good_path and self._good_path != failed:
-            self.path = self._good_path  # the next reply loads the model that worked
+        if self._good and self._good[0] != failed:
+            self.path = self._good[0]  # the next reply loads the model that worked
             self.listener.model_changed(f"{file_name(self.path)} (loads again with the next message)")
         else:
             self.listener.model_changed("No model loaded")
         self.listener.problem(f"Could not load the model {failed}: {event.message}", False)
+
+    def on_load_progress(self, event: LoadProgress) -> None:
+        if self._loading is not None:  # a late report of a load already ended or cancelled is not shown
+            self.listener.load_progress(event.fraction, event.stage)
+
+    def cancel_load(self) -> bool:
+        """Ask the engine to stop the load running now; False (with a notice) when there is none, or the
+        engine cannot (a remote server). Its `load_cancelled` error, or its Loaded, answers."""
+        if self._loading is None:
+            return False
+        cancel = getattr(self.engine, "cancel_load", None)  # the local engine's; a remote load is quick
+        if cancel is None:
+            self.listener.notice("This engine cannot cancel a load.")
+            return False
+        cancel()  # EngineNotRunning: the caller reports the engine as dead
+        self.listener.model_changed(f"Cancelling {file_name(self._loading[0])} …")
+        return True
+
+    def on_load_cancelled(self, event: Error) -> None:
+        """The engine stopped the load as asked, with no model loaded: the one loaded before comes back."""
+        cancelled = self._loading or self.wants(LoadSettings())
+        self._loading = self._loaded = None
+        back = self._good
+        if back is None or back == cancelled:  # nothing to go back to (or that was the way back)
+            self.listener.model_changed("No model loaded")
+            self.listener.notice(f"Loading {file_name(cancelled[0])} was cancelled; no model is loaded.")
+            return
+        self.path = back[0]
+        self.listener.notice(f"Loading {file_name(cancelled[0])} was cancelled; loading {file_name(back[0])} again.")
+        self.request_load(back)  # EngineNotRunning: the caller reports the engine as dead
 
     def on_died(self, event: Error) -> None:
         self.dead = True

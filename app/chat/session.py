@@ -32,7 +32,7 @@ from app.services.store import (
     StoreError,
 )
 from engine.interface import Engine, EngineNotRunning
-from engine.protocol import Done, Error, Event, Loaded, MemoryReport, Token, Unloaded
+from engine.protocol import Done, Error, Event, Loaded, LoadProgress, MemoryReport, Token, Unloaded
 from models.plan import Plan
 
 
@@ -102,6 +102,15 @@ class ChatSession(BranchActions):
         self._guarded(lambda: self.model.request_load(self.model.wants(self._load_settings())))
         return True
 
+    def cancel_load(self) -> bool:
+        """Stop the model's load; the model loaded before comes back (ModelState.on_load_cancelled). False
+        when nothing loads."""
+        try:
+            return self.model.cancel_load()
+        except EngineNotRunning as exc:
+            self._on_engine_died(not_running(exc))
+            return False
+
     def use_engine(self, engine: Engine, planner: Planner) -> tuple[Engine, Planner]:
         """Chat through another engine (a remote server, or the local one again) and start it;
         the engine and planner used until now (the caller shuts that engine down if it wants)."""
@@ -159,6 +168,8 @@ class ChatSession(BranchActions):
             if self.replies.pending is not None:
                 self._begin(self.replies.pending)
             self.listener.loaded(event)
+        elif isinstance(event, LoadProgress):
+            self.model.on_load_progress(event)
         elif isinstance(event, MemoryReport):
             self.listener.memory(event)
         elif isinstance(event, Unloaded):
@@ -169,6 +180,9 @@ class ChatSession(BranchActions):
             return
         if event.kind == "engine_died":
             self._on_engine_died(event)
+        elif event.kind == "load_cancelled":
+            self.replies.drop_pending()  # the message that asked for the load waits for the user again
+            self._guarded(lambda: self.model.on_load_cancelled(event))
         elif event.kind == "invalid_model" or (self.model.loading and event.request_id is None):
             self.replies.drop_pending()
             self.model.on_load_failed(event)

@@ -87,6 +87,7 @@ class ChatController(QObject):
     context_loaded = Signal(str)
     context_outgrown = Signal(object)
     planned = Signal(object)
+    load_progress = Signal(float, str)
     loaded = Signal(object)
     unloaded = Signal()
     reply_done = Signal(object)

@@ -18,6 +18,7 @@ from app.gui.conversation_list import ConversationList
 from app.gui.crash_dialog import open_log_folder
 from app.gui.first_run import FirstRunDialog, app_settings
 from app.gui.history_banner import HistoryBanner, allow_changes
+from app.gui.model_picker import install_model_picker
 from app.gui.models_window.manager_window import ModelManager
 from app.gui.plan_view import PlanLabel, PlanPage
 from app.gui.server_menu import ServerMenu
@@ -69,6 +70,7 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.stats_label)
         self.statusBar().addPermanentWidget(self.memory_label)
         self._connect()
+        self.model_picker = install_model_picker(self)  # the loaded model, switching, load progress with Cancel
         self.context_prompt = ContextPrompt(self)  # asks before a chat that outgrows its context is sent
         self.server_menu = ServerMenu(self)  # serve the loaded model; chat with a remote server
         self.chat_transfer = ChatTransfer(self)  # Chat → Export… and Import…

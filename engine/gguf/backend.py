@@ -25,6 +25,7 @@ from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.llama_handle import LlamaHandle, LlamaSettings, gpu_offload_supported
 from engine.gguf.llama_sampler import GrammarRefused, Sampler
 from engine.gguf.load_checks import check_load_request, default_threads
+from engine.gguf.load_progress import LlamaLoadProgress
 from engine.gguf.log_bridge import BufferSizes, LlamaLogBridge
 from engine.gguf.memory_report import GgufMemoryFigures, gguf_memory_report
 from engine.gguf.next_turn import FinishedTurn, NextTurns, next_turn_tokens
@@ -36,14 +37,8 @@ from engine.gguf.prompt_lookup import PromptLookup
 from engine.gguf.reply_batch import Drafter, ReplyBatch, RunningReply
 from engine.gguf.sampling import make_sampler
 from engine.gguf.speculation import DEFAULT_DRAFT_TOKENS, DraftPolicy
-from engine.protocol import (
-    Done,
-    GenerateRequest,
-    LoadRequest,
-    MemoryReport,
-    ModelInfo,
-    SamplingParams,
-)
+from engine.load_watch import ProgressFn
+from engine.protocol import Done, GenerateRequest, LoadRequest, MemoryReport, ModelInfo, SamplingParams
 from engine.reply_shape import ShapedPrompt, TemplateFormats, shape_prompt
 from engine.reply_stream import ReplyStream, check_fits, render_pinned
 from models.load_options import SpeculativeOptions
@@ -64,9 +59,11 @@ PARKED_SEQUENCES = 4
 class GgufBackend:
     """One llama.cpp model and context, used by one engine process."""
 
-    def __init__(self, log_bridge: LlamaLogBridge):
+    def __init__(self, log_bridge: LlamaLogBridge, progress: ProgressFn | None = None):
+        """`progress`: hears how far each load got; its False cancels the load (engine/load_watch.py)."""
         load_backends()  # after the log bridge, so ggml's own lines about its backends reach the log
         self._logs = log_bridge
+        self._progress = progress
         self._llama: LlamaHandle | None = None
         self._template: ChatTemplate | None = None
         self._template_error: str | None = None
@@ -157,6 +154,7 @@ class GgufBackend:
         # one, no parking: only the live sequences are reused).
         slots = max(1, request.n_parallel)
         n_seq = slots + PARKED_SEQUENCES if request.prefix_cache_bytes > 0 else slots
+        progress = LlamaLoadProgress(self._progress)
         while True:
             self._logs.reset_buffers()
             settings = LlamaSettings(
@@ -172,9 +170,11 @@ class GgufBackend:
             )
             try:
                 # A context llama.cpp refuses logged its buffers: they are not the one that stays.
-                llama = LlamaHandle(path, settings, lambda: self._logs.buffers.forget("kv", "compute"))
+                llama = LlamaHandle(path, settings, lambda: self._logs.buffers.forget("kv", "compute"),
+                                    progress.attempt(n_gpu_layers, gpu_usable))
                 return llama, n_gpu_layers, fallback_notice(request.n_gpu_layers, n_gpu_layers, gpu_usable, why)
             except (ValueError, RuntimeError, OSError) as exc:
+                progress.check(path)  # stopped when told to: no try with fewer layers
                 detail = "; ".join(self._logs.recent_errors) or str(exc)
                 out_of_memory = is_out_of_memory(self._logs.recent_errors)
                 retry = next_attempt(attempts, n_gpu_layers, out_of_memory)

@@ -181,8 +181,10 @@ class _Context:
             self.ptr = self.memory = None
 
 
-def _model_params(settings: LlamaSettings) -> tuple[llama_cpp.llama_model_params, object]:
-    """The model parameters, and the C array of the split they point to (kept alive with them)."""
+def _model_params(
+    settings: LlamaSettings, on_progress: Callable[[float], bool] | None = None
+) -> tuple[llama_cpp.llama_model_params, tuple[object, ...]]:
+    """The model parameters, and the C objects they point to (kept alive with them): the split, the callback."""
     params = llama_cpp.llama_model_default_params()
     params.n_gpu_layers = _ALL_LAYERS if settings.n_gpu_layers == -1 else settings.n_gpu_layers
     params.split_mode = llama_cpp.LLAMA_SPLIT_MODE_LAYER
@@ -191,7 +193,21 @@ def _model_params(settings: LlamaSettings) -> tuple[llama_cpp.llama_model_params
     split = (ctypes.c_float * MAX_DEVICES)(*settings.tensor_split) if settings.tensor_split else None
     if split is not None:  # the devices past the split get 0
         params.tensor_split = split
-    return params, split
+    callback = None
+    if on_progress is not None:  # llama.cpp calls it per tensor read (its share of the bytes) and at the end
+        callback = llama_cpp.llama_progress_callback(lambda fraction, _data: _go_on(on_progress, fraction))
+        params.progress_callback = callback
+    return params, (split, callback)
+
+
+def _go_on(on_progress: Callable[[float], bool], fraction: float) -> bool:
+    """Whether the load goes on; False makes llama.cpp free what it read and return no model. A failure to
+    report is logged, not a reason to stop (an exception in a ctypes callback would read as False)."""
+    try:
+        return bool(on_progress(float(fraction)))
+    except Exception:  # noqa: BLE001 - see above
+        log.exception("reporting load progress failed")
+        return True
 
 
 def _context_params(settings: LlamaSettings, n_seq: int) -> llama_cpp.llama_context_params:
@@ -220,16 +236,18 @@ class LlamaHandle:
     Loads `path` and creates its context and batch; LlamaError (or OSError) if llama.cpp cannot.
     `on_context_refused` is called after each context llama.cpp would not create, before the next
     try with one sequence (the log bridge forgets the buffers it logged for the refused one).
+    `on_progress(fraction)` hears how far the weights are read; its False stops the load (LlamaError).
     Sequence ids, positions and cells are llama.cpp's (kv_sequences.py keeps the books of them).
     """
 
-    def __init__(self, path: Path, settings: LlamaSettings, on_context_refused: Callable[[], None]):
+    def __init__(self, path: Path, settings: LlamaSettings, on_context_refused: Callable[[], None],
+                 on_progress: Callable[[float], bool] | None = None):
         _init_backend()
         self._stack = contextlib.ExitStack()
         self._closer = weakref.finalize(self, self._stack.close)  # a handle dropped unclosed frees too
         self._closer.atexit = False  # at exit the OS frees it; CUDA may be gone by then
         try:
-            self.model_params, self._split = _model_params(settings)
+            self.model_params, self._params_refs = _model_params(settings, on_progress)
             self.tensor_split = list(settings.tensor_split) or None
             self._model = self._stack.enter_context(contextlib.closing(_Model(str(path), self.model_params)))
             self._context, self.n_seq = self._open_context(settings, on_context_refused)

@@ -8,6 +8,7 @@ are fused into one projection each, so a layer makes four matmuls.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,9 +125,13 @@ def default_dtype(config: ModelConfig, device: torch.device) -> torch.dtype:
 
 
 def load_model(
-    directory: Path, device: torch.device | str = "cpu", dtype: torch.dtype | None = None, awq_int4: bool | None = None
+    directory: Path, device: torch.device | str = "cpu", dtype: torch.dtype | None = None, awq_int4: bool | None = None,
+    on_layer: Callable[[float], None] | None = None,
 ) -> LoadedModel:
     """Read config.json and the safetensors weights of `directory` into a CausalLM.
+
+    `on_layer(fraction)`: told the share of the layers read, before each and at the end (it may raise, to
+    stop the load: the open shards are closed).
 
     `awq_int4`: 4-bit AWQ and GPTQ weights stay 4-bit in the int4 kernel (default: on CUDA; on the
     CPU they are dequantized, unless they would not fit: models/folder_plan.py cpu_weights decides).
@@ -143,7 +148,11 @@ def load_model(
     source = TensorSource(directory)
     try:
         builder = _Builder(config, source, device, dtype, awq_int4)
-        layers = [builder.layer(i) for i in range(config.num_layers)]
+        layers = []
+        for i in range(config.num_layers):  # the layers hold nearly all the bytes: a fair measure of progress
+            if on_layer is not None:
+                on_layer(i / config.num_layers)
+            layers.append(builder.layer(i))
         embed = builder.dense("model.embed_tokens.weight", (config.vocab_size, config.hidden_size))
         norm = RMSNorm(builder.dense("model.norm.weight", (config.hidden_size,)), config.rms_norm_eps)
         lm_head = None
@@ -153,6 +162,8 @@ def load_model(
         elif not config.tie_word_embeddings:
             raise CheckpointError(f"{directory}: lm_head.weight is missing and the embeddings are not tied")
         model = CausalLM(config, embed, layers, norm, lm_head, device, dtype).eval()
+        if on_layer is not None:
+            on_layer(1.0)
         return LoadedModel(model, config, source.size_bytes())
     finally:
         source.close()

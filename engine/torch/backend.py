@@ -17,6 +17,7 @@ import torch
 
 from engine.backend import BackendError
 from engine.device_memory import DeviceMeter
+from engine.load_watch import ProgressFn
 from engine.openmp_policy import ThreadGovernor
 from engine.protocol import (
     Done,
@@ -44,9 +45,12 @@ CPU_SPECULATIVE_TOKENS = DEFAULT_SPECULATIVE_TOKENS
 
 
 class TorchBackend:
-    def __init__(self, device: str | None = None, speculative_tokens: int | None = None):
+    def __init__(self, device: str | None = None, speculative_tokens: int | None = None,
+                 progress: ProgressFn | None = None):
         """`speculative_tokens`: prompt-lookup drafts per step when a load asks for "auto" speculation
-        (default: CPU_SPECULATIVE_TOKENS on the CPU, none on a GPU)."""
+        (default: CPU_SPECULATIVE_TOKENS on the CPU, none on a GPU). `progress`: hears how far each load
+        got, per layer; its False cancels the load (engine/load_watch.py)."""
+        self._progress = progress
         self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if speculative_tokens is None:
             speculative_tokens = CPU_SPECULATIVE_TOKENS if self._device.type == "cpu" else 0
@@ -64,7 +68,7 @@ class TorchBackend:
 
     def load(self, request: LoadRequest) -> ModelInfo:
         self.close()
-        self._session = open_session(request, self._device, self._speculative_tokens)
+        self._session = open_session(request, self._device, self._speculative_tokens, self._progress)
         if self._device.type == "cpu":  # the threads the session runs on, fewer while other programs are busy
             self._governor = ThreadGovernor(torch.get_num_threads(), torch.set_num_threads, time.monotonic())
         return self._session.info

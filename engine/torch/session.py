@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import psutil
 import torch
 
 from engine.backend import BackendError
-from engine.protocol import LoadRequest, ModelInfo
+from engine.load_watch import ProgressFn
+from engine.protocol import LoadRequest, LoadStage, ModelInfo
 from engine.reply_stream import render_pinned
 from engine.torch.arch import CausalLM, load_model
 from engine.torch.attention import KVCache
@@ -47,10 +49,12 @@ class TorchSession:
     info: ModelInfo
 
 
-def open_session(request: LoadRequest, device: torch.device, auto_speculative_tokens: int) -> TorchSession:
+def open_session(request: LoadRequest, device: torch.device, auto_speculative_tokens: int,
+                 progress: ProgressFn | None = None) -> TorchSession:
     """Load `request.path` on `device` and build its engine; pinned system prompts are prefilled.
 
     `auto_speculative_tokens`: prompt-lookup drafts per step when the request says "auto" (0: off).
+    `progress`: told the share of the layers read; its False stops the load (BackendError "load_cancelled").
     """
     directory = Path(request.path).expanduser()
     check(request)
@@ -61,7 +65,8 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
         ModelConfig.from_dir(directory)  # the architecture and the size are checked before anything heavy
         int4 = _cpu_int4(directory, request) if device.type == "cpu" else None
         tokenizer = HfTokenizer(directory)
-        loaded = load_model(directory, device, awq_int4=int4)
+        on_layer = _layer_progress(progress, device, directory)
+        loaded = load_model(directory, device, awq_int4=int4, on_layer=on_layer)
     except CheckpointError as exc:
         raise BackendError("invalid_model", str(exc)) from None
     except torch.OutOfMemoryError:
@@ -75,6 +80,8 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
     draft = None
     if spec.mode == "draft":
         draft = load_draft(request.speculation.draft_path or "", tokenizer, device, model.dtype)
+    if on_layer is not None:
+        on_layer(1.0, "context")  # the weights are in: the KV cache comes next
     max_len = max(2, min(request.n_ctx, config.max_position_embeddings,
                          draft.config.max_position_embeddings if draft else config.max_position_embeddings))
     try:
@@ -119,6 +126,21 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
     session = TorchSession(model, tokenizer, kv, runner, engine, speculative, info)
     _pin(session, request.pinned_prompts)
     return session
+
+
+def _layer_progress(
+    progress: ProgressFn | None, device: torch.device, directory: Path
+) -> Callable[..., None] | None:
+    """load_model's `on_layer` for the host's `progress`: a cancel raises the load's error."""
+    if progress is None:
+        return None
+    where: LoadStage = "offloading" if device.type == "cuda" else "reading"
+
+    def on_layer(fraction: float, stage: LoadStage = where) -> None:
+        if not progress(fraction, stage):
+            raise BackendError("load_cancelled", f"Loading {directory.name} was cancelled.")
+
+    return on_layer
 
 
 def _cpu_int4(directory: Path, request: LoadRequest) -> bool:

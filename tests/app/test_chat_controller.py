@@ -26,7 +26,7 @@ def listener_calls() -> list[str]:
 def test_every_listener_call_has_its_signal(qtbot, tmp_path):
     store = ChatStore(tmp_path / "chats.sqlite3")
     controller = ChatController(store, "model.gguf", LoadPlanner(profile_for(ram_gib=16)), lambda _d: FakeEngine())
-    assert len(listener_calls()) == 24
+    assert len(listener_calls()) == 25
     for name in listener_calls():
         assert hasattr(getattr(controller, name), "emit"), name
     store.close()

@@ -174,7 +174,9 @@ def test_send_becomes_stop_in_the_same_place_while_a_reply_streams(scripted, qtb
 def test_the_chat_column_keeps_its_minimum_and_a_readable_centred_transcript(scripted, qtbot):
     window = scripted().window
     header = window.chat_header
-    assert header.layout() is window.chat_header_layout and window.chat_header_layout.count() == 0
+    # The row at the top of the chat column holds the model picker (app/gui/model_picker.py) alone.
+    assert header.layout() is window.chat_header_layout and window.chat_header_layout.count() == 1
+    assert window.chat_header_layout.itemAt(0).widget() is window.model_picker
     assert window.chat_header_layout.contentsMargins().left() == 0
     settle(window, 1920, 1080)
     column, transcript = window.chat_column, window.chat
