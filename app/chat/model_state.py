@@ -55,6 +55,11 @@ class ModelState:
         return self._loaded if self._loading is None else None
 
     @property
+    def answering(self) -> str:
+        """The file name of the model that answers now (kept with each reply: chats outlive their models)."""
+        return file_name(self._loaded[0] if self._loaded else self.path)
+
+    @property
     def loading(self) -> Wanted | None:
         return self._loading
 

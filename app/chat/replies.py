@@ -228,7 +228,8 @@ class Replies:
         self.ignored.discard(request_id)
         return True
 
-    def on_done(self, event: Done) -> None:
+    def on_done(self, event: Done, model: str | None = None) -> None:
+        """The reply ended; `model`: the file name of the model that wrote it, kept in its stats."""
         if self.take_ignored(event.request_id):
             return
         stream = self._stream
@@ -241,6 +242,8 @@ class Replies:
             stream.thoughts = [event.reasoning]
         state = "cancelled" if event.finish_reason == "cancelled" else "complete"
         stats = event.stats.as_dict()  # with reasoning_s when it thought: the view's "Thought for 12 s"
+        if model:
+            stats["model"] = model
         closed = event.reasoning_closed or not stream.reasoning
         self._finish(stream, state, stats, closed)
         self.listener.stats_changed(format_stats(stats))

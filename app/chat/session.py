@@ -158,7 +158,7 @@ class ChatSession(BranchActions):
         if isinstance(event, Token):
             self.replies.on_token(event)
         elif isinstance(event, Done):
-            self.replies.on_done(event)
+            self.replies.on_done(event, self.model.answering)
             self.listener.reply_done(event)
         elif isinstance(event, Error):
             self._on_error(event)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from app.chat.replies import SAVE_INTERVAL_S
 from app.chat.session import BUSY_HINT, DEAD_HINT
 from engine.protocol import Error, MemoryReport
@@ -243,3 +245,11 @@ def test_a_full_disk_while_streaming_is_said_once_and_the_reply_goes_on(chat, mo
     assert len(chat.heard.of("history_failed")) == 2  # the partial save and the final one, each refused
     (final,) = chat.heard.last("stream_finished")
     assert (final.content, final.state) == ("Once upon a time", "complete")  # shown as it ended
+
+
+def test_each_reply_keeps_the_model_that_wrote_it(chat):
+    chat.started()
+    chat.reply("Hi", "Hello")
+    (final,) = chat.heard.last("stream_finished")
+    assert final.stats["model"] == Path(chat.session.model_path).name
+    assert chat.store.get_message(final.id).stats["model"] == final.stats["model"]
