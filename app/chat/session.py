@@ -55,6 +55,9 @@ class ChatSession(BranchActions):
         self.replies = Replies(store, listener, make_timer, self._is_open)
         self.folders = ChatFolders(store, listener)
         self.current: Conversation | None = None
+        # A new chat's settings from the open one's (None: no chat open); the window's preferences replace it.
+        self.new_chat_settings: Callable[[ChatSettings | None], ChatSettings] = (
+            lambda base: replace(base) if base else ChatSettings())
 
     @property
     def busy(self) -> bool:
@@ -208,7 +211,7 @@ class ChatSession(BranchActions):
 
     def new_conversation(self) -> Conversation:
         """A new chat with the settings of the open one."""
-        settings = replace(self.current.settings) if self.current else ChatSettings()
+        settings = self.new_chat_settings(self.current.settings if self.current else None)
         conversation = self.store.create_conversation(DEFAULT_TITLE, settings)
         self.listener.conversations_changed()
         self.open_conversation(conversation.id)

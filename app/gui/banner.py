@@ -5,6 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
+from app.gui.theme import set_tone
+
 
 class Banner(QFrame):
     """A non-modal error strip above the chat, with an optional Reload button.
@@ -16,7 +18,7 @@ class Banner(QFrame):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("banner")
-        self.setStyleSheet("#banner { background: #fde2e1; border: 1px solid #e5a3a0; border-radius: 4px; }")
+        set_tone(self, "error", frame=True)  # a red wash from the theme, light or dark
         self.label = QLabel(wordWrap=True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.reload_button = QPushButton("Reload")

@@ -14,15 +14,13 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.gui.jobs import Jobs
+from app.gui.theme import set_tone
 from app.services.store import ChatStore, HistoryProblem, StoreError
 from app.services.store_backup import list_backups
 from app.services.store_recovery import RecoveryReport, recover_history
 
 if TYPE_CHECKING:
     from app.gui.main_window import MainWindow
-
-_PROBLEM_STYLE = "#historyBanner { background: #fde2e1; border: 1px solid #e5a3a0; border-radius: 4px; }"
-_DONE_STYLE = "#historyBanner { background: #e3f4e1; border: 1px solid #9fcf98; border-radius: 4px; }"
 
 
 class HistoryBanner(QFrame):
@@ -66,7 +64,7 @@ class HistoryBanner(QFrame):
         if problem is None:
             self.hide()
             return
-        self.setStyleSheet(_PROBLEM_STYLE)
+        set_tone(self, "error", frame=True)
         self.label.setText(_describe(problem))
         damaged = problem.kind == "damaged"
         self.recover_button.setVisible(damaged)
@@ -106,7 +104,7 @@ class HistoryBanner(QFrame):
         if self.store.problem is not None:  # e.g. recovered, but the disk is full now
             self.show_state()
             return
-        self.setStyleSheet(_DONE_STYLE)
+        set_tone(self, "ok", frame=True)
         self.label.setText(report.summary())
         self.recover_button.hide()
         self.dismiss_button.show()

@@ -14,6 +14,7 @@ from app.gui.chat_controller import ChatController
 from app.gui.crash_dialog import CrashReporter
 from app.gui.first_run import app_settings, maybe_show_first_run
 from app.gui.main_window import MainWindow
+from app.gui.preferences_dialog import apply_preferences_at_start
 from app.gui.single_instance import SingleInstance, bring_to_front, server_name
 from app.services.draft_finder import library_drafts
 from app.services.load_planner import LoadPlanner
@@ -71,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("Tailor")
     app.setDesktopFileName("tailor")  # assets/tailor.desktop: the shell's icon and name for the window
     app.setWindowIcon(app_icon())
+    # Theme, font size and models folder first: the window and the hub cache are built after.
+    apply_preferences_at_start(app, app_settings())
     paths = AppPaths.default()
     log_file = configure_logging(paths.app_log)
     instance = SingleInstance(server_name(paths), parent=app)

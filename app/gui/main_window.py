@@ -21,6 +21,7 @@ from app.gui.history_banner import HistoryBanner, allow_changes
 from app.gui.model_picker import install_model_picker
 from app.gui.models_window.manager_window import ModelManager
 from app.gui.plan_view import PlanLabel, PlanPage
+from app.gui.preferences_dialog import install_preferences
 from app.gui.server_menu import ServerMenu
 from app.gui.settings_panel import SettingsPanel
 from app.gui.status_labels import FittingLabel
@@ -74,6 +75,7 @@ class MainWindow(QMainWindow):
         self.context_prompt = ContextPrompt(self)  # asks before a chat that outgrows its context is sent
         self.server_menu = ServerMenu(self)  # serve the loaded model; chat with a remote server
         self.chat_transfer = ChatTransfer(self)  # Chat → Export… and Import…
+        self.preferences_action = install_preferences(self)  # Chat → Preferences… (Ctrl+,); new chats take its defaults
         self._open_initial()
         restore_window(self, app_settings())  # its size, splitter and side panel as last closed
         self.composer.setFocus()

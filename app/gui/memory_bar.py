@@ -12,6 +12,7 @@ from PySide6.QtCore import QRect, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen, QResizeEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
+from app.gui.theme import chart_colors
 from engine.protocol import DeviceMemory
 
 GB = 1e9
@@ -21,22 +22,21 @@ GB = 1e9
 class Part:
     key: str
     label: str
-    color: str
+    chart: int | None  # its colour: an index into theme.chart_colors; None: the palette's Base (empty)
 
 
 # Left to right: this engine's parts, then other programs, then free memory.
 PARTS = (
-    Part("weights", "weights", "#4e79a7"),
-    Part("kv_used", "KV in use", "#e15759"),
-    Part("kv_free", "KV free", "#ff9d9a"),
-    Part("compute", "compute", "#59a14f"),
-    Part("prefix_cache", "prefix cache", "#b07aa1"),
-    Part("draft", "draft model", "#edc948"),
-    Part("other", "engine, other", "#9c755f"),
-    Part("others", "other programs", "#bab0ac"),
-    Part("free", "free", ""),  # the palette's base colour: empty, in a light theme or a dark one
+    Part("weights", "weights", 0),
+    Part("kv_used", "KV in use", 2),
+    Part("kv_free", "KV free", 7),
+    Part("compute", "compute", 4),
+    Part("prefix_cache", "prefix cache", 6),
+    Part("draft", "draft model", 5),
+    Part("other", "engine, other", 8),
+    Part("others", "other programs", 9),
+    Part("free", "free", None),  # the palette's base colour: empty, in a light theme or a dark one
 )
-COLORS = {p.key: p.color for p in PARTS}
 LONGEST_ENTRY = "other programs  000.00 GB (100%)"
 SWATCH = 14  # a legend entry's colour square and the gap after it
 
@@ -157,7 +157,8 @@ class MemoryBar(QWidget):
             self.setFixedHeight(height)
 
     def _color(self, part: Part) -> QColor:
-        return QColor(part.color) if part.color else self.palette().color(QPalette.ColorRole.Base)
+        palette = self.palette()
+        return chart_colors(palette)[part.chart] if part.chart is not None else palette.color(QPalette.ColorRole.Base)
 
     def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
         if self.device is None:

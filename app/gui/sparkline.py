@@ -1,21 +1,22 @@
-"""Sparkline: a small line of recent values (decode tok/s of the last replies), painted."""
+"""Sparkline: a small line of recent values (decode tok/s of the last replies), painted in the theme's
+Highlight colour unless given one."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from PySide6.QtCore import QPointF, QSize
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen, QPolygonF
+from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen, QPolygonF
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 
 class Sparkline(QWidget):
     """The values scaled from 0 to their maximum; the last one marked with a dot."""
 
-    def __init__(self, parent: QWidget | None = None, color: str = "#4e79a7"):
+    def __init__(self, parent: QWidget | None = None, color: QColor | None = None):
         super().__init__(parent)
         self.values: list[float] = []
-        self._color = QColor(color)
+        self._color = color  # None: the palette's, read at each paint so a theme change shows
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def set_values(self, values: Iterable[float]) -> None:
@@ -24,6 +25,9 @@ class Sparkline(QWidget):
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
         return QSize(200, 36)
+
+    def line_color(self) -> QColor:
+        return self._color if self._color is not None else self.palette().color(QPalette.ColorRole.Highlight)
 
     def points(self) -> list[QPointF]:
         """The polyline in widget coordinates (x left to right, y up from the bottom)."""
@@ -40,8 +44,9 @@ class Sparkline(QWidget):
             return
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
-        p.setPen(QPen(self._color, 1.5))
+        color = self.line_color()
+        p.setPen(QPen(color, 1.5))
         p.drawPolyline(QPolygonF(points))
-        p.setBrush(self._color)
+        p.setBrush(color)
         p.drawEllipse(points[-1], 2.5, 2.5)
         p.end()

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.theme import set_tone
 from app.services.store import ChatSettings
 from models.folder_plan import is_model_folder
 from models.load_options import SpeculativeOptions
@@ -67,7 +68,7 @@ class SpeculationGroup(QGroupBox):
         self.draft_path = QLineEdit(readOnly=True, placeholderText="No draft model chosen")
         self.browse = QPushButton("Browse…")
         self.message = QLabel(wordWrap=True)
-        self.message.setStyleSheet("color: #b3261e;")
+        set_tone(self.message, "error")
         self.message.hide()
         draft_row = QHBoxLayout()
         draft_row.addWidget(self.draft_path, 1)

@@ -172,6 +172,7 @@ def test_corrupted_bytes_show_the_checksum_failure(qtbot, hub: FakeHub, make_man
     assert row.state == "failed"
     text = row.status.text()
     assert "checksum mismatch" in text and "Tiny-Llama-Q8_0.gguf" in text and "removed" in text
+    assert row.status.property("tone") == "error"  # in the theme's error colour (app.gui.theme)
     assert row.resume_button.isEnabled()
     assert not list(Path(os.environ["HF_HOME"]).rglob("Tiny-Llama-Q8_0.gguf"))
 

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 
 from app.gui.models_window.download_bridge import DownloadBridge
 from app.gui.models_window.formatting import human_eta, human_size
+from app.gui.theme import set_tone
 from models.download_handle import Download
 from models.download_types import DownloadRequest, Progress, StateChanged
 
@@ -86,11 +87,11 @@ class DownloadRow(QFrame):
         elif event.state == "failed":
             self.error_text = event.error.message if event.error else "failed"
             self.status.setText(f"failed: {self.error_text}")
-            self.status.setStyleSheet("color: #b00020;")
+            set_tone(self.status, "error")
         elif event.state == "paused":
             self.status.setText(f"paused at {human_size(self.done_bytes)} of {human_size(self.total)}")
         else:
-            self.status.setStyleSheet("")
+            set_tone(self.status, None)
             self.status.setText(word)
         self._update_buttons()
 

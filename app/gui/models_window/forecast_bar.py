@@ -18,6 +18,7 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
+from app.gui.theme import mix, status_colors
 from app.services.plan_room import DeviceRoom, gib, room_line
 
 PARTS = (("weights", "weights"), ("kv", "KV cache"), ("compute", "compute"), ("other", "other"))
@@ -76,12 +77,6 @@ def lanes_of(rooms: tuple[DeviceRoom, ...]) -> tuple[Lane, ...]:
     return tuple(lane_of(r) for r in rooms)
 
 
-def _mix(a: QColor, b: QColor, t: float) -> QColor:
-    """`a` moved a fraction `t` of the way to `b`."""
-    return QColor.fromRgbF(a.redF() + (b.redF() - a.redF()) * t, a.greenF() + (b.greenF() - a.greenF()) * t,
-                           a.blueF() + (b.blueF() - a.blueF()) * t)
-
-
 def _far(a: QColor, b: QColor) -> bool:
     return abs(a.red() - b.red()) + abs(a.green() - b.green()) + abs(a.blue() - b.blue()) > 90
 
@@ -90,16 +85,15 @@ def bar_colors(palette: QPalette) -> dict[str, QColor]:
     """The bar's colours from `palette`: weights in Highlight, KV cache in Link (or Highlight moved
     towards the text colour where a theme makes the two alike: darker in a light theme, lighter in a
     dark one, so it stands out from both Highlight and Base), compute half way from the text to the base, the
-    free room in Base, the frame in Mid; "over" is a red at Highlight's strength, so it reads as
-    alarm in a light and a dark theme alike (Qt's palette has no role for a negative colour)."""
+    free room in Base, the frame in Mid; "over" is the theme's error red (`status_colors`), which stands
+    out from Base in a light and a dark theme alike (Qt's palette has no role for a negative colour)."""
     highlight, base, text = palette.color(QPalette.ColorRole.Highlight), palette.color(QPalette.ColorRole.Base), \
         palette.color(QPalette.ColorRole.Text)
     link = palette.color(QPalette.ColorRole.Link)
-    kv = link if _far(link, highlight) and _far(link, base) else _mix(highlight, text, 0.45)
-    over = QColor.fromHsv(0, max(170, highlight.hsvSaturation()), max(190, highlight.value()))
-    return {"weights": highlight, "kv": kv, "compute": _mix(text, base, 0.5), "other": _mix(text, base, 0.7),
-            "free": base, "frame": palette.color(QPalette.ColorRole.Mid), "over": over, "text": text,
-            "label": palette.color(QPalette.ColorRole.WindowText)}
+    kv = link if _far(link, highlight) and _far(link, base) else mix(highlight, text, 0.45)
+    return {"weights": highlight, "kv": kv, "compute": mix(text, base, 0.5), "other": mix(text, base, 0.7),
+            "free": base, "frame": palette.color(QPalette.ColorRole.Mid), "over": status_colors(palette).error,
+            "text": text, "label": palette.color(QPalette.ColorRole.WindowText)}
 
 
 class ForecastBar(QWidget):
