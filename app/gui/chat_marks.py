@@ -24,9 +24,11 @@ class ChatMarks:
         self.version_bars.set_versions(versions, list(self._headers))
 
     def set_busy(self: ChatView, busy: bool) -> None:
-        """A reply is being written or waits for the model: the versions cannot be switched meanwhile."""
+        """A reply is being written or waits for the model: the versions cannot be switched, nor a reply
+        regenerated or a message edited, meanwhile."""
         self._busy = busy
         self.version_bars.set_enabled(not busy and not self._streaming)
+        self.message_actions.schedule()  # its Regenerate and Edit follow
 
     def shown_ids(self: ChatView) -> list[int]:
         """The messages shown, in order."""

@@ -7,41 +7,40 @@ longer when rendering took long, so a fast model never floods the event loop.
 
 A reasoning model's thoughts sit in a collapsed block above the answer (app/gui/reasoning_block.py),
 its header counting seconds and tokens while they stream; a click, Enter or Space on the header
-shows them. A message's context menu copies a reply (with or without its reasoning), edits one of
-your messages, or copies the branch up to it into a new chat. A message with other versions has a
-‹ 2/3 › bar beside its header (version_bar.py); a chat opened from a search marks the words found.
+shows them. Over a message the mouse brings Copy, Regenerate (the last reply) and Edit (yours) to its
+header (message_actions.py); its context menu has them too, with Copy with reasoning and Branch to new
+chat (chat_actions.py). A reply ends with its stats line; a code block names its language and has a
+Copy link. A message with other versions has a ‹ 2/3 › bar beside its header (version_bar.py); a chat
+opened from a search marks the words found.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
-from PySide6.QtCore import QMimeData, QPoint, Qt, QTimer, QUrl, Signal, Slot
-from PySide6.QtGui import (
-    QContextMenuEvent,
-    QDesktopServices,
-    QKeyEvent,
-    QResizeEvent,
-    QTextCharFormat,
-    QTextCursor,
-)
-from PySide6.QtWidgets import QMenu, QTextBrowser, QWidget
+from PySide6.QtCore import QEvent, QMimeData, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QKeyEvent, QResizeEvent, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from app.chat.reasoning_text import finished_header
+from app.gui.chat_actions import ChatActions
 from app.gui.chat_html import (
     LEAD,
     ZWSP,
+    TranscriptColors,
     anchor_cursors,
     body_html,
     has_reasoning,
     header_html,
     message_html,
     note_html,
+    number_code_links,
     spacer_format,
+    stats_html,
+    themed,
 )
 from app.gui.chat_marks import ChatMarks
-from app.gui.message_menu import add_message_actions
+from app.gui.message_actions import MessageActions
 from app.gui.reasoning_block import SCHEME, LiveReasoning, ReasoningBlock
 from app.gui.version_bar import VersionBars
 from app.services.markdown_render import render_block, split_blocks, warm_up_in_background
@@ -51,7 +50,7 @@ MIN_INTERVAL_MS = 16
 MAX_INTERVAL_MS = 250
 
 
-class ChatView(ChatMarks, QTextBrowser):
+class ChatView(ChatMarks, ChatActions, QTextBrowser):
     """The transcript of the open conversation.
 
     Args:
@@ -59,13 +58,17 @@ class ChatView(ChatMarks, QTextBrowser):
 
     Signals:
         version_requested(int): show this version of a message (a ‹ › button).
-        edit_requested(int): edit this message of yours (its context menu).
+        edit_requested(int): edit this message of yours (its Edit button or context menu).
         branch_requested(int): copy the branch up to this message into a new chat.
+        regenerate_requested(): write the last reply again (its Regenerate button or context menu).
+        copied(str): something was put on the clipboard, said in words ("Copied the python code").
     """
 
     version_requested = Signal(int)
     edit_requested = Signal(int)
     branch_requested = Signal(int)
+    regenerate_requested = Signal()
+    copied = Signal(str)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -88,7 +91,9 @@ class ChatView(ChatMarks, QTextBrowser):
         self._body.setKeepPositionOnInsert(True)
         self._tail.setKeepPositionOnInsert(True)
         self._stable_blocks = 0
+        self._codes = 0  # the streaming reply's code blocks in its finished blocks (their Copy links' numbers)
         self._messages: dict[int, Message] = {}  # what is shown, by id (the streaming reply as it began)
+        self._transcript_colors: TranscriptColors | None = None  # for the palette shown now (_colors)
         self.reasoning_blocks: dict[int, ReasoningBlock] = {}  # by message id
         self._stream_id: int | None = None
         self._thought = LiveReasoning()  # the streaming reply's
@@ -98,6 +103,7 @@ class ChatView(ChatMarks, QTextBrowser):
         self._busy = False  # a reply is being written or waits for the model: no version switching
         self.version_bars = VersionBars(self, self._headers.get)
         self.version_bars.requested.connect(self.version_requested)
+        self.message_actions = MessageActions(self)
 
     # ------------------------------------------------------------ whole messages
 
@@ -111,6 +117,7 @@ class ChatView(ChatMarks, QTextBrowser):
         self._messages.clear()
         self.reasoning_blocks.clear()
         self._headers.clear()
+        self.message_actions.hide()
         self.version_bars.clear()  # the conversation's versions come next (set_versions)
         self.setExtraSelections([])
         run: list[str] = []  # messages without reasoning go in as one piece of HTML
@@ -122,7 +129,7 @@ class ChatView(ChatMarks, QTextBrowser):
                 self._append_message(message)
             else:
                 self._messages[message.id] = message
-                run.append(message_html(message))
+                run.append(message_html(message, self._colors()))
         if run:
             self._append_html("".join(run))
         self._headers.update(anchor_cursors(self.document(), 0))
@@ -138,11 +145,11 @@ class ChatView(ChatMarks, QTextBrowser):
     def _append_message(self, message: Message) -> None:
         self._messages[message.id] = message
         if not has_reasoning(message):
-            self._append_html(message_html(message))
+            self._append_html(message_html(message, self._colors()))
             return
-        self._append_html(header_html(message.role, message.id))
+        self._append_html(header_html(message.role, message.id, self._colors()))
         self._add_block(self._end_cursor(), message.id, message.reasoning, finished_header(message))
-        self._append_html(body_html(message))
+        self._append_html(body_html(message, self._colors()))
 
     def _add_block(self, cursor: QTextCursor, message_id: int, text: str, header: str) -> ReasoningBlock:
         cursor.insertBlock(self._spacer, QTextCharFormat())
@@ -160,7 +167,7 @@ class ChatView(ChatMarks, QTextBrowser):
         """Start showing a reply that will arrive with `append_reasoning` and `append_stream`."""
         self._messages[message.id] = message
         start = self._end_cursor().position()
-        self._append_html(header_html(message.role, message.id))
+        self._append_html(header_html(message.role, message.id, self._colors()))
         self._headers.update(anchor_cursors(self.document(), start))
         self.version_bars.set_enabled(False)
         cursor = self._end_cursor()
@@ -170,7 +177,7 @@ class ChatView(ChatMarks, QTextBrowser):
         self._stream_text = [message.content] if message.content else []
         self._stream_id = message.id
         self._thought = LiveReasoning(message.reasoning)
-        self._stable_blocks = 0
+        self._stable_blocks = self._codes = 0
         self._interval_ms = MIN_INTERVAL_MS
         self._streaming = True
         self._schedule()
@@ -203,7 +210,7 @@ class ChatView(ChatMarks, QTextBrowser):
         self._messages[message.id] = message
         self._stream_text = [message.content]
         self._thought.take()  # the message has the whole reasoning
-        self.flush(note=note_html(message.state))
+        self.flush(note=note_html(message.state, self._colors()) + stats_html(message, self._colors()))
         block = self.reasoning_blocks.get(message.id)
         if message.reasoning and block is None:
             block = self._add_reasoning_block()
@@ -269,11 +276,14 @@ class ChatView(ChatMarks, QTextBrowser):
         cursor.setCharFormat(QTextCharFormat())
         stable = len(blocks) - 1
         if stable > self._stable_blocks:
-            cursor.insertHtml(LEAD + "".join(render_block(b) for b in blocks[self._stable_blocks : stable]))
+            html = themed("".join(render_block(b, True) for b in blocks[self._stable_blocks : stable]), self._colors())
+            html, self._codes = number_code_links(html, self._stream_id, self._codes)
+            cursor.insertHtml(LEAD + html)
             cursor.insertBlock(self._spacer, QTextCharFormat())
             self._tail.setPosition(cursor.position())
             self._stable_blocks = stable
-        tail = render_block(blocks[-1]) if blocks else ""
+        tail = (number_code_links(themed(render_block(blocks[-1], True), self._colors()), self._stream_id, self._codes)[0]
+                if blocks else "")
         if tail or note:
             cursor.insertHtml(LEAD + tail + note)
         self._scroll_to_end(at_end)
@@ -305,36 +315,19 @@ class ChatView(ChatMarks, QTextBrowser):
             return
         super().keyPressEvent(event)
 
-    def message_at(self, position: int) -> Message | None:
-        """The message shown at a document position (the streaming reply with what it has so far)."""
-        before = [mid for mid, cursor in self._headers.items() if cursor.position() <= position]
-        return self._shown(before[-1]) if before else None
-
-    def _shown(self, message_id: int) -> Message | None:
-        message = self._messages.get(message_id)
-        if message is None or message_id != self._stream_id:
-            return message
-        block = self.reasoning_blocks.get(message_id)
-        thought = (block.text if block else "") + "".join(self._thought.pending)
-        return replace(message, content="".join(self._stream_text), reasoning=thought,
-                       reasoning_closed=not self._thought.thinking or not thought)
-
-    def message_menu(self, pos: QPoint) -> QMenu:
-        """The context menu at `pos` (viewport coordinates): the standard one, with what can be done with
-        the message under it (message_menu.py)."""
-        menu = self.createStandardContextMenu(pos)
-        message = self.message_at(self.cursorForPosition(pos).position())
-        if message is not None:
-            add_message_actions(menu, message, self, can_edit=not self._busy and not self._streaming,
-                                can_branch=message.id != self._stream_id)  # a reply being written is no branch yet
-        return menu
-
-    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt override)
-        menu = self.message_menu(event.pos())
-        menu.exec(event.globalPos())
-        menu.deleteLater()
-
     # ------------------------------------------------------------ versions and search hits: chat_marks.py
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
+        """A new theme: the transcript's colours are in its HTML, so it is rendered again (a streaming reply
+        takes them at its next frame; what is above it at the next opening)."""
+        super().changeEvent(event)
+        if event.type() != QEvent.Type.PaletteChange:
+            return
+        self._transcript_colors = None
+        if not self._streaming and self._messages:
+            versions = {mid: bar.version for mid, bar in self.version_bars.bars.items()}
+            self.set_messages(list(self._messages.values()))
+            self.set_versions(versions)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
@@ -355,6 +348,12 @@ class ChatView(ChatMarks, QTextBrowser):
             cursor.setBlockFormat(self._spacer)
         cursor.insertHtml(LEAD + html)
 
+    def _colors(self) -> TranscriptColors:
+        """The transcript's colours for the palette shown now (kept until the palette changes)."""
+        if self._transcript_colors is None:
+            self._transcript_colors = TranscriptColors.of(self.palette())
+        return self._transcript_colors
+
     def _at_end(self) -> bool:
         bar = self.verticalScrollBar()
         return bar.value() >= bar.maximum() - 8
@@ -369,10 +368,3 @@ class ChatView(ChatMarks, QTextBrowser):
         if data.hasText():
             data.setText(data.text().replace(ZWSP, ""))
         return data
-
-    @Slot(QUrl)
-    def _open_link(self, url: QUrl) -> None:
-        if url.scheme() == SCHEME and url.path().isdigit():
-            self.toggle_reasoning(int(url.path()))
-        elif url.scheme() in ("http", "https"):
-            QDesktopServices.openUrl(url)

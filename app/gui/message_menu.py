@@ -1,4 +1,8 @@
-"""What a message's context menu in the chat view offers besides the standard copy and select."""
+"""What a message's context menu in the chat view offers besides the standard copy and select.
+
+The hover buttons (message_actions.py) take no focus: this menu is where the keyboard reaches the same
+actions (the Menu key or Shift+F10 opens it for the message at the text cursor).
+"""
 
 from __future__ import annotations
 
@@ -14,17 +18,23 @@ if TYPE_CHECKING:
     from app.gui.chat_view import ChatView
 
 
-def add_message_actions(menu: QMenu, message: Message, view: ChatView, can_edit: bool, can_branch: bool) -> None:
-    """Copy a reply (its answer, or with its reasoning), edit one of your messages (`can_edit`: not while a
-    reply is being written), copy the branch up to the message into a new chat (`can_branch`)."""
+def add_message_actions(menu: QMenu, message: Message, view: ChatView, *, last: bool, can_change: bool,
+                        can_branch: bool) -> None:
+    """Copy a message (a reply's answer, or with its reasoning), regenerate the last reply (`last`), edit one
+    of your messages (both only when `can_change`: not while a reply is being written), copy the branch up
+    to the message into a new chat (`can_branch`)."""
     menu.addSeparator()
+    # `message` is what is shown now (a streaming reply with what it has so far): copied as it is.
+    menu.addAction("Copy message", lambda: QGuiApplication.clipboard().setText(copy_text(message)))
     if message.role == "assistant":
-        menu.addAction("Copy message", lambda: QGuiApplication.clipboard().setText(copy_text(message)))
         if message.reasoning:
             menu.addAction("Copy with reasoning",
                            lambda: QGuiApplication.clipboard().setText(copy_text(message, with_reasoning=True)))
+        if last:
+            regenerate = menu.addAction("Regenerate reply", view.regenerate_requested.emit)
+            regenerate.setEnabled(can_change)
     elif message.role == "user":
         edit = menu.addAction("Edit message", lambda: view.edit_requested.emit(message.id))
-        edit.setEnabled(can_edit)
+        edit.setEnabled(can_change)
     branch = menu.addAction("Branch to new chat", lambda: view.branch_requested.emit(message.id))
     branch.setEnabled(can_branch)

@@ -11,16 +11,35 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtGui import QColor, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextFrame, QTextFrameFormat
+from PySide6.QtGui import (
+    QColor,
+    QGuiApplication,
+    QPalette,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextFrame,
+    QTextFrameFormat,
+)
 
 from app.chat.reasoning_text import reasoning_figures, reasoning_header
+from app.gui.theme import mix
 from app.services.store import Message
 
 SCHEME = "tailor-reasoning"
-HEADER_COLOR = "#6b6b6b"
-TEXT_COLOR = "#8a8a8a"
-BACKGROUND = "#f6f6f8"
 _OPEN, _CLOSED = "▾ ", "▸ "
+
+
+def _palette() -> QPalette:
+    """The application's palette (the theme): a block's colours are fixed when it is inserted, and the chat
+    view inserts its blocks again when the palette changes."""
+    return QGuiApplication.palette()
+
+
+def _muted() -> QColor:
+    """Secondary text over the base: the reasoning is told apart from the answer by it."""
+    palette = _palette()
+    return mix(palette.color(QPalette.ColorRole.Base), palette.color(QPalette.ColorRole.Text), 0.55)
 
 
 def _frame_format() -> QTextFrameFormat:
@@ -29,13 +48,13 @@ def _frame_format() -> QTextFrameFormat:
     fmt.setPadding(4)
     fmt.setMargin(0)
     fmt.setTopMargin(4)
-    fmt.setBackground(QColor(BACKGROUND))
+    fmt.setBackground(_palette().color(QPalette.ColorRole.AlternateBase))
     return fmt
 
 
 def _text_format() -> QTextCharFormat:
     fmt = QTextCharFormat()
-    fmt.setForeground(QColor(TEXT_COLOR))
+    fmt.setForeground(_muted())
     return fmt
 
 
@@ -66,7 +85,7 @@ class ReasoningBlock:
         fmt = QTextCharFormat()
         fmt.setAnchor(True)
         fmt.setAnchorHref(self.href)
-        fmt.setForeground(QColor(HEADER_COLOR))
+        fmt.setForeground(_muted())
         fmt.setToolTip("Hide the reasoning" if self.expanded else "Show what the model thought before it answered")
         return fmt
 

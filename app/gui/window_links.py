@@ -11,7 +11,8 @@ if TYPE_CHECKING:
 
 
 def link_branches(window: MainWindow) -> None:
-    """‹ 2/3 ›, Edit message, Branch to new chat, and the search hit a chat was opened for."""
+    """‹ 2/3 ›, Edit message, Branch to new chat, the hover bar's Regenerate and Copy, and the search hit a
+    chat was opened for."""
     controller, session, view = window.controller, window.session, window.chat
     controller.versions_changed.connect(view.set_versions)
     controller.search_hit.connect(view.show_hit)
@@ -19,6 +20,8 @@ def link_branches(window: MainWindow) -> None:
     view.version_requested.connect(session.show_version)
     view.edit_requested.connect(window.edit_message)
     view.branch_requested.connect(session.branch_to_new_chat)
+    view.regenerate_requested.connect(session.regenerate)
+    view.copied.connect(lambda text: window.statusBar().showMessage(text, 3000))
 
 
 def link_folders(window: MainWindow) -> None:

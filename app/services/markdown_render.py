@@ -4,7 +4,10 @@ Model output is untrusted: raw HTML in it is escaped, never rendered, unsafe lin
 (javascript:, file:, ...) are dropped by markdown-it's link validation, and images become
 plain links so the view never loads a file or URL on the model's say-so. Fenced code is
 highlighted by pygments with inline styles, which Qt's rich text understands (it ignores
-CSS classes from a stylesheet it does not have). No Qt here.
+CSS classes from a stylesheet it does not have). For the chat view (`code_headers`), each
+fenced block gets a header line naming its language, with a Copy link whose href is the
+placeholder CODE_COPY_HREF: the view numbers the links of a message and copies the block's
+source text from `code_blocks` (the highlighted HTML is never what is copied). No Qt here.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from functools import lru_cache
 from html import escape
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import unescapeAll
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
@@ -22,7 +26,9 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 CODE_BACKGROUND = "#f4f5f7"
-_PRE_STYLE = f"background-color:{CODE_BACKGROUND}; font-family:monospace; margin:4px 0px; padding:6px;"
+_PRE_STYLE = f"background-color:{CODE_BACKGROUND}; font-family:monospace; padding:6px; margin:"
+# Braces are percent-encoded in every href markdown-it writes, so a link in the model's text never reads so.
+CODE_COPY_HREF = "tailor-code:{}"
 _FORMATTER = HtmlFormatter(noclasses=True, nowrap=True, style="default")
 
 
@@ -34,15 +40,36 @@ def _lexer(lang: str) -> Lexer | None:
         return None
 
 
-def highlight_code(code: str, lang: str) -> str:
-    """One code block as a `<pre>` with inline-styled spans (escaped plain text for unknown languages)."""
+def highlight_code(code: str, lang: str, *, under_header: bool = False) -> str:
+    """One code block as a `<pre>` with inline-styled spans (escaped plain text for unknown languages);
+    `under_header`: no gap above it, where its header line sits."""
     lexer = _lexer(lang.strip().split(" ")[0].lower()) if lang.strip() else None
     body = highlight(code, lexer, _FORMATTER) if lexer is not None else escape(code, quote=False)
-    return f'<pre style="{_PRE_STYLE}">{body.rstrip(chr(10))}</pre>\n'
+    margin = "0px 0px 4px 0px" if under_header else "4px 0px"
+    return f'<pre style="{_PRE_STYLE}{margin};">{body.rstrip(chr(10))}</pre>\n'
 
 
-def _highlight(code: str, lang: str, _attrs: str) -> str:
-    return highlight_code(code, lang)
+def fence_language(info: str) -> str:
+    """The language a fence names (its info string's first word), "" when it names none."""
+    words = unescapeAll(info).split()
+    return words[0] if words else ""
+
+
+def _code_header(lang: str) -> str:
+    """The line above a code block in the chat view: its language ("text" when the fence names none) and Copy."""
+    return (
+        f'<p style="background-color:{CODE_BACKGROUND}; margin:4px 0px 0px 0px;"><small>'
+        f'<span style="font-family:monospace;">&nbsp;{escape(lang or "text")}</span>&nbsp;&nbsp;&nbsp;'
+        f'<a href="{CODE_COPY_HREF}" title="Copy this code">Copy</a></small></p>\n'
+    )
+
+
+def _render_fence(self, tokens, idx, options, env) -> str:  # noqa: ANN001 (markdown-it renderer rule)
+    token = tokens[idx]
+    lang = fence_language(token.info)
+    if not env.get("code_headers"):
+        return highlight_code(token.content, lang)
+    return _code_header(lang) + highlight_code(token.content, lang, under_header=True)
 
 
 def _render_image(self, tokens, idx, options, env) -> str:  # noqa: ANN001 (markdown-it renderer rule)
@@ -58,8 +85,9 @@ def _render_table_open(self, tokens, idx, options, env) -> str:  # noqa: ANN001
 
 
 def _make_parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "breaks": True, "highlight": _highlight, "linkify": False})
+    md = MarkdownIt("commonmark", {"html": False, "breaks": True, "linkify": False})
     md.enable(["table", "strikethrough"])
+    md.add_render_rule("fence", _render_fence)
     md.add_render_rule("image", _render_image)
     md.add_render_rule("table_open", _render_table_open)
     return md
@@ -109,9 +137,24 @@ def split_blocks(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=1024)
-def render_block(block: str) -> str:
-    """HTML of one top-level block (cached: finished blocks of a streaming reply repeat)."""
-    return _MD.render(block)
+def render_block(block: str, code_headers: bool = False) -> str:
+    """HTML of one top-level block (cached: finished blocks of a streaming reply repeat); `code_headers`:
+    each fenced block under a line with its language and a Copy link (the chat view's)."""
+    return _MD.render(block, {"code_headers": code_headers})
+
+
+def code_blocks(text: str) -> list[tuple[str, str]]:
+    """(language, code) of each fenced block of `text`, in the order `render_markdown` shows them: parsed
+    block by block as they are rendered, so the n-th Copy link of a message is the n-th block here. The
+    code is the text between the fences, without the line break that ends its last line (a block still
+    open, streaming, is what it has so far)."""
+    found = []
+    for block in split_blocks(text):
+        for token in _MD.parse(block):
+            if token.type == "fence":
+                code = token.content
+                found.append((fence_language(token.info), code[:-1] if code.endswith("\n") else code))
+    return found
 
 
 COMMON_LANGUAGES = (
@@ -152,6 +195,7 @@ def wait_for_warm_up(timeout: float) -> bool:
     return _warm_up_done.wait(timeout)
 
 
-def render_markdown(text: str) -> str:
-    """HTML for `text`, safe to give to QTextBrowser.setHtml / QTextCursor.insertHtml."""
-    return "".join(render_block(block) for block in split_blocks(text))
+def render_markdown(text: str, code_headers: bool = False) -> str:
+    """HTML for `text`, safe to give to QTextBrowser.setHtml / QTextCursor.insertHtml (`code_headers`:
+    see render_block)."""
+    return "".join(render_block(block, code_headers) for block in split_blocks(text))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QMenu
 
 from app.gui.chat_controller import ChatController
@@ -134,6 +135,26 @@ def test_the_version_bar_switches_between_a_reply_and_its_regenerated_one(qtbot,
     qtbot.mouseClick(bar.next, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "Red." in chat.view.plain_text(), timeout=WAIT_MS)
     assert chat.shown() == ["Name a colour.", "Red."]
+
+
+def test_the_hover_bar_regenerates_the_last_reply_and_copies_a_message(qtbot, chat):
+    chat.send("Name a colour.", "Blue.")
+    view = chat.view
+    found = view.document().find("Blue.")
+    cursor = QTextCursor(view.document())
+    cursor.setPosition(found.selectionStart() + 1)
+    qtbot.mouseMove(view.viewport(), view.cursorRect(cursor).center())
+    qtbot.waitUntil(lambda: view.message_actions.bar.isVisible(), timeout=WAIT_MS)
+    bar = view.message_actions.bar
+    qtbot.mouseClick(bar.copy, Qt.MouseButton.LeftButton)
+    assert QGuiApplication.clipboard().text() == "Blue."
+    assert chat.window.statusBar().currentMessage()  # "Copied the reply"
+    with qtbot.waitSignal(chat.controller.stream_started, timeout=WAIT_MS):
+        qtbot.mouseClick(bar.regenerate, Qt.MouseButton.LeftButton)
+    chat.answer("Red.")
+    assert chat.shown() == ["Name a colour.", "Red."]
+    assert [m.content for m in chat.store.all_messages(chat.window.session.current.id)] == [
+        "Name a colour.", "Blue.", "Red."]
 
 
 def test_editing_an_earlier_message_from_its_menu_starts_a_branch_there(qtbot, chat):

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import time
 
+from PySide6.QtCore import Qt
+
+from app.gui.chat_html import TranscriptColors
 from app.gui.chat_view import MIN_INTERVAL_MS, ChatView
+from app.gui.theme import palette_for
 from app.services.store import Message
 
 CODE_REPLY = "Here is code:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nAnd **done**."
@@ -32,7 +36,7 @@ def test_messages_render_as_markdown_with_highlighted_code(qtbot):
     assert "You" in text and "Assistant" in text
     assert "Show me <b>code</b>" in text  # the user's HTML is shown as text, not markup
     assert "def add(a, b):" in text and "```" not in text
-    assert "#f4f5f7" in _backgrounds(view)  # the code block's background
+    assert TranscriptColors.of(view.palette()).code_background in _backgrounds(view)  # the code block's background
     html = view.toHtml()
     assert (
         "color:#008000" in html.replace(" ", "").lower() or "#008000" in html.lower()
@@ -72,3 +76,20 @@ def test_adaptive_interval_backs_off_after_a_slow_render(qtbot):
     view.append_stream(big)
     qtbot.waitUntil(lambda: view.renders >= 2, timeout=5000)
     assert view._interval_ms == min(250, max(MIN_INTERVAL_MS, int(2 * view.last_render_ms)))
+
+
+def test_a_new_theme_renders_the_transcript_in_its_colours(qtbot):
+    """The transcript's colours are written into its HTML: a palette change renders it again, versions kept."""
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.setPalette(palette_for(Qt.ColorScheme.Light))
+    view.set_messages([_message("user", "Hi"), _message("assistant", CODE_REPLY, mid=2)])
+    light = TranscriptColors.of(view.palette())
+    assert light.code_background in _backgrounds(view)
+    view.setPalette(palette_for(Qt.ColorScheme.Dark))
+    dark = TranscriptColors.of(view.palette())
+    assert dark.code_background != light.code_background and dark.user != light.user
+    assert dark.code_background in _backgrounds(view) and light.code_background not in _backgrounds(view)
+    assert "def add(a, b):" in view.plain_text() and "Hi" in view.plain_text()
+    html = view.toHtml().lower()
+    assert dark.user in html and light.user not in html

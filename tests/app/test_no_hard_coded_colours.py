@@ -12,7 +12,7 @@ from pathlib import Path
 
 GUI = Path(__file__).resolve().parents[2] / "app" / "gui"
 THEME = "theme.py"
-NOT_YET_CONVERTED = {"chat_html.py", "reasoning_block.py"}
+NOT_YET_CONVERTED: set[str] = set()
 # In string literals: #rgb / #rrggbb / #aarrggbb, rgb(…) / rgba(…), or a colour name in a CSS colour.
 _IN_TEXT = re.compile(r"#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})\b|\brgba?\s*\(|"
                       r"\b(?:color|background(?:-color)?)\s*:\s*(?!palette)[a-z]{3,}\b")
