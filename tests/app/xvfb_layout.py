@@ -30,11 +30,12 @@ from PySide6.QtWidgets import (
 
 from app.gui.main_window import MainWindow
 from app.gui.status_labels import ELLIPSIS, FittingLabel
+from app.gui.theme import install_theme
 from app.gui.window_layout import CHAT_MIN_WIDTH, MEMORY, PLAN, SETTINGS
 from tests.app.xvfb_window import ScriptedWindow, wait_until
 
 SIZES = ((1280, 720), (1600, 1000), (1920, 1080))
-THEMES = ("default",)  # the window's own theme; dark and light come with the theme work
+THEMES = ("light", "dark")  # app/gui/theme.py's palettes, forced whatever the X server's scheme says
 SLACK = 1  # pixels of rounding allowed
 
 
@@ -163,7 +164,7 @@ def settle(window: MainWindow, width: int, height: int) -> None:
 def shoot(scripted: ScriptedWindow, out: Path, theme: str, sizes: tuple[tuple[int, int], ...]) -> list[dict]:
     window = scripted.window
     shots = []
-    suffix = "" if theme == "default" else f"-{theme}"
+    suffix = "" if theme == "light" else f"-{theme}"  # the light shots keep the README's names
     for width, height in sizes:
         for tab in (SETTINGS.key, MEMORY.key):
             window.side_panel.show_tab(tab)
@@ -200,10 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--sizes", default=",".join(f"{w}x{h}" for w, h in SIZES))
-    parser.add_argument("--theme", default="default", choices=THEMES)
+    parser.add_argument("--theme", default="light", choices=THEMES)
     args = parser.parse_args(argv)
     sizes = tuple(tuple(int(n) for n in size.split("x")) for size in args.sizes.split(","))
     app = QApplication.instance() or QApplication(["tailor-layout-check"])
+    install_theme(app, args.theme)  # as Preferences → Theme would
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
         scripted = ScriptedWindow(Path(folder))
