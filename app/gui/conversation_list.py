@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QPushButton,
     QStyle,
+    QToolButton,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -89,6 +90,10 @@ class ConversationList(QWidget):
         super().__init__(parent)
         self.search = QLineEdit(placeholderText="Search chats")
         self.search.setClearButtonEnabled(True)
+        self.search.setAccessibleName("Search chats")
+        for button in self.search.findChildren(QToolButton):  # Qt's clear button has no name of its own
+            button.setAccessibleName("Clear the search")
+            button.setToolTip("Clear the search")
         self.new_button = QPushButton("New chat")
         self.list = ChatTree()
         self.list.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
