@@ -4,7 +4,7 @@ tab, and a dialog (for windows that have no such tab)."""
 from __future__ import annotations
 
 from PySide6.QtGui import QTextOption
-from PySide6.QtWidgets import QLabel, QMessageBox, QPlainTextEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 from app.gui.status_labels import FittingLabel
 from app.services.plan_text import format_plan
@@ -84,13 +84,3 @@ class PlanPage(QWidget):
     def text(self) -> str:
         """Everything the tab says (the summary, then the plan)."""
         return f"{self.summary.text()}\n{self.details.toPlainText()}".strip()
-
-
-def open_plan_dialog(parent: QWidget, plan: Plan | None) -> QMessageBox:
-    """A non-modal box with the whole plan and why; returned so tests can read and close it."""
-    text = format_plan(plan) if plan else NO_PLAN
-    box = QMessageBox(QMessageBox.Icon.Information, "Model plan", "How this model runs here, and why", parent=parent)
-    box.setDetailedText(text)
-    box.setInformativeText(text)
-    box.open()
-    return box

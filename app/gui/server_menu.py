@@ -131,11 +131,10 @@ class ServerMenu(QObject):
 
     def _show_remote_status(self) -> None:
         self.window.memory_label.setText(REMOTE_MEMORY)
-        panel = getattr(getattr(self.window, "memory_dock", None), "memory", None)
-        if panel is not None:
-            panel.clear()
-            panel.status_label.setText(f"Remote model on {self.remote.base if self.remote else ''}: "
-                                       "its memory is the server's.")
+        panel = self.window.memory_page.memory
+        panel.clear()
+        panel.status_label.setText(f"Remote model on {self.remote.base if self.remote else ''}: "
+                                   "its memory is the server's.")
 
     @Slot(object)
     def _on_memory(self, _report: object) -> None:

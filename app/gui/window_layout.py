@@ -148,7 +148,6 @@ def build_side_panel(window: MainWindow) -> SidePanel:
     panel = SidePanel()
     panel.add_page(SETTINGS, FitWidthScroll(window.settings_panel))
     window.memory_page = MemoryPage(window.controller, window.session.plan)
-    window.memory_dock = window.memory_page  # its name from when it was a dock (server_menu and tests use it)
     panel.add_page(MEMORY, window.memory_page)
     window.plan_page = PlanPage()
     window.plan_page.show_plan(window.session.plan)

@@ -72,5 +72,5 @@ def test_the_window_loads_on_the_cpu_and_the_status_bar_and_memory_panel_say_why
     assert plan.n_gpu_layers == 0 and plan.reasons[0] == NOTE
     assert window.plan_label.text().startswith("CPU (GPU unused)")
     assert window.plan_label.toolTip().splitlines()[0] == NOTE
-    panel = window.memory_dock.memory
+    panel = window.memory_page.memory
     qtbot.waitUntil(lambda: NOTE in panel.status_label.text(), timeout=10_000)

@@ -113,7 +113,7 @@ def test_counts_a_remote_server_does_not_give_show_as_unknown(qtbot, make_window
     assert reply.state == "complete" and reply.content == "Hello"
     assert reply.stats["prompt_tokens"] is None and reply.stats["cached_tokens"] is None  # stored as unknown
     assert "prompt tokens unknown" in window.stats_label.text()
-    panel = window.memory_dock.memory
+    panel = window.memory_page.memory
     assert panel.last_label.text().endswith("prompt tokens unknown")
     assert panel.rolling_label.text().endswith("prompt tokens unknown")
 
