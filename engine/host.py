@@ -2,9 +2,10 @@
 
 Started by EngineClient with multiprocessing (spawn). A reader thread takes requests off
 the pipe so a Cancel reaches the generation loop between two tokens (a load's, its next
-progress report: load_watch.py); everything else is handled in order on the main thread. A backend that batches (GGUF) runs several replies at
-once: requests are taken between its steps, a new reply joins the running ones while a slot
-is free, and a load or unload waits until the replies before it have ended.
+progress report: load_watch.py); everything else is handled in order on the main thread.
+A backend that batches (GGUF) runs several replies at once: requests are taken between its
+steps, a new reply joins the running ones while a slot is free, and a load or unload waits
+until the replies before it have ended.
 """
 
 from __future__ import annotations
@@ -112,8 +113,7 @@ class EngineHost:
                 self._step()
 
     def _idle(self) -> None:
-        """The backend's idle work (a finished chat's next turn prefilled), before waiting for requests;
-        a failure there is logged and forgotten: it only warms what a request would do anyway."""
+        """The backend's idle work (next_turn.py), before waiting; a failure is only logged: it warms no more."""
         if self._batching is None:
             return
         try:
