@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSettings
-from PySide6.QtGui import QKeySequence, QPalette
-from PySide6.QtWidgets import QApplication, QDialogButtonBox
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QDialogButtonBox
 
 from app.gui.first_run import app_settings
 from app.gui.preferences_dialog import (
@@ -20,22 +20,11 @@ from app.gui.preferences_dialog import (
     install_preferences,
     new_chat_defaults,
 )
-from app.gui.theme import is_dark, system_font, theme_follower
+from app.gui.theme import is_dark, system_font
 from app.services.store import ChatSettings
+from tests.app import theme_fixtures
 
-
-@pytest.fixture
-def app(qapp: QApplication):
-    """The application, its look put back afterwards (other tests share it)."""
-    palette, sheet, font = QPalette(qapp.palette()), qapp.styleSheet(), qapp.font()
-    yield qapp
-    follower = theme_follower(qapp)
-    if follower is not None:
-        follower.setParent(None)  # owned by Python now: gone with the last reference, its connection too
-        del follower
-    qapp.setPalette(palette)
-    qapp.setStyleSheet(sheet)
-    qapp.setFont(font)
+app = theme_fixtures.app
 
 
 @pytest.fixture

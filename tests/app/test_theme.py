@@ -42,26 +42,15 @@ from app.gui.theme import (
     status_colors,
     style_sheet,
     system_font,
-    theme_follower,
     tone_frame_style,
 )
+from tests.app import theme_fixtures
 
 Role = QPalette.ColorRole
 DARK, LIGHT, UNKNOWN = Qt.ColorScheme.Dark, Qt.ColorScheme.Light, Qt.ColorScheme.Unknown
 
 
-@pytest.fixture
-def app(qapp: QApplication):
-    """The application, its look put back afterwards (other tests share it)."""
-    palette, sheet, font = QPalette(qapp.palette()), qapp.styleSheet(), qapp.font()
-    yield qapp
-    follower = theme_follower(qapp)
-    if follower is not None:
-        follower.setParent(None)  # owned by Python now: gone with the last reference, its connection too
-        del follower
-    qapp.setPalette(palette)
-    qapp.setStyleSheet(sheet)
-    qapp.setFont(font)
+app = theme_fixtures.app
 
 
 def window_colour(app: QApplication) -> str:
