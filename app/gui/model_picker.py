@@ -24,6 +24,7 @@ from app.gui.jobs import Jobs
 from app.gui.model_picker_list import STAGE_TIPS, Choice, choices, loaded_line, models_on_disk, progress_text
 from app.services.load_planner import LoadPlanner
 from app.services.paths import AppPaths
+from app.services.plan_cache import PlanCache
 from app.services.store import ChatSettings
 from engine.protocol import Loaded, ModelInfo
 from engine.starter import StarterModelMissing, starter_model_path
@@ -99,6 +100,7 @@ class ModelPicker(QWidget):
         self.session, self.store = session, store
         self.jobs = Jobs(self, max_threads=1)
         self.choices: list[Choice] = []
+        self.plans = PlanCache()  # each model's plan, made once per file and settings (read on the pool thread)
         self._info: ModelInfo | None = None  # of the model loaded last
         self._plan: Plan | None = session.plan
         self._status = ""  # the session's model line, shown while nothing is loaded
@@ -181,22 +183,25 @@ class ModelPicker(QWidget):
 
     @Slot()
     def refresh_models(self) -> None:
-        """Read the library and plan each model again, on a pool thread (one listing at a time)."""
+        """Read the library again, on a pool thread (one listing at a time), with each model's verdict:
+        planned once per file and settings (self.plans), again when the library or the machine changed."""
         if self._listing:
             self._list_again = True
             return
         self._listing = True
-        store, planner = self.store, self.session.model.planner
+        store, planner, plans = self.store, self.session.model.planner, self.plans
         chat = replace(self.session.current.settings) if self.session.current else ChatSettings()
         extra = (_starter(), self.session.model_path)
 
-        def plan_of(path: str) -> Plan | None:
-            return planner.plan_load(path, load_settings_of(chat, (), path)).plan
+        def listing() -> list[Choice]:
+            models = models_on_disk(store, extra)
+            # Verdicts are for this machine: a remote server's stand-in planner plans nothing here.
+            if not isinstance(planner, LoadPlanner):
+                return choices(models, None)
+            plans.begin(planner, (m.path for m in models))
+            return choices(models, lambda path: plans.plan(path, load_settings_of(chat, (), path)))
 
-        # Verdicts are for this machine: a remote server's stand-in planner plans nothing here.
-        local = isinstance(planner, LoadPlanner)
-        self.jobs.run(lambda: choices(models_on_disk(store, extra), plan_of if local else None), self._listed,
-                      self._not_listed)
+        self.jobs.run(listing, self._listed, self._not_listed)
 
     @property
     def listing(self) -> bool:

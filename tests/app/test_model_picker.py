@@ -102,6 +102,26 @@ def test_the_drop_down_lists_the_library_with_each_verdict_then_get_more_models(
     assert len(picker.items()) == 3
 
 
+def test_each_model_is_planned_once_across_loads_and_again_when_its_file_changes(
+    qtbot, scripted, library, starter_model, broken
+):
+    window, engine = scripted
+    picker = install_model_picker(window, library)
+    first = listed(qtbot, picker)
+    assert picker.plans.planned == 2  # the starter model and the broken file
+    window.session.start()
+    engine.pump()  # Loaded: the picker reads the list again, at the chat's settings
+    qtbot.waitUntil(lambda: not picker.listing, timeout=WAIT_MS)
+    assert listed(qtbot, picker) == first and picker.plans.planned == 2  # nothing changed: nothing planned
+    broken.unlink()
+    shutil.copyfile(starter_model, broken)  # mended: now a model
+    assert listed(qtbot, picker)[1] == (f"{broken.name} — fits on GPU", str(broken))
+    assert picker.plans.planned == 4  # a file of the library changed: the library is planned again
+    window.session.update_settings(ChatSettings(n_ctx=4096))  # the verdicts are at the open chat's settings
+    listed(qtbot, picker)
+    assert picker.plans.planned == 6
+
+
 def test_a_pick_while_a_reply_is_written_is_refused_with_a_notice(qtbot, scripted, library, starter_model):
     window, engine = scripted
     picker = install_model_picker(window, library)
