@@ -11,6 +11,7 @@ from app.gui.main import build_window
 from app.gui.main_window import MainWindow
 from app.services.chat_defaults import DEFAULT_SYSTEM_PROMPT
 from app.services.store import ChatSettings
+from engine.protocol import LoadRequest
 
 # Short, repeatable replies keep the suite quick on two cores.
 QUICK = ChatSettings(system_prompt=DEFAULT_SYSTEM_PROMPT, temperature=0.0, max_tokens=24, n_ctx=2048)
@@ -48,3 +49,21 @@ def make_window(qtbot, tmp_path: Path, starter_model: Path) -> Callable[..., Mai
 @pytest.fixture
 def window(make_window) -> MainWindow:
     return make_window()
+
+
+def record_loads(window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> list[LoadRequest]:
+    """The LoadRequests the window sends its engine from now on, in order.
+
+    Recorded where they leave for the engine, not where they are planned: the model picker plans every
+    model of the library on a pool thread after each load (its verdicts) and never loads one, so a
+    recorder of plans would read the picker's last plan as often as the window's load.
+    """
+    engine, sent = window.session.model.engine, []
+    load = engine.load
+
+    def recording(request: LoadRequest) -> None:
+        sent.append(request)
+        load(request)
+
+    monkeypatch.setattr(engine, "load", recording)
+    return sent

@@ -19,7 +19,7 @@ from app.gui.torch_settings_group import GIB
 from app.services.load_planner import LoadSettings
 from app.services.store import ChatSettings, ChatStore
 from models.load_options import SpeculativeOptions, TorchOptions
-from tests.app.conftest import QUICK
+from tests.app.conftest import QUICK, record_loads
 
 TIMEOUT_MS = 120_000
 DIALOG = "app.gui.speculation_group.QFileDialog.getExistingDirectory"
@@ -262,20 +262,6 @@ def tiny_folders(tmp_path: Path) -> dict[str, Path]:
     return folders
 
 
-def _record_loads(window, monkeypatch) -> list:
-    """The LoadRequests the window's (real) planner makes, in order."""
-    planner, requests = window.session.model.planner, []
-    plan_load = planner.plan_load
-
-    def recording(path: str, settings: LoadSettings):
-        planned = plan_load(path, settings)
-        requests.append(planned.request)
-        return planned
-
-    monkeypatch.setattr(planner, "plan_load", recording)
-    return requests
-
-
 def _choose(window, qtbot, value: str) -> None:
     """Pick a speculative mode in the panel and wait until the chat's settings have it."""
     group, session = window.settings_panel.speculation_group, window.session
@@ -296,21 +282,21 @@ def test_prompt_lookup_reloads_the_folder_model_and_the_chat_answers(
     window = make_window()  # the starter GGUF: the PyTorch engine's settings are not shown
     panel = window.settings_panel
     assert panel.torch_group.isHidden()
-    requests = _record_loads(window, monkeypatch)
+    requests = record_loads(window, monkeypatch)
     folder = tiny_folders["tiny-llama"]
     monkeypatch.setattr("app.gui.main_window.QFileDialog.getExistingDirectory", lambda *a, **k: str(folder))
     with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS):
         window.open_folder_action.trigger()
     assert panel.torch_group.isVisible()
-    assert requests[-1].path == str(folder) and requests[-1].speculation.mode == "auto"
+    # Exactly one load, of the folder: the picker plans the library's verdicts meanwhile and loads nothing.
+    assert [(r.path, r.speculation) for r in requests] == [(str(folder), SpeculativeOptions(mode="auto"))]
     assert _send(window, qtbot, "Hello there").state == "complete", window.banner.text()
 
     _choose(window, qtbot, "lookup")
     with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS) as loaded:
         reply = _send(window, qtbot, "Say it again")
     assert loaded.args[0].info.path == str(folder)
-    last = requests[-1]
-    assert (last.path, last.speculation.mode, last.speculation.draft_path) == (str(folder), "lookup", None)
+    assert [(r.path, r.speculation) for r in requests[1:]] == [(str(folder), SpeculativeOptions(mode="lookup"))]
     assert reply.state == "complete" and reply.stats["gen_tokens"] > 0, window.banner.text()
     assert len(window.session.store.list_messages(window.session.current.id)) == 4
 
@@ -327,7 +313,7 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
     controller, session, group = window.controller, window.session, window.settings_panel.speculation_group
     torch_group = window.settings_panel.torch_group
     assert torch_group.isVisible() and group.isVisible()
-    requests = _record_loads(window, monkeypatch)
+    requests = record_loads(window, monkeypatch)
     first = _send(window, qtbot, "Hello there")
     assert first.state == "complete", window.banner.text()
 
@@ -345,8 +331,11 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
     with qtbot.waitSignal(controller.problem, timeout=TIMEOUT_MS) as problem:
         assert session.regenerate()  # answers the message again, loading with this draft
         window.composer.setPlainText("typed while it loaded")
-    options = requests[-1].speculation
-    assert options.mode == "draft" and options.draft_path == str(tiny_folders["other-draft"])
+    # One load per answer asked for: "Draft model" without a folder (refused), then with the other tokenizer.
+    assert [(r.path, r.speculation) for r in requests] == [
+        (str(tiny_folders["tiny-llama"]), SpeculativeOptions(mode="draft")),
+        (str(tiny_folders["tiny-llama"]), SpeculativeOptions(mode="draft", draft_path=str(tiny_folders["other-draft"]))),
+    ]
     message = problem.args[0]
     assert "other-draft has another tokenizer" in message and "share the model's tokenizer" in message
     assert window.banner.isVisible() and window.banner.text() == message
@@ -365,5 +354,6 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
         assert session.regenerate()
     reply = finished.args[0]
     assert reply.state == "complete", window.banner.text()
-    assert requests[-1].speculation.draft_path == str(tiny_folders["tiny-draft"])
+    assert [(r.path, r.speculation) for r in requests[2:]] == [
+        (str(tiny_folders["tiny-llama"]), SpeculativeOptions(mode="draft", draft_path=str(tiny_folders["tiny-draft"])))]
     assert 0.0 <= reply.stats["draft_acceptance"] <= 1.0
