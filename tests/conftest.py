@@ -1,4 +1,4 @@
-"""Shared fixtures: the real starter model and files derived from it."""
+"""Shared fixtures: the real starter model and files derived from it; the session's own user folders."""
 
 from __future__ import annotations
 
@@ -9,10 +9,28 @@ from pathlib import Path
 
 import pytest
 
-from engine.starter import starter_model_path
-from tests.fixtures.model_files import truncated_copy
+from tests.isolation import UserFolders, isolate, real_user_folders
 
+# Before anything imports the app or huggingface_hub (which reads its cache folder when imported):
+# the real user's folders are watched, and this session's processes get folders of their own.
+_REAL_FOLDERS = real_user_folders()
+_REAL_BEFORE = UserFolders.snapshot(_REAL_FOLDERS)
+SESSION_HOME = isolate()
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from engine.starter import starter_model_path  # noqa: E402 (after the folders are set)
+from tests.fixtures.model_files import truncated_copy  # noqa: E402
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when anything under the real user's Tailor or hub folders was made or changed."""
+    changed = UserFolders.snapshot(_REAL_FOLDERS).changes_since(_REAL_BEFORE)
+    SESSION_HOME.remove()
+    if changed:
+        shown = "\n  ".join(changed[:20])
+        session.config.get_terminal_writer().line(
+            f"FAILED: the tests wrote outside their temporary folders ({len(changed)} paths):\n  {shown}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
