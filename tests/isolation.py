@@ -23,9 +23,9 @@ import platformdirs
 
 APP_NAME = "Tailor"  # as app/services/paths.py names it (not imported: the app must not be imported yet)
 
-# The variables that decide where Tailor, Qt, huggingface_hub and the tools they run keep their files.
-HOME_VARIABLES = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
-                  "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TAILOR_HOME")
+# Unset for the session: the hub cache variables would point past HF_HOME at the user's own cache,
+# and a token would be sent to the test hubs.
+UNSET = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +43,8 @@ class SessionHome:
             "XDG_DATA_HOME": str(home / ".local" / "share"),
             "XDG_CACHE_HOME": str(home / ".cache"),
             "XDG_STATE_HOME": str(home / ".local" / "state"),
+            # The hub cache is $HF_HOME/hub: tests that give themselves an HF_HOME get its cache.
             "HF_HOME": str(home / ".cache" / "huggingface"),
-            "HF_HUB_CACHE": str(home / ".cache" / "huggingface" / "hub"),
-            "HUGGINGFACE_HUB_CACHE": str(home / ".cache" / "huggingface" / "hub"),
             # Each test gets its own (tests/conftest.py); this one serves what runs outside a test.
             "TAILOR_HOME": str(self.root / "tailor-home"),
         }
@@ -109,5 +108,7 @@ def isolate() -> SessionHome:
     home = SessionHome(Path(tempfile.mkdtemp(prefix="tailor-tests-")))
     for path in home.environment.values():
         Path(path).mkdir(parents=True, exist_ok=True)
+    for name in UNSET:
+        os.environ.pop(name, None)
     os.environ.update(home.environment)
     return home

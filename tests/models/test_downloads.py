@@ -78,6 +78,12 @@ def _wait_for(condition, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def _heard(events: list, state: str) -> None:
+    """Until `events` holds the StateChanged to `state`. `result()` and `wait()` return once the state is
+    set; the worker thread tells `on_event` just after, so the list may not have it yet when they return."""
+    _wait_for(lambda: any(isinstance(e, StateChanged) and e.state == state for e in events))
+
+
 def _size_of(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
@@ -86,6 +92,7 @@ def test_two_files_land_in_the_hf_cache_layout(server, files, cache):
     events: list = []
     request = DownloadRequest(REPO, COMMIT, (_lfs(server, files), _small(server, files)), ref="main")
     snapshot = _downloader(cache, events).download(request)
+    _heard(events, "done")
 
     assert snapshot == cache / "models--org--model-GGUF" / "snapshots" / COMMIT
     gguf = snapshot / "model.Q4_K_M.gguf"
@@ -143,6 +150,7 @@ def test_corrupted_bytes_are_detected_and_the_file_removed(server, files, cache)
     assert caught.value.kind == "checksum"
     assert "model.Q4_K_M.gguf" in caught.value.message
     assert item.state == "failed"
+    _heard(events, "failed")
     assert list((cache / "models--org--model-GGUF").rglob("*.*")) == []  # no blob, no partial
     assert not list((cache / "models--org--model-GGUF" / "blobs").iterdir())
     assert load_pending(cache) == []
