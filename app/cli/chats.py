@@ -16,7 +16,6 @@ from app.services.chat_export import (
     UnknownChatError,
     display_title,
     find_chat_id,
-    iso_time,
     iter_chats,
     json_chunks,
     load_chats,
@@ -27,6 +26,7 @@ from app.services.chat_export_html import to_html
 from app.services.chat_import import ChatImportError, ImportResult, folder_key, import_file, probe_file
 from app.services.paths import AppPaths
 from app.services.store import ChatStore, Folder
+from app.services.timestamps import checked_time, iso_time
 
 FORMATS = ("json", "md", "html")
 _CHAT_HELP = "the chat's number (as `tailor chats ls` shows) or its UUID"
@@ -124,8 +124,8 @@ def run_ls(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if args.json:
-        chats = [{"number": c.id, "id": uid, "title": c.title, "messages": n, "created": c.created,
-                  "updated": c.updated, "folder": folders.get(c.folder_id), "pinned": c.pinned}
+        chats = [{"number": c.id, "id": uid, "title": c.title, "messages": n,
+                  "created": checked_time(c.created), "updated": checked_time(c.updated), "folder": folders.get(c.folder_id), "pinned": c.pinned}
                  for c, uid, n in rows]
         print(json.dumps({"chats": chats}, ensure_ascii=False))
         return 0
@@ -314,8 +314,8 @@ def run_import(args: argparse.Namespace) -> int:
             store.close()
     except ChatImportError as exc:
         raise ChatsError(str(exc)) from None
-    for problem in result.problems:
-        print(f"tailor: {problem}", file=sys.stderr)
+    for line in (*result.problems, *result.notes):
+        print(f"tailor: {line}", file=sys.stderr)
     if result.error:
         raise ChatsError(result.error)
     print(_summary(result, args.file))
@@ -325,5 +325,6 @@ def run_import(args: argparse.Namespace) -> int:
 def _summary(result: ImportResult, path: Path) -> str:
     skipped = f"; {len(result.skipped)} already there, kept as they are" if result.skipped else ""
     unread = f"; {len(result.problems)} could not be read" if result.problems else ""
+    mended = f"; {len(result.notes)} mended on the way in (see above)" if result.notes else ""
     origin = " (ChatGPT)" if result.source == "chatgpt" else ""
-    return f"Imported {len(result.imported)} chat(s) from {path}{origin}{skipped}{unread}"
+    return f"Imported {len(result.imported)} chat(s) from {path}{origin}{skipped}{unread}{mended}"

@@ -10,11 +10,11 @@ from __future__ import annotations
 from PySide6.QtWidgets import QSpinBox, QWidget
 
 from app.services.chat_defaults import DEFAULT_AUTO_CTX_CAP
+from app.services.settings_fields import CONTEXT_RANGE
 
 AUTO = 0  # the box's value for Auto; ChatSettings and LoadSettings hold None
 AUTO_TEXT = "Auto (largest that fits)"
-MIN_CONTEXT = 256  # smaller contexts hold no chat template and a reply
-MAX_CONTEXT = 1 << 20  # the longest trained contexts of today's open models
+MIN_CONTEXT, MAX_CONTEXT = CONTEXT_RANGE  # a chat template and a reply; today's longest trained contexts
 
 
 class _PowerOfTwoBox(QSpinBox):

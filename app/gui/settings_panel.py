@@ -21,12 +21,16 @@ from app.gui.preset_dialog import PresetDialog
 from app.gui.reasoning_group import ReasoningGroup
 from app.gui.speculation_group import SpeculationGroup
 from app.gui.torch_settings_group import TorchSettingsGroup
+from app.services.settings_fields import (
+    FLASH_ATTN,
+    KV_TYPES,
+    MAX_TOKENS_RANGE,
+    TEMPERATURE_RANGE,
+    TOP_P_RANGE,
+)
 from app.services.store import ChatSettings, Preset
 from engine.protocol import ModelInfo
 from models.folder_plan import is_model_folder
-
-KV_TYPES = ("f16", "q8_0", "q4_0")
-FLASH_ATTN = ("auto", "on", "off")
 
 
 class SettingsPanel(QWidget):
@@ -50,9 +54,9 @@ class SettingsPanel(QWidget):
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText("System prompt (optional)")
         self.system_prompt.setMaximumHeight(110)
-        self.temperature = _double(0.0, 2.0, 0.05)
-        self.top_p = _double(0.0, 1.0, 0.01)
-        self.max_tokens = _int(1, 32768, 64)
+        self.temperature = _double(*TEMPERATURE_RANGE, 0.05)
+        self.top_p = _double(*TOP_P_RANGE, 0.01)
+        self.max_tokens = _int(*MAX_TOKENS_RANGE, 64)
         self.n_ctx = ContextBox()
         self.n_ctx.setToolTip("Context length in tokens. Auto: the largest that fits this machine with this model "
                               "(up to the auto cap and the model's trained length). Changing it reloads the model.")

@@ -11,11 +11,12 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QDoubleSpinBox, QFormLayout, QGroupBox, QSpinBox, QWidget
 
+from app.services.settings_fields import CPU_KV_BYTES_RANGE, GPU_SHARE_RANGE
 from app.services.store import ChatSettings
 from models.load_options import TorchOptions
 
 GIB = 1 << 30
-CPU_KV_MIN_GIB, CPU_KV_MAX_GIB = 0.25, 64.0
+CPU_KV_MIN_GIB, CPU_KV_MAX_GIB = (n / GIB for n in CPU_KV_BYTES_RANGE)
 
 
 class TorchSettingsGroup(QGroupBox):
@@ -34,7 +35,7 @@ class TorchSettingsGroup(QGroupBox):
         super().__init__("PyTorch engine", parent)
         self.setToolTip("Settings of the PyTorch engine, which runs model folders (safetensors, AWQ). "
                         "Each change reloads the model before the next reply.")
-        self.gpu_share = QSpinBox(minimum=10, maximum=100, singleStep=5, suffix=" %")
+        self.gpu_share = QSpinBox(minimum=round(GPU_SHARE_RANGE[0] * 100), maximum=round(GPU_SHARE_RANGE[1] * 100), singleStep=5, suffix=" %")
         self.gpu_share.setToolTip(
             "Share of the GPU memory left free after the weights that the KV cache may take: more for "
             "longer chats and more chats at once, less for other programs. Reloads the model."

@@ -75,6 +75,8 @@ def import_summary(result: ImportResult) -> str:
         text += f" ({len(result.skipped)} skipped: already there)"
     if result.problems:
         text += f"; {len(result.problems)} could not be read ({result.problems[0]})"
+    if result.notes:
+        text += f"; {len(result.notes)} mended on the way in ({result.notes[0]})"
     if result.error:
         text += f". {result.error}"
     if result.cancelled:

@@ -18,9 +18,9 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from app.services.store import ChatStore, Conversation, Message
+from app.services.timestamps import checked_time, iso_time
 
 FORMAT = "tailor-chats"
 VERSION = 2  # 2: branches (each message's id and parent, the chat's leaf), folder and pin; 1: one line per chat
@@ -92,7 +92,7 @@ def iter_chats(store: ChatStore, ids: list[int] | None = None) -> Iterator[ChatR
     else:
         conversations = [c for c in (store.get_conversation(i) for i in ids) if c is not None]
     order = sorted(((c, store.conversation_uid(c.id) or "") for c in conversations),
-                   key=lambda pair: (pair[0].created, pair[1]))
+                   key=lambda pair: (checked_time(pair[0].created) or 0.0, pair[1]))
     folders = {f.id: f.name for f in store.list_folders()}
     for c, uid in order:
         yield ChatRecord(uid, c, tuple(store.all_messages(c.id)), store.leaf_id(c.id), folders.get(c.folder_id))
@@ -127,7 +127,7 @@ def message_dict(message: Message, local: dict[int, int]) -> dict:
         "reasoning_closed": message.reasoning_closed,
         "state": message.state,
         "stats": _finite(message.stats),
-        "created": message.created,
+        "created": checked_time(message.created),  # null: no time (a bad one kept from an older file)
     }
 
 
@@ -139,8 +139,8 @@ def chat_dict(record: ChatRecord) -> dict:
     return {
         "id": record.uid,
         "title": c.title,
-        "created": c.created,
-        "updated": c.updated,
+        "created": checked_time(c.created),
+        "updated": checked_time(c.updated),
         "settings": json.loads(c.settings.to_json()),
         "folder": record.folder,
         "pinned": c.pinned,
@@ -164,11 +164,6 @@ def json_chunks(records: Iterable[ChatRecord]) -> Iterator[str]:
 def to_json(records: Iterable[ChatRecord]) -> str:
     """The chats as Tailor's JSON export (see `json_chunks`)."""
     return "".join(json_chunks(records))
-
-
-def iso_time(timestamp: float) -> str:
-    """A stored time as `2026-12-01 19:45 UTC` (UTC, so an export reads the same on any machine)."""
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def display_title(title: str) -> str:

@@ -25,6 +25,7 @@ from app.services.chat_import_parsed import ChatImportError, ParsedChat, Skipped
 from app.services.chat_import_tailor import tailor_items
 from app.services.chat_stream import JsonStream, StreamError
 from app.services.store import ChatStore
+from app.services.store_problems import StoreUnwritableError
 
 # Memory does not grow with the file (one chat at a time), so this is not a memory limit: it stops a
 # file that is almost surely no chat export (a disk image picked by mistake) before a minute is spent
@@ -49,6 +50,7 @@ class ImportResult:
     imported: list[str] = field(default_factory=list)  # titles of the chats added
     skipped: list[str] = field(default_factory=list)  # titles of those already there
     problems: list[str] = field(default_factory=list)  # a line for each chat of the file that could not be read
+    notes: list[str] = field(default_factory=list)  # a line for each chat imported with something mended
     source: str = "tailor"  # or "chatgpt"
     error: str | None = None  # where the file broke, when it did: the chats before it are imported
     cancelled: bool = False  # stopped by `cancelled()`: the chats imported before stay
@@ -140,12 +142,20 @@ def _run(store: ChatStore, items: Iterator[str | ParsedChat], result: ImportResu
                 break
     except StreamError as exc:
         result.error = _broken(name, result, exc, done)
+    except StoreUnwritableError as exc:  # the disk filled (or the history became read-only) part way
+        saved = len(result.imported)
+        result.error = (f"The import stopped at {'conversation' if result.source == 'chatgpt' else 'chat'} {done}: "
+                        f"{exc.problem.reason} ({exc.problem.detail}). {saved} chat{'' if saved == 1 else 's'} "
+                        f"{'was' if saved == 1 else 'were'} saved before it; importing the file again adds the rest "
+                        "(those saved are not added twice).")
     progress.report(done, final=True)
 
 
 def _record(result: ImportResult, chat: ParsedChat, outcome: str, label: str) -> None:
     if outcome == "added":
         result.imported.append(chat.conversation.title)
+        if chat.notes:
+            result.notes.append(f"Mended {label} ({chat.conversation.title!r}): {'; '.join(chat.notes)}")
     elif outcome == "there":
         result.skipped.append(chat.conversation.title)
     else:

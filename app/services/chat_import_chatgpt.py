@@ -16,13 +16,15 @@ derived from ChatGPT's own id, so importing the file again adds nothing. No Qt h
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from app.services.chat_import_parsed import MessageList, ParsedChat, SkippedChat, pack, unpack
+from app.services.chat_import_parsed import MessageList, ParsedChat, SkippedChat, mended_times, pack, unpack
 from app.services.chat_stream import JsonStream
 from app.services.store import ChatSettings, Conversation
+from app.services.timestamps import checked_time
 
 # Stable ids of imported ChatGPT chats: uuid5 of their ChatGPT id in this namespace.
 CHATGPT_NAMESPACE = uuid.UUID("5b1f8c3e-7d2a-4c1e-9a57-3c0e6f2d9b41")
@@ -39,6 +41,7 @@ class _Node:
     text: str | bytes = ""  # packed (chat_import_parsed.pack)
     created: float | None = None
     thoughts: tuple[str, ...] = ()
+    mended: bool = False  # its create_time was no time (out of 1970–9999, not a number)
 
 
 @dataclass(slots=True)
@@ -86,8 +89,14 @@ def chat_of(read: ReadConversation) -> ParsedChat:
     own_id = data.get("conversation_id") or data.get("id")
     if not isinstance(own_id, str) or not own_id:
         raise SkippedChat("it has no id")
-    created = _number(data.get("create_time"), 0.0)
-    updated = _number(data.get("update_time"), created)
+    now, notes = time.time(), []
+    created, updated = checked_time(data.get("create_time")), checked_time(data.get("update_time"))
+    mended = sum(data.get(key) is not None and seconds is None
+                 for key, seconds in (("create_time", created), ("update_time", updated)))
+    if mended:
+        notes.append(mended_times(mended, "chat"))
+    created = now if created is None else created
+    updated = created if updated is None else updated
     tree = _tree(read.nodes, current, created)
     if not tree.messages:
         raise SkippedChat("it has no text messages")
@@ -96,7 +105,10 @@ def chat_of(read: ReadConversation) -> ParsedChat:
         settings.system_prompt = tree.system_prompt
     title = data.get("title") if isinstance(data.get("title"), str) else ""
     conversation = Conversation(0, title or "ChatGPT chat", created, max(updated, created), settings)
-    return ParsedChat(str(uuid.uuid5(CHATGPT_NAMESPACE, own_id)), conversation, tree.messages, tree.leaf)
+    if tree.mended:
+        notes.append(mended_times(tree.mended, "message"))
+    return ParsedChat(str(uuid.uuid5(CHATGPT_NAMESPACE, own_id)), conversation, tree.messages, tree.leaf,
+                      notes=tuple(notes))
 
 
 def label(read: ReadConversation, index: int) -> str:
@@ -106,10 +118,6 @@ def label(read: ReadConversation, index: int) -> str:
 
 
 # ---------------------------------------------------------------- one node
-
-
-def _number(value: object, default: float) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
 def _dict(value: object) -> dict:
@@ -134,9 +142,9 @@ def _node(entry: dict) -> _Node:
     text = _text(content)
     if not text.strip():
         return _Node(parent)
-    created = message.get("create_time")
-    has_time = isinstance(created, int | float) and not isinstance(created, bool)
-    return _Node(parent, role, pack(text), float(created) if has_time else None)
+    raw = message.get("create_time")
+    created = checked_time(raw)  # None: the time of the message before it (the chat's, for the first)
+    return _Node(parent, role, pack(text), created, mended=raw is not None and created is None)
 
 
 def _text(content: dict) -> str:
@@ -164,6 +172,7 @@ class _Tree:
     messages: MessageList
     leaf: int | None
     system_prompt: str
+    mended: int = 0  # kept messages whose create_time was no time
 
 
 def _tree(nodes: dict[str, _Node], current: str, created: float) -> _Tree:
@@ -192,6 +201,7 @@ def _tree(nodes: dict[str, _Node], current: str, created: float) -> _Tree:
         node = nodes[node_id]
         if node.role in ("user", "assistant"):
             at = node.created if node.created is not None else at
+            tree.mended += node.mended
             reasoning = "\n\n".join(thoughts) if node.role == "assistant" else ""
             above = tree.messages.append(node.role, node.text, at, above, reasoning=reasoning)
             thoughts = ()

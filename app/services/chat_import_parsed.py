@@ -92,3 +92,10 @@ class ParsedChat:
     messages: Sequence[Message] = field(default_factory=MessageList)
     leaf: int | None = None
     folder: str | None = None
+    notes: tuple[str, ...] = ()  # what was mended on the way in (a time out of range, a bad setting)
+
+
+def mended_times(count: int, what: str) -> str:
+    """The note of `count` times of `what` that were no time (app/services/timestamps.py)."""
+    return (f"{count} {what} time{'' if count == 1 else 's'} outside 1970–9999 or not a number: the import time "
+            "is used")

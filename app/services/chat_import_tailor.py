@@ -9,16 +9,23 @@ left out with a line naming it and the field; a damaged file stops the reading (
 
 from __future__ import annotations
 
-import json
-import math
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
 from app.services.chat_export import FORMAT, VERSION
-from app.services.chat_import_parsed import ChatImportError, MessageList, ParsedChat, SkippedChat
+from app.services.chat_import_parsed import (
+    ChatImportError,
+    MessageList,
+    ParsedChat,
+    SkippedChat,
+    mended_times,
+)
 from app.services.chat_stream import JsonStream, StreamError
+from app.services.settings_fields import parse_settings
 from app.services.store import MESSAGE_STATES, ChatSettings, Conversation
 from app.services.store_records import ROLES
+from app.services.timestamps import checked_time
 
 _CHAT_KEYS = ("id", "title", "created", "updated", "settings", "folder", "pinned", "leaf")
 
@@ -109,7 +116,7 @@ def _chat_item(stream: JsonStream, version: int, index: int) -> str | ParsedChat
     try:
         if reading.problem:
             raise SkippedChat(reading.problem)
-        return _parsed(data, reading.messages, version)
+        return _parsed(data, reading, version)
     except SkippedChat as exc:
         return f"Skipped {label}: {exc}"
 
@@ -122,6 +129,8 @@ class _Messages:
         self.version = version
         self.messages = MessageList()
         self.problem = ""
+        self.now = time.time()  # the time of a message whose own is no time
+        self.mended = 0  # messages given `now`
 
     def add(self, data: object, index: int) -> None:
         if self.problem:
@@ -141,8 +150,11 @@ class _Messages:
         if state not in MESSAGE_STATES:
             raise SkippedChat(f"{where}: unknown state {state!r} (expected one of {', '.join(MESSAGE_STATES)})")
         parent = self._parent(data, where)
+        created = checked_time(_field(data, "created", "time", where))
+        if created is None:
+            created, self.mended = self.now, self.mended + 1
         self.messages.append(
-            role, _field(data, "content", "str", where), _field(data, "created", "number", where), parent,
+            role, _field(data, "content", "str", where), created, parent,
             state=state, stats=_field(data, "stats", "object or null", where),
             reasoning=_field(data, "reasoning", "str", where),
             reasoning_closed=_field(data, "reasoning_closed", "bool", where),
@@ -161,29 +173,33 @@ class _Messages:
         return parent
 
 
-def _parsed(data: dict, messages: MessageList, version: int) -> ParsedChat:
+def _parsed(data: dict, reading: _Messages, version: int) -> ParsedChat:
     raw_id = _field(data, "id", "str", "")
     try:
         uid = str(uuid.UUID(raw_id))
     except ValueError:
         raise SkippedChat(f"id {raw_id!r} is not a UUID") from None
-    settings_data = _field(data, "settings", "object", "")
-    try:
-        settings = ChatSettings.from_json(json.dumps(settings_data))
-    except (TypeError, ValueError) as exc:
-        raise SkippedChat(f"bad settings ({exc})") from None
+    parsed = parse_settings(_field(data, "settings", "object", ""))  # each bad field: its default, and a note
+    notes = list(parsed.problems)
     if "messages" not in data:
         raise SkippedChat('"messages" must be a list')
-    conversation = Conversation(0, _field(data, "title", "str", ""), _field(data, "created", "number", ""),
-                                _field(data, "updated", "number", ""), settings)
+    created, updated = (checked_time(_field(data, key, "time", "")) for key in ("created", "updated"))
+    if created is None or updated is None:
+        notes.append(mended_times((created is None) + (updated is None), "chat"))
+    created = reading.now if created is None else created
+    conversation = Conversation(0, _field(data, "title", "str", ""), created,
+                                reading.now if updated is None else updated, ChatSettings(**parsed.fields))
+    if reading.mended:
+        notes.append(mended_times(reading.mended, "message"))
+    messages = reading.messages
     if version == 1:
-        return ParsedChat(uid, conversation, messages)
+        return ParsedChat(uid, conversation, messages, notes=tuple(notes))
     conversation.pinned = _field(data, "pinned", "bool", "")
     folder = _field(data, "folder", "str or null", "")
     leaf = _field(data, "leaf", "id or null", "")
     if leaf is not None and leaf > len(messages):
         raise SkippedChat(f"its leaf {leaf} is not one of its messages")
-    return ParsedChat(uid, conversation, messages, leaf, folder)
+    return ParsedChat(uid, conversation, messages, leaf, folder, tuple(notes))
 
 
 # ---------------------------------------------------------------- fields
@@ -195,7 +211,8 @@ def _is_int(value: object) -> bool:
 
 _KINDS: dict[str, Callable[[object], bool]] = {
     "str": lambda v: isinstance(v, str),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
+    # A time: checked by checked_time (out of range: the import time); null is written for a time that was none.
+    "time": lambda v: v is None or (isinstance(v, int | float) and not isinstance(v, bool)),
     "bool": lambda v: isinstance(v, bool),
     "object": lambda v: isinstance(v, dict),
     "object or null": lambda v: v is None or isinstance(v, dict),
@@ -203,7 +220,8 @@ _KINDS: dict[str, Callable[[object], bool]] = {
     "id": lambda v: _is_int(v) and v >= 1,
     "id or null": lambda v: v is None or (_is_int(v) and v >= 1),
 }
-_KIND_NAMES = {"id": "whole number from 1", "id or null": "whole number from 1 or null"}
+_KIND_NAMES = {"id": "whole number from 1", "id or null": "whole number from 1 or null", "time": "number or null"}
+
 
 
 def _field(data: dict, key: str, kind: str, where: str) -> object:
