@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 
+from app.cli.reply_output import write_token
 from app.remote.endpoints import EndpointStore
 from app.remote.openai_client import RemoteChat, RemoteEndpoint, RemoteError, normalize_url
 from app.remote.remote_engine import RemoteEngine
@@ -14,7 +15,8 @@ from engine.protocol import ChatMessage, Done, Error, SamplingParams, Token
 
 
 def run_remote_chat(args: argparse.Namespace) -> int:
-    """Stream the reply to stdout; errors are one line on stderr and exit code 1."""
+    """Stream the reply as the local engine's is (the answer to stdout, its reasoning to stderr); errors are
+    one line on stderr and exit code 1."""
     try:
         url = normalize_url(args.endpoint)
         key = args.api_key or EndpointStore().key_for_url(url)
@@ -35,8 +37,7 @@ def run_remote_chat(args: argparse.Namespace) -> int:
     try:
         for event in engine.stream(request_id):
             if isinstance(event, Token):
-                sys.stdout.write(event.text)
-                sys.stdout.flush()
+                write_token(event)
             elif isinstance(event, Done):
                 done = event
             elif isinstance(event, Error):

@@ -1,8 +1,8 @@
 """Reading a remote server's answers within fixed limits, and interrupting a read from another thread.
 
 The server is someone else's: an error page that never ends, or a model list of gigabytes, must
-not fill this machine's memory. Every body is read in chunks up to a cap; what lies beyond it is
-never read.
+not fill this machine's memory. Every body is read in chunks up to a cap, and for a limited time;
+what lies beyond either is never read, and the caller is told which one ended the read.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import socket
 import struct
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
 
 import httpx
 
@@ -27,23 +29,39 @@ def size_text(nbytes: int) -> str:
     return f"{nbytes} bytes"
 
 
-def read_capped(chunks: Iterable[bytes], limit: int, deadline_s: float | None = None) -> tuple[bytes, bool]:
-    """Up to `limit` bytes, and whether the body went on (past the limit or past `deadline_s` seconds).
+@dataclass(slots=True, frozen=True)
+class Capped:
+    """What was read of a body: its bytes, how long they took, and why the read stopped before the
+    body's end ("size": it went on past the limit; "time": it came too slowly), or None: it did not."""
+
+    data: bytes
+    seconds: float
+    cut: Literal["size", "time"] | None = None
+
+    def pace(self) -> str:
+        """How much came in how long: "121 bytes in 120 s"."""
+        seconds = f"{self.seconds:.0f}" if self.seconds >= 10 else f"{self.seconds:.1f}"
+        return f"{len(self.data):,} bytes in {seconds} s"
+
+
+def read_capped(chunks: Iterable[bytes], limit: int, deadline_s: float | None = None) -> Capped:
+    """Up to `limit` bytes, read for at most about `deadline_s` seconds.
 
     The deadline is checked as each chunk comes, so a server that drips a byte at a time (each
-    within the read timeout) still ends the read.
+    within the read timeout) still ends the read; that is a cut of its own ("time"), not a body
+    too long: the one that dripped 121 bytes in two minutes did not send 64 KiB.
     """
     body = bytearray()
-    end = None if deadline_s is None else time.monotonic() + deadline_s
+    start = time.monotonic()
     for chunk in chunks:
         room = limit - len(body)
         if len(chunk) > room:
             body += chunk[:room]
-            return bytes(body), True
+            return Capped(bytes(body), time.monotonic() - start, "size")
         body += chunk
-        if end is not None and time.monotonic() > end:
-            return bytes(body), True
-    return bytes(body), False
+        if deadline_s is not None and time.monotonic() - start > deadline_s:
+            return Capped(bytes(body), time.monotonic() - start, "time")
+    return Capped(bytes(body), time.monotonic() - start)
 
 
 def interrupt(response: httpx.Response) -> None:

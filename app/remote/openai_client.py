@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from app.remote.bounded_http import MAX_ERROR_BODY, MAX_JSON_BODY, interrupt, read_capped, size_text
+from app.remote.bounded_http import MAX_ERROR_BODY, MAX_JSON_BODY, Capped, interrupt, read_capped, size_text
 from app.remote.reply_guard import IDLE_TIMEOUT_S, TAIL_EVENTS, TAIL_S, IdleStream, ReplyGuard
 from app.remote.sse_reader import MalformedStream, read_events
 from engine.protocol import (
@@ -126,12 +126,13 @@ class RemoteChat:
         t0 = time.perf_counter()
         pieces: list[str] = []
         thoughts: list[str] = []
+        thought_tokens = 0  # reasoning pieces taken: the count when the server gives none (as a local one's)
         finish: FinishReason = "length"
         usage = _Usage()
         guard = ReplyGuard(sampling.max_tokens, self.endpoint.idle_timeout_s)
         cut = False  # the guard ended the reply: the server's figures, if any, are not of what we kept
         tail: threading.Timer | None = None
-        t_first = t_last = None
+        t_first = t_last = t_answer = None
         try:
             with self._http.stream("POST", f"{self.endpoint.base}/chat/completions", json=body) as response:
                 if response.status_code >= 400:
@@ -153,11 +154,14 @@ class RemoteChat:
                             t_first = t_first or now
                             t_last = now
                             if shown and kept:
+                                t_answer = t_answer or now
                                 pieces.append(kept)
                                 yield Token(request_id, kept)
-                            elif kept:  # the server's reasoning_content: streamed apart
-                                thoughts.append(kept)
-                                yield Token(request_id, kept, reasoning=True)
+                            elif not shown:  # the server's reasoning_content: streamed apart
+                                thought_tokens += 1
+                                if kept:
+                                    thoughts.append(kept)
+                                    yield Token(request_id, kept, reasoning=True)
                         if reason:
                             finish = "stop" if reason == "stop" else "length"
                     if cut:
@@ -186,6 +190,11 @@ class RemoteChat:
         t_end = time.perf_counter()
         t_first = t_first or t_end
         gen = guard.tokens if cut or usage.completion is None else usage.completion
+        reasoning_tokens = thought_tokens
+        # The server's figure, unless the guard cut the reply or it says 0 beside reasoning that came (a
+        # server that fills OpenAI's field without counting).
+        if not cut and usage.reasoning is not None and (usage.reasoning or not thought_tokens):
+            reasoning_tokens = usage.reasoning
         decode_s = (t_last or t_end) - t_first
         stats = GenerationStats(
             ttft_s=t_first - t0,
@@ -194,6 +203,9 @@ class RemoteChat:
             gen_tokens=gen,
             prefill_tok_s=0.0,  # not known from outside the server
             decode_tok_s=(gen - 1) / decode_s if gen > 1 and decode_s > 0 else 0.0,
+            reasoning_tokens=reasoning_tokens,
+            # As the local engine times it: from the first token to the answer's first (or the end).
+            reasoning_s=(t_answer or t_end) - t_first if thought_tokens else 0.0,
         )
         yield Done(request_id, "".join(pieces), finish, stats, reasoning="".join(thoughts),
                    reasoning_closed=bool(pieces) or not thoughts)
@@ -209,29 +221,34 @@ class RemoteChat:
             with self._http.stream("GET", f"{self.endpoint.base}{path}") as response:
                 if response.status_code >= 400:
                     raise RemoteError(self._http_error(response))
-                data, more = read_capped(response.iter_bytes(), MAX_JSON_BODY, self.endpoint.read_timeout_s)
+                body = read_capped(response.iter_bytes(), MAX_JSON_BODY, self.endpoint.read_timeout_s)
         except httpx.HTTPError as exc:
             raise RemoteError(self._transport_error(exc)) from None
-        if more:
+        if body.cut == "size":
             raise RemoteError(f"{self._where()} answered {path} with more than {size_text(MAX_JSON_BODY)}.")
+        if body.cut == "time":
+            raise RemoteError(
+                f"{self._where()} answered {path} too slowly: {body.pace()}; the rest was not read.")
         try:
-            return json.loads(data)
+            return json.loads(body.data)
         except (ValueError, RecursionError):
             raise RemoteError(f"{self._where()} did not answer with JSON.") from None
 
     def _http_error(self, response: httpx.Response) -> str:
         """The status and the server's own message, from at most MAX_ERROR_BODY bytes of its answer."""
         try:
-            data, more = read_capped(response.iter_bytes(), MAX_ERROR_BODY, self.endpoint.read_timeout_s)
+            body = read_capped(response.iter_bytes(), MAX_ERROR_BODY, self.endpoint.read_timeout_s)
         except httpx.HTTPError:
-            data, more = b"", False  # the status says enough
+            body = Capped(b"", 0.0)  # the status says enough
         try:
-            detail = _error_text(json.loads(data))
+            detail = _error_text(json.loads(body.data))
         except (ValueError, RecursionError):
-            detail = data.decode("utf-8", errors="replace").strip() or response.reason_phrase
+            detail = body.data.decode("utf-8", errors="replace").strip() or response.reason_phrase
         detail = detail[:MAX_DETAIL]  # a page of HTML says no more than its first lines
-        if more:
+        if body.cut == "size":
             detail += f" (its answer went on past {size_text(MAX_ERROR_BODY)}; the rest was not read)"
+        elif body.cut == "time":
+            detail += f" (its error reply came too slowly: {body.pace()}; the rest was not read)"
         hint = {401: " (check the API key)", 403: " (not allowed)", 404: " (check the address and model name)"}
         return f"{self._where()} answered {response.status_code}{hint.get(response.status_code, '')}: {detail}"
 
@@ -262,6 +279,7 @@ class _Usage:
     prompt: int | None = None
     cached: int | None = None
     completion: int | None = None
+    reasoning: int | None = None  # of `completion`, the tokens spent reasoning
 
     @staticmethod
     def of(event: dict[str, Any]) -> _Usage | None:
@@ -270,7 +288,10 @@ class _Usage:
             return None
         details = usage.get("prompt_tokens_details")
         cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
-        return _Usage(_count(usage.get("prompt_tokens")), cached, _count(usage.get("completion_tokens")))
+        details = usage.get("completion_tokens_details")
+        reasoning = _count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+        return _Usage(
+            _count(usage.get("prompt_tokens")), cached, _count(usage.get("completion_tokens")), reasoning)
 
 
 def _count(value: Any) -> int | None:
@@ -278,10 +299,12 @@ def _count(value: Any) -> int | None:
 
 
 def _choices(event: dict[str, Any]) -> Iterator[tuple[str, bool, str | None]]:
-    """Per choice: its token's text ("" for none), whether that is reply text, and the finish reason.
+    """The pieces of each choice: (text, whether it is reply text, the finish reason); "" for no text.
 
-    Reasoning tokens (`reasoning_content`, `reasoning`) are not part of the reply, but they count:
-    the server counts them against `max_tokens`, and a model thinking for minutes is not idle.
+    Reasoning (`reasoning_content` as DeepSeek and llama-server send it, vLLM's `reasoning`) is a piece
+    of its own, before the answer's when one delta holds both: it is not part of the reply, but it
+    counts (the server counts it against `max_tokens`, and a model thinking for minutes is not idle).
+    The finish reason comes with the last piece.
     """
     choices = event.get("choices")
     if choices is None:
@@ -299,9 +322,9 @@ def _choices(event: dict[str, Any]) -> Iterator[tuple[str, bool, str | None]]:
         if content is not None and not isinstance(content, str):
             raise MalformedStream(f"a token is not text: {str(content)[:80]!r}")
         reason = choice.get("finish_reason")
-        if not content and not isinstance(reasoning, str):
-            reasoning = ""
-        yield content or reasoning, bool(content), reason if isinstance(reason, str) else None
+        if isinstance(reasoning, str) and reasoning:
+            yield reasoning, False, None
+        yield content or "", True, reason if isinstance(reason, str) else None
 
 
 def _error_text(body: Any) -> str:

@@ -8,6 +8,7 @@ the client took: the body bytes it read off the socket, and its peak memory.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -27,6 +28,8 @@ HELLO = [ChatMessage("user", "Hello?")]
 READ = 64 << 10  # the most one socket read brings in (httpcore's read size)
 HANG_UP_S = 30  # deadline for the server to see the client close (it is at once; the margin is for load)
 IDLE_S = 0.3  # the tests' idle limit
+DRIP_S = 0.02  # the dripping server's pace: its 200 bytes take 4 s
+DEADLINE_S = 1.0  # the tests' read timeout, which is also the longest a capped body is read for
 
 
 @pytest.fixture
@@ -55,6 +58,36 @@ def test_an_endless_error_answer_is_read_up_to_its_cap(bad_server: BadOpenAIServ
     assert "went on past 64 KiB" in end.message and len(end.message) < 600
     assert read <= MAX_ERROR_BODY + READ
     assert peak < 4 << 20
+    assert bad_server.hung_up.wait(HANG_UP_S)
+
+
+def test_an_error_answer_that_drips_is_cut_at_the_deadline_and_called_slow(bad_server: BadOpenAIServer):
+    bad_server.drip_s = DRIP_S
+    events, read, _peak = ask(bad_server, "drip_error", read_timeout_s=DEADLINE_S)
+    end = events[-1]
+    assert isinstance(end, Error) and end.kind == "remote" and "answered 500" in end.message
+    slow = re.search(r"\(its error reply came too slowly: (\d+) bytes in ([\d.]+) s; "
+                     r"the rest was not read\)$", end.message)
+    assert slow is not None, end.message
+    assert "went on past" not in end.message
+    assert int(slow[1]) == read < bad_server.drip_bytes  # cut before the body's end; what came, it read
+    assert float(slow[2]) >= DEADLINE_S
+    assert bad_server.hung_up.wait(HANG_UP_S)
+
+
+def test_a_model_list_that_drips_is_cut_at_the_deadline_and_called_slow(bad_server: BadOpenAIServer):
+    bad_server.drip_models, bad_server.drip_s = True, DRIP_S
+    engine = RemoteEngine(RemoteEndpoint(bad_server.url, "ok", read_timeout_s=DEADLINE_S))
+    try:
+        engine.load()
+        error = engine.next_event(timeout=HANG_UP_S)
+    finally:
+        engine.shutdown()
+    assert isinstance(error, Error) and error.kind == "invalid_model"
+    slow = re.search(r"answered /models too slowly: (\d+) bytes in ([\d.]+) s; the rest was not read\.$",
+                     error.message)
+    assert slow is not None, error.message
+    assert "more than" not in error.message and int(slow[1]) < bad_server.drip_bytes
     assert bad_server.hung_up.wait(HANG_UP_S)
 
 

@@ -9,13 +9,14 @@ import httpx
 import openai
 import pytest
 
+from app.chat.reasoning_text import finished_header
 from app.gui.endpoints_dialog import EndpointsDialog
 from app.remote.endpoints import NO_KEYRING, EndpointStore, KeyStore
 from app.remote.openai_client import RemoteEndpoint
 from app.services.paths import AppPaths
 from engine.client import EngineClient
 from tests.app.remote.conftest import LLAMA_ALIAS, free_port
-from tests.fixtures.bad_openai_server import BadOpenAIServer
+from tests.fixtures.bad_openai_server import ANSWER, THOUGHT, THOUGHT_TOKENS, BadOpenAIServer
 from tests.fixtures.range_server import serving
 
 TIMEOUT_MS = 90_000
@@ -116,6 +117,25 @@ def test_counts_a_remote_server_does_not_give_show_as_unknown(qtbot, make_window
     panel = window.memory_page.memory
     assert panel.last_label.text().endswith("prompt tokens unknown")
     assert panel.rolling_label.text().endswith("prompt tokens unknown")
+
+
+def test_a_remote_reasoning_model_thinks_apart_in_the_window(qtbot, make_window):
+    window = make_window(start=False)
+    streamed: list[tuple[str, str]] = []
+    window.controller.stream_reasoning.connect(lambda text, _tokens, _s: streamed.append(("thought", text)))
+    window.controller.stream_text.connect(lambda text: streamed.append(("answer", text)))
+    with serving(BadOpenAIServer()) as bad:
+        with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS):
+            assert window.server_menu.use_remote(RemoteEndpoint(bad.url, "thinks"))
+        reply = send(qtbot, window, "Capital of France?")
+    # The session got the server's reasoning_content as reasoning events, as from a local reasoning model.
+    assert streamed == [("thought", t) for t in THOUGHT] + [("answer", a) for a in ANSWER]
+    assert (reply.state, reply.content, reply.reasoning, reply.reasoning_closed) == (
+        "complete", "".join(ANSWER), "".join(THOUGHT), True)
+    assert reply.stats["reasoning_tokens"] == THOUGHT_TOKENS  # the server's own count, from its usage
+    assert finished_header(reply).startswith("Thought for ") and finished_header(reply).endswith(
+        f" · {THOUGHT_TOKENS} tokens")
+    assert f"{THOUGHT_TOKENS} thinking + {len(ANSWER)} answer tokens" in window.stats_label.text()
 
 
 def test_endpoints_dialog_saves_removes_and_picks(qtbot, tmp_path: Path):
