@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -19,16 +17,14 @@ from app.services.chat_export import (
     iter_chats,
     json_chunks,
     load_chats,
-    safe_filename,
-    to_markdown,
 )
-from app.services.chat_export_html import to_html
+from app.services.chat_export_files import FORMATS, render, write_export_file, write_export_folder
 from app.services.chat_import import ChatImportError, ImportResult, folder_key, import_file, probe_file
 from app.services.paths import AppPaths
 from app.services.store import ChatStore, Folder
 from app.services.timestamps import checked_time, iso_time
+from app.services.user_files import TargetRefused, check_target
 
-FORMATS = ("json", "md", "html")
 _CHAT_HELP = "the chat's number (as `tailor chats ls` shows) or its UUID"
 
 
@@ -74,6 +70,7 @@ def add_chats_parsers(subparsers: Any) -> None:
         "-o", "--output", type=Path, metavar="PATH",
         help="the file to write (default: stdout); an existing folder gets one file per chat",
     )
+    export.add_argument("--force", action="store_true", help="replace files that are there already")
     export.set_defaults(func=run_export)
 
     imp = subparsers.add_parser("import", help="add the chats of a Tailor JSON export or of ChatGPT's "
@@ -237,29 +234,34 @@ def _chat_id(store: ChatStore, ref: str) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    store = _open(args)
+    output: Path | None = args.output
+    to_folder = output is not None and output.is_dir()  # a link to a folder counts: the user chose it
     try:
-        ids = None if args.all else [_chat_id(store, args.chat)]
-        if args.format == "json" and not (args.output and args.output.is_dir()):
-            # A chat at a time from the store to the file: a large history is not held in memory.
-            count = len(ids) if ids else len(store.list_conversations())
-            if not count:
-                raise ChatsError("There are no chats to export.")
-            _emit(args.output, json_chunks(iter_chats(store, ids)))
-            _wrote(args.output, count)
-            return 0
-        records = load_chats(store, ids)
-    finally:
-        store.close()
-    if not records:
-        raise ChatsError("There are no chats to export.")
-    render = {"json": lambda rs: "".join(json_chunks(rs)), "md": to_markdown, "html": to_html}[args.format]
-    if args.output is not None and args.output.is_dir():
-        for record in records:
-            _write(args.output / safe_filename(record.conversation.title, record.uid, args.format), [render([record])])
-    else:
-        _emit(args.output, [render(records)])
-    _wrote(args.output, len(records))
+        if output is not None and not to_folder:
+            check_target(output, overwrite=args.force)  # before the history is read: refused at once
+        store = _open(args)
+        try:
+            ids = None if args.all else [_chat_id(store, args.chat)]
+            if args.format == "json" and not to_folder:
+                # A chat at a time from the store to the file: a large history is not held in memory.
+                count = len(ids) if ids else len(store.list_conversations())
+                if not count:
+                    raise ChatsError("There are no chats to export.")
+                _emit(output, json_chunks(iter_chats(store, ids)), args.force)
+                _wrote(output, count)
+                return 0
+            records = load_chats(store, ids)
+        finally:
+            store.close()
+        if not records:
+            raise ChatsError("There are no chats to export.")
+        if to_folder:
+            write_export_folder(output, records, args.format, overwrite=args.force)
+        else:
+            _emit(output, [render(args.format, records)], args.force)
+    except TargetRefused as exc:
+        raise ChatsError(str(exc)) from None
+    _wrote(output, len(records))
     return 0
 
 
@@ -268,39 +270,14 @@ def _wrote(output: Path | None, count: int) -> None:
         print(f"Wrote {count} chat(s) to {output}", file=sys.stderr)
 
 
-def _emit(output: Path | None, chunks: Iterable[str]) -> None:
+def _emit(output: Path | None, chunks: Iterable[str], force: bool) -> None:
     """Write `chunks` to `output` (None: stdout)."""
     if output is not None:
-        _write(output, chunks)
+        write_export_file(output, chunks, overwrite=force)
         return
     for chunk in chunks:
         sys.stdout.write(chunk)
     sys.stdout.flush()
-
-
-def _write(path: Path, chunks: Iterable[str]) -> None:
-    """Write `chunks` to `path` whole or not at all (a temporary file beside it, then renamed)."""
-    try:
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    except OSError as exc:
-        raise ChatsError(f"Cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for chunk in chunks:
-                f.write(chunk)
-        os.chmod(temp, 0o666 & ~_umask())  # mkstemp's file is private; an export is as any file the user writes
-        os.replace(temp, path)
-    except BaseException as exc:
-        Path(temp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise ChatsError(f"Cannot write {path}: {exc.strerror or exc}") from None
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def run_import(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from app.cli.plan import PlanError, add_plan_parser, context_option
 from app.cli.preset import PresetError, add_preset_parser, apply_chat_preset
 from app.cli.pull import add_pull_parser
 from app.cli.reply_options import add_reply_arguments, reply_shape
+from app.cli.reply_output import write_token
 from app.cli.search import add_search_parser
 from app.cli.serve import add_serve_parser
 from app.services.chat_defaults import (
@@ -131,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
         except (PlanError, PresetError, ChatsError, StoreError) as exc:  # StoreError: the chat history
             print(f"tailor: error: {exc}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:
+            # Ctrl+C, for every command as for `tailor chat`: one line, 130 (128 + SIGINT) as shells expect.
+            # What was done stays done: an import's chats are each written whole, a pull's partial
+            # download is kept and resumed by the next pull.
+            print("tailor: interrupted", file=sys.stderr)
+            return 130
     if args.command != "chat":
         from app.launcher import open_gui  # Qt only when the window is wanted
 
@@ -282,9 +289,7 @@ def _stream(client: EngineClient, request_id: int, interrupts: _ReplyInterrupts)
             continue
         if isinstance(event, Token):
             interrupts.heard()  # the reply's own loop is alive (memory reports come from another thread)
-            out = sys.stderr if event.reasoning else sys.stdout  # the answer alone on stdout, for scripts
-            out.write(event.text)
-            out.flush()
+            write_token(event)
         elif isinstance(event, Done):
             return event
         elif isinstance(event, Error):

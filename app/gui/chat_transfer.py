@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Slot
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
+from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 
 from app.gui.export_dialog import FORMATS, ExportChoice, ExportDialog
 from app.gui.import_progress import ImportProgressBar
@@ -24,6 +24,7 @@ from app.gui.main_thread import MainThread
 from app.gui.transfer_jobs import export_chats, import_chats, import_summary
 from app.services.chat_export import safe_filename
 from app.services.chat_import import ImportProgress, ImportResult
+from app.services.user_files import TargetExists
 
 if TYPE_CHECKING:
     from app.gui.main_window import MainWindow
@@ -53,12 +54,28 @@ def export_folder_path(parent: QWidget) -> str:
     return QFileDialog.getExistingDirectory(parent, "Export chats into a folder", str(Path.home()))
 
 
+def confirm_replace(parent: QWidget, text: str) -> bool:
+    """Whether the user agrees to replace the files `text` names."""
+    answer = QMessageBox.question(parent, "Replace files?", text,
+                                  QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+                                  QMessageBox.StandardButton.Cancel)
+    return answer == QMessageBox.StandardButton.Yes
+
+
 def import_file_path(parent: QWidget) -> str:
     """The export to import ("" when cancelled)."""
     return QFileDialog.getOpenFileName(
         parent, "Import chats", str(Path.home()),
         "Chat exports (*.json);;All files (*)",
     )[0]
+
+
+def _replace_question(paths: list[Path], target: Path, each: bool) -> str:
+    if not each:
+        return f"{target.name} already exists in {target.parent}. Replace it?"
+    names = "\n".join(p.name for p in paths[:5]) + ("\n…" if len(paths) > 5 else "")
+    count = len(paths)
+    return f"{count} file{'' if count == 1 else 's'} of these chats already exist in {target}:\n\n{names}\n\nReplace them?"
 
 
 class ChatTransfer(QObject):
@@ -121,15 +138,32 @@ class ChatTransfer(QObject):
             target = save_file_path(self.window, str(Path.home() / name), file_filter)
         if not target:
             return
+        # The save dialog asked before a file was replaced; a name it was given without an extension was not
+        # asked about with one, and a folder's files were not asked about at all: those ask when they exist.
+        confirmed = choice.scope != "each"
         if choice.scope != "each" and not Path(target).suffix:
-            target += f".{ext}"  # a name typed without an extension
+            target, confirmed = target + f".{ext}", False  # a name typed without an extension
         ids = [current.id] if choice.scope == "chat" and current is not None else None
+        self._start_export(ids, ext, Path(target), choice.scope == "each", confirmed)
+
+    def _start_export(self, ids: list[int] | None, ext: str, path: Path, each: bool, overwrite: bool) -> None:
         self.exporting = True
         self.export_action.setEnabled(False)
-        self._say(f"Exporting to {target}…", 0)
-        db, path, each = self.session.store.path, Path(target), choice.scope == "each"
-        self.jobs.run(lambda: export_chats(db, ids, ext, path, each),
-                      lambda count: self._exported(count, path), self._export_failed)
+        self._say(f"Exporting to {path}…", 0)
+        db = self.session.store.path
+
+        def failed(exc: BaseException) -> None:
+            if isinstance(exc, TargetExists) and not overwrite:
+                self._export_done()
+                if confirm_replace(self.window, _replace_question(exc.paths, path, each)):
+                    self._start_export(ids, ext, path, each, True)
+                else:
+                    self._say("Export cancelled: nothing was replaced.")
+                return
+            self._export_failed(exc)
+
+        self.jobs.run(lambda: export_chats(db, ids, ext, path, each, overwrite),
+                      lambda count: self._exported(count, path), failed)
 
     def _exported(self, count: int, path: Path) -> None:
         self._export_done()

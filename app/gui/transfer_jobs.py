@@ -8,47 +8,35 @@ never leaves half a file where the user looks for it.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from app.services.chat_export import (
-    ChatRecord,
-    iter_chats,
-    json_chunks,
-    load_chats,
-    safe_filename,
-    to_markdown,
-)
-from app.services.chat_export_html import to_html
+from app.services.chat_export import ChatRecord, iter_chats, json_chunks, load_chats
+from app.services.chat_export_files import render, write_export_file, write_export_folder
 from app.services.chat_import import ImportProgress, ImportResult, import_file
 from app.services.store import ChatStore
-
-_RENDER = {"md": to_markdown, "html": to_html}
 
 
 class ExportError(Exception):
     """An export that could not be written; one line for the user."""
 
 
-def export_chats(db_path: Path, ids: list[int] | None, fmt: str, target: Path, each: bool = False) -> int:
+def export_chats(db_path: Path, ids: list[int] | None, fmt: str, target: Path, each: bool = False,
+                 overwrite: bool = False) -> int:
     """Write the chats `ids` (None: all) as `fmt` ("md", "json", "html") to the file `target`, or with `each`
-    a file per chat into the folder `target` (named after its title); how many chats were written."""
+    a file per chat into the folder `target` (named after its title); how many chats were written. An existing
+    file is replaced only with `overwrite` (TargetExists otherwise: the window asks, then runs it again)."""
     store = ChatStore(db_path, recover=False)  # the window may be writing a reply now
     try:
         if each:
-            records = load_chats(store, ids)
-            for record in records:
-                _write(target / safe_filename(record.conversation.title, record.uid, fmt), _render(fmt, [record]))
-            count = len(records)
+            count = write_export_folder(target, load_chats(store, ids), fmt, overwrite=overwrite)
         elif fmt == "json":  # a chat at a time: a large history is not held in memory twice
             counted = [0]
-            _write(target, json_chunks(_counting(iter_chats(store, ids), counted)))
+            write_export_file(target, json_chunks(_counting(iter_chats(store, ids), counted)), overwrite=overwrite)
             count = counted[0]
         else:
             records = load_chats(store, ids)
-            _write(target, _render(fmt, records))
+            write_export_file(target, [render(fmt, records)], overwrite=overwrite)
             count = len(records)
     finally:
         store.close()
@@ -90,21 +78,3 @@ def _counting(records: Iterable[ChatRecord], counted: list[int]) -> Iterator[Cha
         yield record
 
 
-def _render(fmt: str, records: list[ChatRecord]) -> str:
-    return _RENDER[fmt](records) if fmt in _RENDER else "".join(json_chunks(records))
-
-
-def _write(path: Path, text: str | Iterable[str]) -> None:
-    """Write `text` (or its pieces) to `path` whole or not at all."""
-    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.part")
-    try:
-        with open(temp, "x", encoding="utf-8", newline="\n") as f:  # "x": the umask's permissions, as any file
-            for piece in [text] if isinstance(text, str) else text:
-                f.write(piece)
-        os.replace(temp, path)
-    except OSError as exc:
-        temp.unlink(missing_ok=True)
-        raise ExportError(f"Cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise

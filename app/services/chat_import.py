@@ -26,6 +26,8 @@ from app.services.chat_import_tailor import tailor_items
 from app.services.chat_stream import JsonStream, StreamError
 from app.services.store import ChatStore
 from app.services.store_problems import StoreUnwritableError
+from models.errors import InvalidModelFile
+from models.local_file import open_regular_file
 
 # Memory does not grow with the file (one chat at a time), so this is not a memory limit: it stops a
 # file that is almost surely no chat export (a disk image picked by mistake) before a minute is spent
@@ -70,17 +72,19 @@ def import_file(
             of a newer version (the message says which, in one line).
     """
     name = str(path)
-    total = _size(path, limit)
-    try:
-        file = open(path, "rb")  # noqa: SIM115 (closed below, after the generator that reads it)
-    except OSError as exc:
-        raise ChatImportError(f"Cannot read {path}: {exc.strerror or exc}") from None
+    file = _open(path, limit)
     with file:
+        total = os.fstat(file.fileno()).st_size
         progress = _Progress(on_progress, total, file)
         progress.report(0)
         items = _items(JsonStream(file), file, name)
-        result = ImportResult(source=_kind(items, name))
-        _run(store, items, result, progress, cancelled, name)
+        result = ImportResult(source=_read(lambda: _kind(items, name), path))
+        try:
+            _run(store, items, result, progress, cancelled, name)
+        except OSError as exc:  # the disk or the file failed while it was read: the chats before it stay
+            saved = len(result.imported)
+            result.error = (f"Cannot read {path} any further ({exc.strerror or exc}); {saved} "
+                            f"chat{'' if saved == 1 else 's'} {'was' if saved == 1 else 'were'} imported before it")
     return result
 
 
@@ -91,15 +95,10 @@ def probe_file(path: Path, limit: int = MAX_IMPORT_BYTES) -> str:
     Raises:
         ChatImportError: as `import_file` does before it writes anything.
     """
-    _size(path, limit)
-    try:
-        file = open(path, "rb")  # noqa: SIM115 (closed below, after the generator that reads it)
-    except OSError as exc:
-        raise ChatImportError(f"Cannot read {path}: {exc.strerror or exc}") from None
-    with file:
+    with _open(path, limit) as file:
         items = _items(JsonStream(file), file, str(path))
         try:
-            return _kind(items, str(path))
+            return _read(lambda: _kind(items, str(path)), path)
         finally:
             items.close()
 
@@ -173,16 +172,29 @@ def _broken(name: str, result: ImportResult, exc: StreamError, done: int) -> str
 # ---------------------------------------------------------------- reading
 
 
-def _size(path: Path, limit: int) -> int:
+def _open(path: Path, limit: int) -> BinaryIO:
+    """The file, opened for reading if it is a regular file no larger than `limit` (a FIFO would block the
+    read, a device never end); ChatImportError otherwise, at once."""
     try:
-        size = os.stat(path).st_size
-    except OSError as exc:
-        raise ChatImportError(f"Cannot read {path}: {exc.strerror or exc}") from None
+        file = open_regular_file(path)
+    except InvalidModelFile as exc:
+        raise ChatImportError(f"Cannot read {path}: it {exc.problem}" if exc.problem.startswith("is ")
+                              else f"Cannot read {path}: {exc.problem}") from None
+    size = os.fstat(file.fileno()).st_size
     if size > limit:
+        file.close()
         raise ChatImportError(
             f"{path} is {size / (1 << 30):.1f} GiB; an export larger than {limit / (1 << 30):.0f} GiB is refused"
         )
-    return size
+    return file
+
+
+def _read(first: Callable[[], str], path: Path) -> str:
+    """`first()`, the file's kind; a read that fails (an I/O error: /proc/self/mem) is one line."""
+    try:
+        return first()
+    except OSError as exc:
+        raise ChatImportError(f"Cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _items(stream: JsonStream, file: BinaryIO, name: str) -> Iterator[str | ParsedChat]:

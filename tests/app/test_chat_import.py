@@ -247,7 +247,7 @@ def test_a_file_over_the_limit_is_refused_by_its_size_before_reading(tmp_path: P
 
 
 def test_a_missing_file_is_one_line(tmp_path: Path, target: ChatStore):
-    with pytest.raises(ChatImportError, match="Cannot read .*nope.json: No such file"):
+    with pytest.raises(ChatImportError, match="Cannot read .*nope.json: no such file"):
         import_file(target, tmp_path / "nope.json")
 
 
