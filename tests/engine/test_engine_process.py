@@ -17,6 +17,10 @@ from tests.engine.helpers import collect, load, wait_for
 from tests.fixtures.model_files import copy_with_chat_template
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=48, seed=1)
+# The client notices its child's death at once (it waits on the process as well as the pipe,
+# waking every 0.25 s): the bound is the siblings' 10 s, room for a loaded 2-core machine, and
+# far below the 60 s the helpers wait for an event, after which an unnoticed death would show.
+DEATH_NOTICED_S = 10.0
 FRANCE = [ChatMessage("system", DEFAULT_SYSTEM_PROMPT), ChatMessage("user", "What is the capital of France?")]
 
 
@@ -159,15 +163,11 @@ def test_sigkill_while_streaming_reports_engine_died_and_restart_works(
     rid = fresh_engine.generate([ChatMessage("user", "Tell me a long story.")], SamplingParams(max_tokens=500))
     assert isinstance(wait_for(fresh_engine, (Token,)), Token)
     os.kill(fresh_engine.pid, signal.SIGKILL)
-    t0 = time.monotonic()
-    died = None
-    while died is None:
-        event = wait_for(fresh_engine, (Token,), timeout=5)
-        if isinstance(event, Error):
-            died = event
-    assert died.kind == "engine_died"
+    # Tokens sent before the kill may still come (skipped); the first error must be the death,
+    # reported by the client itself within the bound (wait_for fails the test otherwise).
+    died = wait_for(fresh_engine, (), timeout=DEATH_NOTICED_S)
+    assert isinstance(died, Error) and died.kind == "engine_died"
     assert "SIGKILL" in died.message
-    assert time.monotonic() - t0 < 2.0
     assert not fresh_engine.running
     fresh_engine.restart()
     assert isinstance(load(fresh_engine, str(starter_model)), Loaded)

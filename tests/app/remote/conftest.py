@@ -20,7 +20,23 @@ from app.services.load_planner import LoadSettings
 LLAMA_ALIAS = "smollm2"
 
 
+# llama-cpp-python's server (its app and settings, as `python -m llama_cpp.server` builds them)
+# served by uvicorn on a socket the test opened: argv is the socket's descriptor, the model, its alias.
+LLAMA_SERVER = """
+import socket, sys
+import uvicorn
+from llama_cpp.server.app import create_app
+from llama_cpp.server.settings import ModelSettings, ServerSettings
+fd, model, alias = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+app = create_app(server_settings=ServerSettings(),
+                 model_settings=[ModelSettings(model=model, model_alias=alias, n_ctx=2048, verbose=False)])
+uvicorn.Server(uvicorn.Config(app)).run(sockets=[socket.socket(fileno=fd)])
+"""
+
+
 def free_port() -> int:
+    """A port free a moment ago. Racy: another process may take it before the caller binds it;
+    prefer binding port 0 and asking the socket (as ServerThread and llama_server do)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -28,14 +44,18 @@ def free_port() -> int:
 
 @pytest.fixture(scope="package")
 def llama_server(starter_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`python -m llama_cpp.server` with the starter model; yields its base URL (…/v1)."""
-    port = free_port()
+    """llama-cpp-python's OpenAI-compatible server with the starter model; yields its base URL (…/v1).
+
+    It listens on a socket bound here (port 0) and handed to the child, so no other process can take the
+    port between choosing and listening; connections made while the model loads wait in its backlog."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+    port = listener.getsockname()[1]
     log = (tmp_path_factory.mktemp("llama-server") / "server.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(starter_model), "--model_alias", LLAMA_ALIAS,
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--verbose", "False"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
+    with listener:  # the child holds the only copy once started: a child that dies refuses connections
+        process = subprocess.Popen(
+            [sys.executable, "-c", LLAMA_SERVER, str(listener.fileno()), str(starter_model), LLAMA_ALIAS],
+            stdout=log, stderr=subprocess.STDOUT, pass_fds=[listener.fileno()],
+        )
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 120
     try:
