@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.services.store_problems import HistoryProblem, StoreDamagedError, StoreError, problem_kind
 from app.services.store_schema import check_not_newer, migrate, schema_version
+from models.local_file import kind_of
 
 # Opens an SQLite connection to a path, read-write or read-only (isolation_level=None).
 # The store takes one so that tests can put the file on a read-only or full medium.
@@ -63,6 +65,7 @@ def open_history(path: Path, connect: Connector = open_sqlite, recover: bool = T
         StoreTooNewError: the file comes from a newer Tailor.
         StoreError: the file cannot be opened at all (e.g. the path is a folder).
     """
+    _refuse_special(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = connect(path, False)
@@ -114,6 +117,17 @@ def mark_interrupted(db: sqlite3.Connection) -> int:
             db.execute("ROLLBACK")
         raise
     return count
+
+
+def _refuse_special(path: Path) -> None:
+    """A history is a regular file (reached through a link or not) or nothing yet: SQLite's reads of a FIFO
+    would wait for a writer forever, and its writes would go into a device (`--db /dev/full`)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # absent (created), or unreadable: SQLite's own error says which
+    if not stat.S_ISREG(mode):
+        raise StoreError(f"Cannot open the chat history {path}: it is {kind_of(mode)}, not a regular file")
 
 
 def room_left(db: sqlite3.Connection, path: Path) -> int:

@@ -242,3 +242,20 @@ def test_ctrl_c_during_a_pull_exits_130_and_the_next_pull_resumes(fake_hub: Fake
     assert again.returncode == 0, again.stderr
     assert Path(again.stdout.strip().splitlines()[-1]).read_bytes() == tiny_quants["Q8_0"].read_bytes()
     assert fake_hub.bytes_sent - sent <= size - size // 2 + 4096  # resumed: only the rest was sent
+
+
+def test_a_history_path_that_is_a_fifo_or_a_device_is_refused_at_once(tmp_path: Path):
+    fifo = tmp_path / "chats.sqlite3"
+    os.mkfifo(fifo)
+    device = tmp_path / "null"
+    os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null's numbers
+    source = tmp_path / "chats.json"
+    source.write_text(_export_of(["One"]), encoding="utf-8")
+    for db, kind in ((fifo, "a FIFO (named pipe)"), (device, "a character device")):
+        for args in (("import", str(source)), ("chats", "ls"), ("export", "--all", "--format", "md")):
+            result = subprocess.run([TAILOR, *args, "--db", str(db)], capture_output=True, text=True, timeout=60,
+                                    env={**os.environ, "TAILOR_HOME": str(tmp_path / "home")})
+            assert (result.returncode, result.stdout) == (1, ""), (args, result.stderr)
+            assert result.stderr == (f"tailor: error: Cannot open the chat history {db}: it is {kind}, not a regular "
+                                     "file\n"), args
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and stat.S_ISCHR(device.lstat().st_mode)

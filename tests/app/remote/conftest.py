@@ -34,14 +34,6 @@ uvicorn.Server(uvicorn.Config(app)).run(sockets=[socket.socket(fileno=fd)])
 """
 
 
-def free_port() -> int:
-    """A port free a moment ago. Racy: another process may take it before the caller binds it;
-    prefer binding port 0 and asking the socket (as ServerThread and llama_server do)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="package")
 def llama_server(starter_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama-cpp-python's OpenAI-compatible server with the starter model; yields its base URL (…/v1).

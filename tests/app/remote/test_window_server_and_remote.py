@@ -15,7 +15,7 @@ from app.remote.endpoints import NO_KEYRING, EndpointStore, KeyStore
 from app.remote.openai_client import RemoteEndpoint
 from app.services.paths import AppPaths
 from engine.client import EngineClient
-from tests.app.remote.conftest import LLAMA_ALIAS, free_port
+from tests.app.remote.conftest import LLAMA_ALIAS
 from tests.fixtures.bad_openai_server import ANSWER, THOUGHT, THOUGHT_TOKENS, BadOpenAIServer
 from tests.fixtures.range_server import serving
 
@@ -32,10 +32,12 @@ def send(qtbot, window, text: str):
 def test_serving_the_windows_engine_beside_its_own_chat(qtbot, make_window):
     window = make_window()
     toggle = window.server_menu.toggle
-    toggle.port = free_port()
+    toggle.port = 0  # the system picks a free port as the server binds it (no port released, then taken)
     toggle.action.setChecked(True)
     assert toggle.server is not None and toggle.label.isVisible()
-    assert toggle.label.text() == f"Serving on http://127.0.0.1:{toggle.port}/v1"
+    served_url = toggle.url
+    assert served_url.startswith("http://127.0.0.1:") and not served_url.startswith("http://127.0.0.1:0/")
+    assert toggle.label.text() == f"Serving on {served_url}"
     assert toggle.server.engine._client is window.session.engine  # one engine, one model copy
     client = openai.OpenAI(base_url=toggle.url, api_key="x", max_retries=0, timeout=120)
     model = client.models.list().data[0].id
@@ -58,7 +60,7 @@ def test_serving_the_windows_engine_beside_its_own_chat(qtbot, make_window):
     toggle.action.setChecked(False)
     assert toggle.server is None and not toggle.label.isVisible()
     with pytest.raises(httpx.ConnectError):
-        httpx.get(f"http://127.0.0.1:{toggle.port}/v1/models")
+        httpx.get(f"{served_url}/models")
 
 
 def test_a_taken_port_is_a_notice_not_a_crash(qtbot, make_window):
