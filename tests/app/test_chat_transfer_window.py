@@ -5,6 +5,7 @@ the status bar while the window goes on, and the chat list shows what came in.""
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from PySide6.QtCore import Qt
 from app.gui import chat_transfer
 from app.gui.export_dialog import ExportChoice, ExportDialog
 from app.gui.transfer_jobs import import_chats as real_import_chats
+from app.services.chat_defaults import DEFAULT_SYSTEM_PROMPT
 from app.services.chat_export import load_chats, safe_filename, to_json
 from app.services.store import ChatStore
 from tests.fixtures.chatgpt import __file__ as chatgpt_fixtures
@@ -94,6 +96,58 @@ def test_export_writes_this_chat_or_all_chats_in_each_format(qtbot, window, monk
     said = _export(qtbot, window, monkeypatch, ExportChoice("chat", "md"), tmp_path / "missing" / "x.md")
     assert said.startswith("Export failed: Cannot write") and not (tmp_path / "missing").exists()
     assert window.chat_transfer.export_action.isEnabled()
+
+
+def test_an_export_replaces_files_only_when_the_user_agrees(qtbot, window, monkeypatch, tmp_path):
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    _export(qtbot, window, monkeypatch, ExportChoice("each", "md"), folder)
+    pages = sorted(folder.iterdir())
+    for page in pages:
+        page.write_text("edited by hand", encoding="utf-8")
+    asked: list[str] = []
+    monkeypatch.setattr(chat_transfer, "confirm_replace", lambda parent, text: asked.append(text) or False)
+    said = _export(qtbot, window, monkeypatch, ExportChoice("each", "md"), folder)
+    assert said == "Export cancelled: nothing was replaced."
+    assert len(asked) == 1 and asked[0].startswith(f"2 files of these chats already exist in {folder}:")
+    assert all(p.read_text(encoding="utf-8") == "edited by hand" for p in pages)
+    monkeypatch.setattr(chat_transfer, "confirm_replace", lambda parent, text: asked.append(text) or True)
+    said = _export(qtbot, window, monkeypatch, ExportChoice("each", "md"), folder)
+    assert said == f"Exported 2 chats to {folder}" and len(asked) == 2
+    assert all(p.read_text(encoding="utf-8").startswith("# ") for p in pages)
+
+    # The save dialog asked about "notes", not "notes.md": the file with the extension is asked about here.
+    notes = tmp_path / "notes.md"
+    notes.write_text("mine", encoding="utf-8")
+    monkeypatch.setattr(chat_transfer, "confirm_replace", lambda parent, text: asked.append(text) or False)
+    said = _export(qtbot, window, monkeypatch, ExportChoice("chat", "md"), tmp_path / "notes")
+    assert asked[-1] == f"notes.md already exists in {tmp_path}. Replace it?" and notes.read_text() == "mine"
+    # A name the save dialog confirmed is replaced without a second question.
+    said = _export(qtbot, window, monkeypatch, ExportChoice("chat", "md"), notes)
+    assert said == f"Exported 1 chat to {notes}" and len(asked) == 3 and notes.read_text().startswith("# ")
+    fifo = tmp_path / "pipe.md"
+    os.mkfifo(fifo)
+    said = _export(qtbot, window, monkeypatch, ExportChoice("chat", "md"), fifo)
+    assert said == f"Export failed: Cannot write {fifo}: it is a FIFO (named pipe); Tailor writes only regular files"
+
+
+def test_a_chat_imported_with_hostile_settings_opens_and_answers(qtbot, make_window, monkeypatch, tmp_path):
+    from tests.app.test_hostile_imports import HOSTILE_SETTINGS, _tailor_chat, _tailor_export
+
+    window = make_window()
+    source = tmp_path / "hostile.json"
+    source.write_text(_tailor_export([_tailor_chat("Hostile", settings=HOSTILE_SETTINGS)]), encoding="utf-8")
+    _start_import(qtbot, window, monkeypatch, source)
+    qtbot.waitUntil(lambda: not window.chat_transfer.importing, timeout=WAIT_MS)
+    assert window.statusBar().currentMessage().startswith("Imported 1 chat; 1 mended on the way in (Mended chat 1")
+    chat = next(c for c in window.session.store.list_conversations() if c.title == "Hostile")
+    window.session.open_conversation(chat.id)
+    panel = window.settings_panel
+    assert panel.system_prompt.toPlainText() == DEFAULT_SYSTEM_PROMPT and panel.temperature.value() == 0.7
+    assert panel.max_tokens.value() == 512 and panel.flash_attn.currentText() == "on"
+    with qtbot.waitSignal(window.controller.stream_finished, timeout=120_000) as finished:
+        window.submit("Say hello.")
+    assert finished.args[0].state == "complete" and finished.args[0].content, window.banner.text()
 
 
 def test_the_export_dialog_offers_this_chat_only_when_one_is_open(qtbot):
