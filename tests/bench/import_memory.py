@@ -10,6 +10,9 @@ in memory; what any import costs whatever its size: the constant), then resets t
 mark of its RSS (/proc/self/clear_refs) and reads it after the import (VmHWM: the exact peak, no
 sampling to miss it). Target: (peak - constant) / the largest chat's bytes <= 2.
 
+Then a chat of one 50 MB reply (TAILOR_BENCH_IMPORT_MESSAGE_MB) alone: one value the reader must hold
+whole, the case where memory is a multiple of the chat rather than of a chunk.
+
     python -m tests.bench.import_memory     # TAILOR_BENCH_IMPORT_MB (default 200), _CHATS (5000), _BIG_MB (8)
 """
 
@@ -30,6 +33,7 @@ MB = 1_000_000
 TOTAL_MB = int(os.environ.get("TAILOR_BENCH_IMPORT_MB", "200"))
 CHATS = int(os.environ.get("TAILOR_BENCH_IMPORT_CHATS", "5000"))
 BIG_CHAT_BYTES = int(os.environ.get("TAILOR_BENCH_IMPORT_BIG_MB", "8")) * MB  # 0: no long chat
+LONG_MESSAGE_MB = int(os.environ.get("TAILOR_BENCH_IMPORT_MESSAGE_MB", "50"))  # one message this long
 WARM_UP_CHATS = 100  # about 4 MB: more than the chunk the reader holds and the 2 MB of SQLite's page cache
 
 
@@ -58,6 +62,31 @@ def child(export: str, warm_up: str, db: str) -> None:
     store.close()
     print(json.dumps({"wall_s": wall, "imported": len(result.imported), "problems": len(result.problems),
                       "error": result.error, "cold": cold, "warm": warm, "peak": peak}))
+
+
+def write_one_message(path: Path, message_bytes: int) -> None:
+    """A Tailor export of one chat whose reply is one message of `message_bytes` (ASCII text with lines)."""
+    line = "All work and no play makes a long reply. " * 2 + "\n"
+    text = line * (message_bytes // len(line))
+    chat = {"id": "6f1c1a9e-0000-4000-8000-000000000050", "title": "One long reply", "created": 1.7e9,
+            "updated": 1.7e9, "settings": {}, "folder": None, "pinned": False, "leaf": 2,
+            "messages": [{"id": 1, "parent": None, "role": "user", "content": "Write it all.", "reasoning": "",
+                          "reasoning_closed": True, "state": "complete", "stats": None, "created": 1.7e9},
+                         {"id": 2, "parent": 1, "role": "assistant", "content": text, "reasoning": "",
+                          "reasoning_closed": True, "state": "complete", "stats": None, "created": 1.7e9}]}
+    path.write_text(json.dumps({"format": "tailor-chats", "version": 2, "chats": [chat]}), encoding="utf-8")
+
+
+def measure_one_message(folder: Path) -> tuple[dict, int]:
+    """The child's figures importing one chat of one LONG_MESSAGE_MB message, and the file's size."""
+    export = folder / "one-message.json"
+    write_one_message(export, LONG_MESSAGE_MB * MB)
+    write_export(folder / "warm-up.json", WARM_UP_CHATS, WARM_UP_CHATS * 40_000, seed=2)
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.bench.import_memory", "--child", str(export), str(folder / "warm-up.json"),
+         str(folder / "one-message.sqlite3")], capture_output=True, text=True, cwd=ROOT, check=True,
+    )
+    return json.loads(out.stdout.splitlines()[-1]), export.stat().st_size
 
 
 def measure(folder: Path) -> tuple[dict, object, float]:
@@ -89,6 +118,13 @@ def main() -> None:
     cold_ratio = (figures["peak"] - figures["cold"]) / largest
     print(f"import_memory_ratio={ratio:.2f} ((peak - constant) / largest chat; target <= 2; "
           f"{cold_ratio:.2f} against the cold RSS)")
+    with tempfile.TemporaryDirectory(prefix="tailor-import-bench-") as tmp:
+        one, size = measure_one_message(Path(tmp))
+    one_ratio = (one["peak"] - one["warm"]) / size
+    print(f"import_one_message_mb={size / MB:.1f} (one chat, one reply of {LONG_MESSAGE_MB} MB; imported in "
+          f"{one['wall_s']:.1f} s; error: {one['error']})")
+    print(f"import_one_message_peak_rss_mb={one['peak'] / MB:.1f} (constant {one['warm'] / MB:.1f})")
+    print(f"import_one_message_ratio={one_ratio:.2f} ((peak - constant) / the chat's bytes; the README's bound)")
 
 
 if __name__ == "__main__":
