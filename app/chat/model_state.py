@@ -48,6 +48,7 @@ class ModelState:
         self._good: Wanted | None = None  # the last model that loaded, with its settings
         self._loaded: Wanted | None = None
         self._loading: Wanted | None = None
+        self._label = ""  # what model_changed said of the model loaded now
 
     @property
     def loaded(self) -> Wanted | None:
@@ -87,15 +88,23 @@ class ModelState:
         self._loaded = self._loading = None
         return previous
 
-    def request_load(self, wanted: Wanted) -> None:
-        """Ask for a model, as the planner plans it (Loaded or an Error answers)."""
+    def request_load(self, wanted: Wanted) -> bool:
+        """Ask for a model, as the planner plans it (Loaded or an Error answers); False, with the problem
+        said, when the plan refuses the load (a context that does not fit): the engine keeps what it has."""
         path, settings = wanted
+        before = self._loaded, self._label
         self._loaded, self._loading = None, wanted
         self.listener.model_changed(f"Loading {file_name(path)} …")
         planned = self.planner.plan_load(path, settings)
         self.plan = planned.plan
         self.listener.planned(planned.plan)
+        if planned.refusal is not None:
+            (self._loaded, self._label), self._loading = before, None
+            self.listener.model_changed(self._label if self._loaded else "No model loaded")
+            self.listener.problem(f"Could not load the model {file_name(path)}: {planned.refusal}", False)
+            return False
         self.engine.load(planned.request)  # EngineNotRunning: the caller reports the engine as dead
+        return True
 
     def on_loaded(self, event: Loaded) -> None:
         info = event.info
@@ -104,7 +113,8 @@ class ModelState:
         self._good = self._loaded
         self.n_ctx = info.n_ctx
         where = "remote" if info.architecture == "remote" else f"context {info.n_ctx}"
-        self.listener.model_changed(f"{info.name} · {where}")
+        self._label = f"{info.name} · {where}"
+        self.listener.model_changed(self._label)
         if info.notice:  # loaded with fewer GPU layers than planned: say why
             self.listener.notice(info.notice)
         if not info.n_ctx:  # a remote server: its own context, not reported

@@ -18,7 +18,7 @@ from app.chat.folders import ChatFolders
 from app.chat.hints import BUSY_HINT, DEAD_HINT
 from app.chat.listener import SessionListener, TimerFactory
 from app.chat.load_settings import load_settings_of
-from app.chat.model_state import ModelState, Planner, not_running
+from app.chat.model_state import ModelState, Planner, Wanted, not_running
 from app.chat.replies import Replies
 from app.chat.stats_line import format_stats
 from app.services.load_planner import LoadSettings
@@ -146,7 +146,12 @@ class ChatSession(BranchActions):
         if self.model.loaded == wanted:
             self._begin(conversation_id)
         elif self.model.loading != wanted:
-            self._guarded(lambda: self.model.request_load(wanted))
+            self._guarded(lambda: self._load_for(wanted))
+
+    def _load_for(self, wanted: Wanted) -> None:
+        """Load what the waiting message needs; a load the plan refuses leaves the message to the user."""
+        if not self.model.request_load(wanted):
+            self.replies.drop_pending()
 
     def _begin(self, conversation_id: int) -> None:
         try:

@@ -200,6 +200,8 @@ def run_chat(args: argparse.Namespace) -> int:
                                 auto_ctx_cap=args.ctx_cap or DEFAULT_AUTO_CTX_CAP)
         planner = LoadPlanner(prefix_cache_dir=paths.prefix_cache, drafts=library_drafts(paths.data_dir))
         planned = planner.plan_load(str(model), settings)
+        if planned.refusal is not None:
+            raise CliError(planned.refusal)
         client.load(planned.request)
         info = _wait_loaded(client)
         print(f"tailor: {_loaded_line(info, args.ctx is None, planned.plan)}", file=sys.stderr)

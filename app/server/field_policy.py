@@ -61,7 +61,8 @@ def check_fields(body: dict, chat: bool) -> None:
         if name in honoured or name in NO_EFFECT or value is None:
             continue
         if name in _NEUTRAL:
-            if value in _NEUTRAL[name]:
+            # Compared with its type: `false` is not the 0 that asks for no penalty.
+            if any(type(value) is type(neutral) and value == neutral for neutral in _NEUTRAL[name]):
                 continue
             raise bad_param(name, _WHY.get(name, f"'{name}' is not supported by this server."))
         raise bad_param(name, f"'{name}' is not a field this server knows.")

@@ -37,9 +37,12 @@ class OwnEngine:
 
     def load(self, path: Path, settings: LoadSettings, timeout: float = 600.0) -> ModelInfo:
         """Start the engine and load `path` as the plan says; raise ModelLoadError on failure."""
+        planned = self.plan(path, settings)
+        if planned.refusal is not None:  # before the engine starts: nothing is allocated
+            raise ModelLoadError(planned.refusal)
         self.client.start()
         self._answered.clear()
-        self.client.load(self.plan(path, settings).request)
+        self.client.load(planned.request)
         if not self._answered.wait(timeout):
             raise ModelLoadError(f"The engine did not load {path} within {timeout:.0f} s.")
         if isinstance(self._answer, Error):

@@ -69,7 +69,7 @@ def parse_completion(body: Any, model: ModelInfo) -> CompletionParams:
     for name in ("suffix", "logprobs"):
         if body.get(name) is not None:
             raise bad_param(name, f"'{name}' is not supported by this server.")
-    if body.get("best_of") not in (None, 1):
+    if not _is_one(body.get("best_of")):
         raise bad_param("best_of", "'best_of' must be 1.")
     echo = _optional(body, "echo", bool, False)
     return _common(body, n_ctx, messages=(), prompt=prompt, echo=echo)
@@ -80,13 +80,14 @@ def _common(body: dict, n_ctx: int, *, messages: tuple[ChatMessage, ...], prompt
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad_param("model", "'model' must be the name of a served model (see GET /v1/models).")
-    if body.get("n") not in (None, 1):
+    if not _is_one(body.get("n")):
         raise bad_param("n", "'n' must be 1: this server writes one choice per request.")
     for name in ("logprobs", "top_logprobs"):
         if body.get(name) not in (None, False, 0):
             raise bad_param(name, "Log probabilities are not supported by this server.")
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    param = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    # max_completion_tokens replaces max_tokens; a null one is absent (the other still counts).
+    param = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = body.get(param)
     if max_tokens is None:
         max_tokens = n_ctx  # until the context is full or the model stops
     elif not _is_int(max_tokens) or not 1 <= max_tokens <= n_ctx:
@@ -140,10 +141,11 @@ def _message(item: Any, index: int) -> ChatMessage:
         content = "".join(texts)
     if not isinstance(content, str):
         raise bad_param(f"{param}.content", f"'{param}.content' must be a string or an array of text parts.")
+    name = item.get("name")
+    if name is not None and not isinstance(name, str):
+        raise bad_param(f"{param}.name", f"'{param}.name' must be a string.")
     if role == "tool":
-        name = item.get("name")
-        return ChatMessage("tool", content, tool_call_id=tool_message_id(item, param),
-                           name=name if isinstance(name, str) else None)
+        return ChatMessage("tool", content, tool_call_id=tool_message_id(item, param), name=name)
     calls = message_tool_calls(item, param) if role == "assistant" else ()
     return ChatMessage(role, content, calls)  # type: ignore[arg-type]
 
@@ -192,3 +194,8 @@ def _optional(body: dict, name: str, kind: type, default: Any, param: str | None
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_one(value: Any) -> bool:
+    """Absent, or the integer 1 (n, best_of): one choice per request."""
+    return value is None or (_is_int(value) and value == 1)

@@ -52,10 +52,11 @@ def message_tool_calls(item: dict, param: str) -> tuple[ToolCall, ...]:
     parsed = []
     for i, call in enumerate(calls):
         where = f"{param}.tool_calls[{i}]"
-        function = call.get("function") if isinstance(call, dict) else None
+        function = call.get("function") if isinstance(call, dict) and call.get("type") in (None, "function") else None
         if (not isinstance(function, dict) or not isinstance(call.get("id"), str)
                 or not isinstance(function.get("name"), str) or not isinstance(function.get("arguments"), str)):
-            raise bad_param(where, f"'{where}' must have an 'id' and a 'function' with 'name' and 'arguments' strings.")
+            raise bad_param(where, f"'{where}' must have an 'id', type 'function' and a 'function' with 'name' and "
+                                   "'arguments' strings.")
         parsed.append(ToolCall(call["id"], function["name"], function["arguments"]))
     return tuple(parsed)
 
@@ -84,12 +85,17 @@ def _tools(value: Any) -> list[dict]:
         if name in names:
             raise bad_param(f"{param}.function.name", f"Two tools are named '{name}'.")
         names.add(name)
+        description = function.get("description")
+        if description is not None and not isinstance(description, str):
+            raise bad_param(f"{param}.function.description", "A function's description must be a string.")
+        if function.get("strict") is not None and not isinstance(function.get("strict"), bool):
+            raise bad_param(f"{param}.function.strict", "A function's 'strict' must be a boolean.")
         parameters = function.get("parameters")
         if parameters is not None:
             if not isinstance(parameters, dict):
                 raise bad_param(f"{param}.function.parameters", "A function's parameters must be a JSON schema object.")
             _check_valid(parameters, f"{param}.function.parameters")
-        kept = {"name": name, "description": function.get("description") or "", "parameters": parameters or
+        kept = {"name": name, "description": description or "", "parameters": parameters or
                 {"type": "object", "properties": {}}}
         tools.append({"type": "function", "function": kept})
     return tools
@@ -102,8 +108,8 @@ def _tool_choice(value: Any, tools: list[dict]) -> str:
         if value == "required" and not tools:
             raise bad_param("tool_choice", "tool_choice 'required' needs 'tools'.")
         return value
-    name = value.get("function", {}).get("name") if isinstance(value, dict) and value.get("type") == "function" \
-        else None
+    function = value.get("function") if isinstance(value, dict) and value.get("type") == "function" else None
+    name = function.get("name") if isinstance(function, dict) else None
     if not isinstance(name, str):
         raise bad_param("tool_choice", "'tool_choice' must be none, auto, required or "
                                        "{\"type\": \"function\", \"function\": {\"name\": ...}}.")
@@ -122,7 +128,15 @@ def _response_format(value: Any) -> str | None:
         return json.dumps({"type": "object"})
     if kind == "json_schema":
         spec = value.get("json_schema")
-        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(spec, dict):
+            raise bad_param("response_format.json_schema", "'response_format.json_schema' must be an object with "
+                                                           "'name' and 'schema'.")
+        for key, kind_of, what in (("name", str, "a string"), ("description", str, "a string"),
+                                   ("strict", bool, "a boolean")):
+            if spec.get(key) is not None and not isinstance(spec[key], kind_of):
+                raise bad_param(f"response_format.json_schema.{key}",
+                                f"'response_format.json_schema.{key}' must be {what}.")
+        schema = spec.get("schema")
         if not isinstance(schema, dict):
             raise bad_param("response_format.json_schema.schema", "'response_format.json_schema.schema' must be "
                                                                   "a JSON schema object.")
@@ -134,7 +148,7 @@ def _response_format(value: Any) -> str | None:
 def _reasoning(value: Any) -> str:
     if value is None:
         return "auto"
-    if value not in _EFFORT:
+    if not isinstance(value, str) or value not in _EFFORT:
         raise bad_param("reasoning_effort", "'reasoning_effort' must be none, minimal, low, medium or high.")
     return _EFFORT[value]
 
@@ -150,10 +164,14 @@ def _check(schema: dict, param: str) -> None:
 def _check_valid(schema: dict, param: str) -> None:
     """A valid JSON Schema (arguments are validated against it), whatever its keywords."""
     from jsonschema import SchemaError as InvalidSchema
-    from jsonschema.validators import validator_for
+    from jsonschema.validators import Draft202012Validator, validator_for
 
+    if not isinstance(schema.get("$schema", ""), str):  # jsonschema would crash on it
+        raise ApiError(400, f"{param}.$schema must be a string: the URI of a JSON Schema draft.", param=param,
+                       code="invalid_schema")
     try:
-        validator_for(schema).check_schema(schema)
+        # An unknown $schema URI is checked as the latest draft (jsonschema warns it will refuse it some day).
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except InvalidSchema as exc:
         raise ApiError(400, f"{param} is not a valid JSON Schema: {exc.message}", param=param,
                        code="invalid_schema") from None

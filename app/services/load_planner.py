@@ -25,6 +25,7 @@ from models.load_options import FlashAttn, KvType, SpeculativeOptions, TorchOpti
 from models.plan import Plan, make_plan
 from models.plan_machine import Machine
 from models.plan_sources import gguf_file_candidate
+from models.units import gb
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,9 @@ class LoadSettings:
 class PlannedLoad:
     request: LoadRequest
     plan: Plan | None  # None when the header could not be read: the engine reports why
+    # Why the load must not be sent, in one line for the user; None: send it. llama.cpp allocates the whole
+    # KV cache at load, so a context far past what fits costs gigabytes and many seconds before it fails.
+    refusal: str | None = None
 
 
 class LoadPlanner:
@@ -108,7 +112,8 @@ class LoadPlanner:
             path, settings, plan, kv_type=plan.kv_type, flash_attn=plan.flash_attn, n_gpu_layers=plan.n_gpu_layers
         )
         # Over several GPUs, the split the forecast placed the layers by (not llama.cpp's own at load time).
-        return PlannedLoad(replace(request, tensor_split=plan.tensor_split, draft_on_gpu=draft_on_gpu), plan)
+        return PlannedLoad(replace(request, tensor_split=plan.tensor_split, draft_on_gpu=draft_on_gpu), plan,
+                           context_refusal(plan, settings.n_ctx, candidate.shape.n_ctx_train))
 
     def _found_draft(self, path: str, speculation: SpeculativeOptions) -> Path | None:
         """A draft model from the library for Auto, when none was chosen."""
@@ -164,3 +169,24 @@ class LoadPlanner:
             pinned_prompts=settings.pinned_prompts, speculation=settings.speculation,
             torch=settings.torch, n_parallel=settings.n_parallel,
         )
+
+
+def context_refusal(plan: Plan, asked: int | None, trained: int) -> str | None:
+    """Why a context the user set (`asked`; None is Auto, which the plan sizes) must not be loaded: the plan
+    says it does not fit, where a smaller one does (or the model was trained for less); None to load it.
+
+    A context that fits is loaded even past the trained length (the plan notes it), as llama.cpp allows;
+    a model that fits at no context is left to the engine (it may load with fewer GPU layers), unless the
+    context is past the trained length too.
+    """
+    if asked is None or plan.fits:
+        return None
+    most = plan.max_context
+    needs = f": it needs {gb(plan.forecast.total('total_bytes'))} of memory with this model" if plan.forecast else ""
+    if most and asked > most:
+        trained_too = ", the model's trained length" if most == trained else ""
+        return f"A context of {asked:,} tokens does not fit here{needs}; the most that fits is {most:,} tokens{trained_too}."
+    if not most and trained and asked > trained:
+        return (f"A context of {asked:,} tokens does not fit here{needs}; the model was trained for {trained:,} tokens, "
+                "and not even a short context fits.")
+    return None

@@ -6,15 +6,20 @@ type (one or a list), enum, const, properties, required, additionalProperties, i
 prefixItems (and draft-7 array `items` with additionalItems), minItems/maxItems,
 minLength/maxLength (in characters), pattern (regex_grammar), format date / time /
 date-time / uuid, minimum/maximum/exclusiveMinimum/exclusiveMaximum (any bound on integers,
-whole-number bounds on numbers), anyOf, oneOf, allOf (one subschema, or schemas that merge:
-schema_merge), and $ref to #, #/$defs/..., #/definitions/... or any local pointer, recursion
-included. Annotations (title, description, default, examples, $schema, $comment, $id at the
-root, deprecated, readOnly, writeOnly, $defs, definitions) are ignored, and so is
-uniqueItems false, which asks nothing. Everything else (not, if/then/else, uniqueItems,
+whole-number bounds on numbers; a bound past what the grammar writes anyway, 16 digits for
+an integer, 10**15 for a number, asks nothing more, and a range wholly past it is refused),
+anyOf, oneOf, allOf (one subschema, or schemas that merge: schema_merge), and $ref to #,
+#/$defs/..., #/definitions/... or any local pointer, recursion included. Annotations
+(title, description, default, examples, $schema, $comment, $id at the root, deprecated,
+readOnly, writeOnly, $defs, definitions) are ignored, and so is uniqueItems false, which
+asks nothing. Everything else (not, if/then/else, uniqueItems,
 multipleOf, contains, patternProperties, propertyNames, dependentRequired, dependentSchemas,
 min/maxProperties, unevaluated*, remote $ref, other formats, unknown keywords) is refused.
 Counts (lengths, items, pattern repetitions) go up to 10,000; a schema up to 1 MB of JSON
-and 64 levels deep, its grammar up to 300,000 characters.
+and 64 levels deep, its grammar up to 300,000 characters. What llama.cpp pays per token grows
+with the alternatives open at once, so enum values, and anyOf branches or pattern alternatives
+that are all constants, share one tree of their texts (literal_tree), and otherwise an anyOf or
+an alternation has at most 64 branches.
 
 Choices that make the grammar narrower than the schema, never wider (a valid instance may
 be refused; an accepted text is always valid), so that a small model stays on track:
@@ -25,7 +30,7 @@ be refused; an accepted text is always valid), so that a small model stays on tr
   is an object, {"minimum": 0} a number); with no such keyword, any value;
 - whitespace between tokens is at most one space, or a newline and up to 20 spaces or tabs;
   up to 20 spaces, tabs or newlines may come before the value; nothing after it;
-- numbers have at most 16 integer digits (15 with bounds), 16 fraction digits, and an
+- numbers have at most 16 integer digits (15 on a number with bounds), 16 fraction digits, and an
   exponent (of at most 2 digits) only without bounds; a \\u escape never names a surrogate;
 - a date's February stops at the 28th; times need their offset (Z or +01:00);
 - strings from `pattern` write each character one way (number_ranges, regex_grammar).
@@ -106,13 +111,16 @@ def any_object_grammar() -> str:
 def check_schema(schema: object) -> None:
     """Raises SchemaError for a schema schema_grammar would refuse, or one that is not valid JSON Schema."""
     _check_shape(schema)
+    if isinstance(schema, dict) and not isinstance(schema.get("$schema", ""), str):
+        raise SchemaError("'$schema' (at #) must be a string: the URI of a JSON Schema draft")  # jsonschema crashes
     try:
         from jsonschema import exceptions, validators
     except ImportError:  # the grammar's own checks still run below
         pass
     else:
         try:
-            validators.validator_for(schema).check_schema(schema)
+            # An unknown $schema URI is checked as the latest draft (jsonschema warns it will refuse it some day).
+            validators.validator_for(schema, default=validators.Draft202012Validator).check_schema(schema)
         except exceptions.SchemaError as error:
             message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
             raise SchemaError(f"not a valid JSON Schema at {pointer(tuple(error.path))}: {message}") from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from engine.structured.errors import SchemaError, Where, pointer
+from engine.structured.errors import SchemaError, Where, pointer, shown
 from engine.structured.gbnf import MAX_REPEAT
 
 # Keywords that say nothing about which values are valid.
@@ -38,10 +38,15 @@ def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def is_whole(value: object) -> bool:
+    """A number with no fraction (1.0 is one), never converted: JSON's ints may be too big for a float."""
+    return is_number(value) and (isinstance(value, int) or value.is_integer())  # type: ignore[union-attr]
+
+
 def has_type(value: object, type_name: str) -> bool:
     """Whether a JSON value is of a JSON Schema type (1.0 is an integer, True is not a number)."""
     if type_name == "integer":
-        return is_number(value) and float(value).is_integer()
+        return is_whole(value)
     checks = {
         "null": value is None, "boolean": isinstance(value, bool), "number": is_number(value),
         "string": isinstance(value, str), "array": isinstance(value, list), "object": isinstance(value, dict),
@@ -81,10 +86,10 @@ def count(schema: dict, key: str, where: Where, default: int | None = None) -> i
     if key not in schema:
         return default
     value = schema[key]
-    if not is_number(value) or not float(value).is_integer() or value < 0:
-        raise SchemaError(f"'{key}' {value!r} (at {pointer(where)}) must be a whole number, 0 or more")
+    if not is_whole(value) or value < 0:
+        raise SchemaError(f"'{key}' {shown(value)} (at {pointer(where)}) must be a whole number, 0 or more")
     if value > MAX_REPEAT:
-        raise SchemaError(f"'{key}' {value!r} (at {pointer(where)}) is over the limit of {MAX_REPEAT:,}")
+        raise SchemaError(f"'{key}' {shown(value)} (at {pointer(where)}) is over the limit of {MAX_REPEAT:,}")
     return int(value)
 
 
@@ -93,8 +98,8 @@ def bound(schema: dict, key: str, where: Where) -> float | int | None:
     if key not in schema:
         return None
     value = schema[key]
-    if not is_number(value) or not math.isfinite(value):
-        raise SchemaError(f"'{key}' {value!r} (at {pointer(where)}) must be a number")
+    if not is_number(value) or (isinstance(value, float) and not math.isfinite(value)):
+        raise SchemaError(f"'{key}' {shown(value)} (at {pointer(where)}) must be a number")
     return value
 
 

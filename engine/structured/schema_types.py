@@ -12,9 +12,16 @@ from typing import TYPE_CHECKING
 from engine.structured.errors import SchemaError, Where, pointer, shown, unsupported
 from engine.structured.gbnf import alt, repeat, seq
 from engine.structured.json_primitives import FORMAT_LENGTHS, shared
-from engine.structured.number_ranges import MAX_DECIMAL_BOUND, Bound, decimal_range, integer_range
+from engine.structured.number_ranges import (
+    INTEGER_DIGITS,
+    MAX_DECIMAL_BOUND,
+    MAX_INTEGER,
+    Bound,
+    decimal_range,
+    integer_range,
+)
 from engine.structured.regex_grammar import LengthError, PatternError, pattern_grammar
-from engine.structured.schema_keywords import bound, count, schema_types
+from engine.structured.schema_keywords import bound, count, is_whole, schema_types
 from engine.structured.schema_objects import object_expr
 
 if TYPE_CHECKING:
@@ -41,13 +48,23 @@ def typed(c: SchemaCompiler, kept: dict, where: Where) -> str | None:
 
 def _integer_bounds(kept: dict, where: Where) -> tuple[int | None, int | None]:
     """The inclusive integer bounds: a minimum of 0.5 is 1, an exclusiveMaximum of 10 is 9."""
-    lows, highs = [], []
+    lows: list[tuple[int, str]] = []
+    highs: list[tuple[int, str]] = []
     for key, whole, into in (("minimum", math.ceil, lows), ("exclusiveMinimum", lambda v: math.floor(v) + 1, lows),
                              ("maximum", math.floor, highs), ("exclusiveMaximum", lambda v: math.ceil(v) - 1, highs)):
         value = bound(kept, key, where)
         if value is not None:
-            into.append(whole(value))
-    return (max(lows) if lows else None), (min(highs) if highs else None)
+            into.append((whole(value), key))
+    low, high = max(lows, default=None), min(highs, default=None)
+    # Integers have at most INTEGER_DIGITS digits (number_ranges): a bound beyond them asks nothing
+    # more, but a range that lies wholly beyond them has no integer the grammar can write.
+    for found, outside in ((low, low is not None and low[0] > MAX_INTEGER),
+                           (high, high is not None and high[0] < -MAX_INTEGER)):
+        if outside:
+            key = found[1]  # type: ignore[index]
+            raise unsupported(key, where, f"integers have at most {INTEGER_DIGITS} digits in structured output "
+                                          f"(up to {MAX_INTEGER:,} either side of 0)", f" {shown(kept[key])}")
+    return (low[0] if low else None), (high[0] if high else None)
 
 
 def integer_expr(c: SchemaCompiler, kept: dict, where: Where) -> str | None:
@@ -62,22 +79,28 @@ def _whole_bound(kept: dict, key: str, where: Where) -> Bound | None:
     value = bound(kept, key, where)
     if value is None:
         return None
-    if not float(value).is_integer():
+    if not is_whole(value):
         raise unsupported(key, where, "only whole-number bounds are", f" {shown(value)} on a number")
-    if abs(value) > MAX_DECIMAL_BOUND:
-        raise unsupported(key, where, "bounds up to 10**15 are", f" {shown(value)} on a number")
     return Bound(int(value), key.startswith("exclusive"))
 
 
 def number_expr(c: SchemaCompiler, kept: dict, where: Where) -> str | None:
-    lows = [b for b in (_whole_bound(kept, k, where) for k in ("minimum", "exclusiveMinimum")) if b]
-    highs = [b for b in (_whole_bound(kept, k, where) for k in ("maximum", "exclusiveMaximum")) if b]
+    lows = [(b, k) for k in ("minimum", "exclusiveMinimum") if (b := _whole_bound(kept, k, where))]
+    highs = [(b, k) for k in ("maximum", "exclusiveMaximum") if (b := _whole_bound(kept, k, where))]
     if not lows and not highs:
         return shared(c.rules, "number")
     # The stricter of two lower bounds is the larger one, exclusive before inclusive at a tie.
-    low = max(lows, key=lambda b: (b.value, b.exclusive)) if lows else None
-    high = min(highs, key=lambda b: (b.value, not b.exclusive)) if highs else None
-    expr = decimal_range(low, high)
+    low = max(lows, key=lambda p: (p[0].value, p[0].exclusive)) if lows else None
+    high = min(highs, key=lambda p: (p[0].value, not p[0].exclusive)) if highs else None
+    # Bounded decimals have at most 15 integer digits (number_ranges): a bound beyond 10**15 asks
+    # nothing more and is left open; a range wholly beyond it has no decimal the grammar can write.
+    for found, outside in ((low, low is not None and low[0].value > MAX_DECIMAL_BOUND),
+                           (high, high is not None and high[0].value < -MAX_DECIMAL_BOUND)):
+        if outside:
+            key = found[1]  # type: ignore[index]
+            raise unsupported(key, where, "bounds up to 10**15 either side of 0 are", f" {shown(kept[key])} on a number")
+    expr = decimal_range(low[0] if low and low[0].value >= -MAX_DECIMAL_BOUND else None,
+                         high[0] if high and high[0].value <= MAX_DECIMAL_BOUND else None)
     return c.rules.add(c.hint(where, "num"), expr) if expr else None
 
 

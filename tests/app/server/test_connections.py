@@ -129,3 +129,15 @@ def test_a_body_that_stops_arriving_is_408(start_server: Callable[..., ServerThr
     status, body = answer(read_until_closed(sock))
     assert (status, body["error"]["code"]) == (408, "request_timeout")
     assert time.monotonic() - started >= 0.45
+
+
+def test_a_kept_alive_connection_answers_without_waiting_for_delayed_acks(server: ServerThread):
+    # With Nagle's algorithm on, each response's body waited for the client's delayed ACK of its head:
+    # 40 ms or more a request, from the second on (a connection's first ACKs are quick).
+    with httpx.Client(base_url=server.url, timeout=PATIENCE_S) as client:
+        took = []
+        for _ in range(21):
+            start = time.perf_counter()
+            assert client.get("/models").status_code == 200
+            took.append(time.perf_counter() - start)
+    assert sorted(took)[10] < 0.02, f"median {sorted(took)[10] * 1000:.1f} ms"

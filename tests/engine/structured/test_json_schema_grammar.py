@@ -10,6 +10,7 @@ grammar that lets an invalid value through.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import re
 
@@ -312,7 +313,7 @@ def test_number_ranges_with_whole_bounds_are_exact(engine, bounds):
     ({"properties": {"a": {"$ref": "#/$defs/missing"}}}, "'$ref' #/$defs/missing (at #/properties/a) points nowhere"),
     ({"properties": {"x": {"type": "number", "minimum": 0.5}}},
      "'minimum' 0.5 on a number (at #/properties/x) is not supported: only whole-number bounds are"),
-    ({"type": "number", "maximum": 1e20}, "'maximum' 1e+20 on a number (at #)"),
+    ({"type": "number", "minimum": 1e20}, "'minimum' 1e+20 on a number (at #)"),
     ({"type": "string", "format": "email"}, "'format' 'email' (at #) is not supported"),
     ({"type": "integer", "format": "int32"}, "'format' 'int32' (at #)"),
     ({"type": "string", "format": "date", "pattern": "^2"}, "'pattern' together with 'format' 'date' (at #)"),
@@ -370,7 +371,8 @@ def test_limits_on_size_depth_and_grammar():
         deep = {"type": "array", "items": deep}
     assert "nests deeper than 64" in refused(deep)
     assert "limit is 1,000,000" in refused({"enum": ["x" * 1000] * 1100})
-    assert "would be" in refused({"enum": [f"{i:0>90}" for i in range(4000)]})
+    # Values that share no prefix (an enum's values share their prefixes in one tree: literal_tree.py).
+    assert "would be" in refused({"enum": [hashlib.sha512(str(i).encode()).hexdigest()[:90] for i in range(4000)]})
     assert "not JSON" in refused({"const": float("nan")})
 
 
