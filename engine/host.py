@@ -308,7 +308,7 @@ class EngineHost:
     def _new_backend(self, path: str) -> Backend:
         """A backend for the model at `path`: a Hugging Face folder (config.json) runs on PyTorch, else GGUF."""
         folder = Path(path).expanduser()
-        # models.folder_plan.is_model_folder's test, inline: importing that module (the hub client)
+        # models.plan.folder_plan.is_model_folder's test, inline: importing that module (the hub client)
         # would add 0.4 s to every engine start.
         if folder.is_dir() and (folder / "config.json").is_file():
             # Before torch loads OpenMP: its threads spin between ops when the cores are idle (what makes a

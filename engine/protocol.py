@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from models.load_options import KvType, SpeculativeOptions, TorchOptions
+from models.plan.load_options import KvType, SpeculativeOptions, TorchOptions
 
 # ---------------------------------------------------------------- requests (client -> engine)
 
@@ -170,7 +170,7 @@ class ModelInfo:
     has_chat_template: bool
     # One line when the model did not load as planned (fewer GPU layers: the GPU was gone or full).
     notice: str | None = None
-    # What the chat template speaks (engine/reasoning_formats.py, engine/tool_formats.py): the name
+    # What the chat template speaks (engine/reply/reasoning_formats.py, engine/reply/tool_formats.py): the name
     # of its reasoning format and of its tool-call format; None: it has none.
     reasoning_format: str | None = None
     tool_format: str | None = None

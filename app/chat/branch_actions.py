@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.chat.hints import BUSY_HINT
-from app.services.store import Conversation, StoreError
+from app.services.history.store import Conversation, StoreError
 
 if TYPE_CHECKING:
     from app.chat.session import ChatSession

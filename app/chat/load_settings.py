@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.services.load_planner import LoadSettings
-from app.services.store import ChatSettings
-from models.folder_plan import is_model_folder
+from app.services.history.store import ChatSettings
+from app.services.planning.load_planner import LoadSettings
+from models.plan.folder_plan import is_model_folder
 
 
 def load_settings_of(

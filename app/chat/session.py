@@ -21,8 +21,7 @@ from app.chat.load_settings import load_settings_of
 from app.chat.model_state import ModelState, Planner, Wanted, not_running
 from app.chat.replies import Replies
 from app.chat.stats_line import format_stats
-from app.services.load_planner import LoadSettings
-from app.services.store import (
+from app.services.history.store import (
     DEFAULT_TITLE,
     ChatSettings,
     ChatStore,
@@ -31,9 +30,10 @@ from app.services.store import (
     Preset,
     StoreError,
 )
+from app.services.planning.load_planner import LoadSettings
 from engine.interface import Engine, EngineNotRunning
 from engine.protocol import Done, Error, Event, Loaded, LoadProgress, MemoryReport, Token, Unloaded
-from models.plan import Plan
+from models.plan.decision_tree import Plan
 
 
 class ChatSession(BranchActions):

@@ -28,16 +28,16 @@ from app.services.chat_defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
-from app.services.draft_finder import library_drafts
-from app.services.load_planner import LoadPlanner, LoadSettings
+from app.services.history.store import StoreError
 from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
-from app.services.store import StoreError
+from app.services.planning.draft_finder import library_drafts
+from app.services.planning.load_planner import LoadPlanner, LoadSettings
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, ModelInfo, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path
-from models.load_options import SPECULATIVE_MODES, SpeculativeOptions, TorchOptions
-from models.plan import Plan
+from models.plan.decision_tree import Plan
+from models.plan.load_options import SPECULATIVE_MODES, SpeculativeOptions, TorchOptions
 
 # After Ctrl+C stops a reply, how long the engine has to end it before the command gives up on it.
 CANCEL_GRACE_S = 3.0

@@ -18,8 +18,8 @@ from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance
 from app.chat.listener import SessionListener
 from app.chat.model_state import Planner
 from app.chat.session import ChatSession
-from app.gui.main_thread import MainThread
-from app.services.store import ChatStore
+from app.gui.common.main_thread import MainThread
+from app.services.history.store import ChatStore
 from engine.interface import Engine
 from engine.protocol import Event
 

@@ -9,20 +9,20 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app.gui.app_icon import app_icon
 from app.gui.chat_controller import ChatController
-from app.gui.crash_dialog import CrashReporter
-from app.gui.first_run import app_settings, maybe_show_first_run
+from app.gui.common.app_icon import app_icon
+from app.gui.dialogs.crash import CrashReporter
+from app.gui.dialogs.preferences import apply_preferences_at_start
+from app.gui.dialogs.welcome import app_settings, maybe_show_first_run
 from app.gui.main_window import MainWindow
-from app.gui.preferences_dialog import apply_preferences_at_start
 from app.gui.single_instance import SingleInstance, bring_to_front, server_name
-from app.services.draft_finder import library_drafts
-from app.services.load_planner import LoadPlanner
+from app.services.history.backup import start_daily_backup
+from app.services.history.opening import Connector, open_sqlite
+from app.services.history.store import ChatStore, StoreDamagedError, StoreError
 from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
-from app.services.store import ChatStore, StoreDamagedError, StoreError
-from app.services.store_backup import start_daily_backup
-from app.services.store_open import Connector, open_sqlite
+from app.services.planning.draft_finder import library_drafts
+from app.services.planning.load_planner import LoadPlanner
 from engine.client import EngineClient
 from engine.starter import StarterModelMissing, starter_model_path
 

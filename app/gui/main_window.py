@@ -8,28 +8,28 @@ from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QPushButton
 
 from app.chat.hints import BUSY_HINT
-from app.gui.banner import Banner
+from app.gui.banners.history_banner import HistoryBanner, allow_changes
+from app.gui.banners.problem_banner import Banner
 from app.gui.chat_controller import ChatController
-from app.gui.chat_transfer import ChatTransfer
-from app.gui.chat_view import ChatView
-from app.gui.composer import Composer
-from app.gui.context_dialog import ContextPrompt
-from app.gui.conversation_list import ConversationList
-from app.gui.crash_dialog import open_log_folder
-from app.gui.first_run import FirstRunDialog, app_settings
-from app.gui.history_banner import HistoryBanner, allow_changes
-from app.gui.model_picker import install_model_picker
+from app.gui.chat_list.conversation_list import ConversationList
+from app.gui.common.plan_view import PlanLabel, PlanPage
+from app.gui.common.status_labels import FittingLabel
+from app.gui.composer.context_prompt import ContextPrompt
+from app.gui.composer.message_box import Composer
+from app.gui.dialogs.crash import open_log_folder
+from app.gui.dialogs.preferences import install_preferences
+from app.gui.dialogs.welcome import FirstRunDialog, app_settings
+from app.gui.model_picker.picker import install_model_picker
 from app.gui.models_window.manager_window import ModelManager
-from app.gui.plan_view import PlanLabel, PlanPage
-from app.gui.preferences_dialog import install_preferences
-from app.gui.server_menu import ServerMenu
-from app.gui.settings_panel import SettingsPanel
-from app.gui.status_labels import FittingLabel
+from app.gui.server.menu import ServerMenu
+from app.gui.side_panel.settings.panel import SettingsPanel
+from app.gui.transcript.view import ChatView
+from app.gui.transfer.chat_transfer import ChatTransfer
 from app.gui.window_geometry import restore_window, save_window
 from app.gui.window_layout import PLAN, build_layout, build_view_menu
 from app.gui.window_links import link_branches, link_folders
+from app.services.history.store import Conversation, Message
 from app.services.paths import AppPaths
-from app.services.store import Conversation, Message
 from engine.protocol import MemoryReport
 
 NOTICE_MS = 8000

@@ -23,10 +23,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.memory_dock import TITLE as MEMORY_TITLE
-from app.gui.memory_dock import MemoryPage
-from app.gui.plan_view import PlanPage
-from app.gui.side_panel import FitWidthScroll, SidePanel, Tab
+from app.gui.common.plan_view import PlanPage
+from app.gui.side_panel.memory.page import TITLE as MEMORY_TITLE
+from app.gui.side_panel.memory.page import MemoryPage
+from app.gui.side_panel.panel import FitWidthScroll, SidePanel, Tab
 
 if TYPE_CHECKING:
     from app.gui.main_window import MainWindow

@@ -18,10 +18,10 @@ from pathlib import Path
 from engine.backend import BackendError
 from engine.chat_template import ChatTemplate, ChatTemplateError
 from engine.device_memory import DeviceMeter
-from engine.gguf.backends import load_backends
 from engine.gguf.devices import read_devices
 from engine.gguf.draft_model import DraftModel
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
+from engine.gguf.ggml_libraries import load_backends
 from engine.gguf.llama_handle import LlamaHandle, LlamaSettings, gpu_offload_supported
 from engine.gguf.llama_sampler import GrammarRefused, Sampler
 from engine.gguf.load_checks import check_load_request, default_threads
@@ -39,9 +39,9 @@ from engine.gguf.sampling import make_sampler
 from engine.gguf.speculation import DEFAULT_DRAFT_TOKENS, DraftPolicy
 from engine.load_watch import ProgressFn
 from engine.protocol import Done, GenerateRequest, LoadRequest, MemoryReport, ModelInfo, SamplingParams
-from engine.reply_shape import ShapedPrompt, TemplateFormats, shape_prompt
-from engine.reply_stream import ReplyStream, check_fits, render_pinned
-from models.load_options import SpeculativeOptions
+from engine.reply.shape import ShapedPrompt, TemplateFormats, shape_prompt
+from engine.reply.stream import ReplyStream, check_fits, render_pinned
+from models.plan.load_options import SpeculativeOptions
 
 log = logging.getLogger(__name__)
 

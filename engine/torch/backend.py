@@ -4,7 +4,7 @@ It renders the chat template in the same sandbox as the GGUF backend, tokenizes 
 `tokenizers` package, and runs requests through LLMEngine (paged KV cache with prefix caching,
 so the next turn of a conversation prefills only what is new). A greedy request may be
 decoded speculatively (prompt lookup or a draft model), which leaves its output unchanged.
-Loading is session.py; what a reply looks like to the user is engine/reply_stream.py.
+Loading is session.py; what a reply looks like to the user is engine/reply/stream.py.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from engine.protocol import (
     ModelInfo,
     SamplingParams,
 )
-from engine.reply_shape import ShapedPrompt, shape_prompt
-from engine.reply_stream import ReplyStream, check_fits
+from engine.reply.shape import ShapedPrompt, shape_prompt
+from engine.reply.stream import ReplyStream, check_fits
 from engine.torch.hf_tokenizer import IncrementalDecoder
 from engine.torch.kv_pool import BLOCK_SIZE
 from engine.torch.load_settings import DEFAULT_SPECULATIVE_TOKENS

@@ -17,7 +17,7 @@ import torch
 from engine.backend import BackendError
 from engine.load_watch import ProgressFn
 from engine.protocol import LoadRequest, LoadStage, ModelInfo
-from engine.reply_stream import render_pinned
+from engine.reply.stream import render_pinned
 from engine.torch.arch import CausalLM, load_model
 from engine.torch.attention import KVCache
 from engine.torch.config import EngineConfig
@@ -29,8 +29,8 @@ from engine.torch.model_config import CheckpointError, ModelConfig
 from engine.torch.model_runner import ModelRunner
 from engine.torch.sequence import SamplingOptions
 from engine.torch.speculative import Drafter, DraftModelDrafter, PromptLookupDrafter, SpeculativeRunner
-from models.errors import InvalidModelFile
-from models.folder_plan import cpu_ram_budget, cpu_weights, folder_candidate, int4_file_bytes
+from models.formats.errors import InvalidModelFile
+from models.plan.folder_plan import cpu_ram_budget, cpu_weights, folder_candidate, int4_file_bytes
 from models.units import gb
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ import pytest
 from app.gui.main import build_window
 from app.gui.main_window import MainWindow
 from app.services.chat_defaults import DEFAULT_SYSTEM_PROMPT
-from app.services.store import ChatSettings
+from app.services.history.store import ChatSettings
 from engine.protocol import LoadRequest
 
 # Short, repeatable replies keep the suite quick on two cores.

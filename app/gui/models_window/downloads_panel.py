@@ -15,11 +15,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.common.theme import set_tone
 from app.gui.models_window.download_bridge import DownloadBridge
 from app.gui.models_window.formatting import human_eta, human_size
-from app.gui.theme import set_tone
-from models.download_handle import Download
-from models.download_types import DownloadRequest, Progress, StateChanged
+from models.download.handle import Download
+from models.download.request import DownloadRequest, Progress, StateChanged
 
 _STATE_WORDS = {"queued": "queued", "running": "downloading", "paused": "paused", "done": "done",
                 "failed": "failed", "cancelled": "cancelled"}

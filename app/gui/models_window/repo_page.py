@@ -27,16 +27,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.context_box import AutoCapBox, ContextBox
-from app.gui.jobs import Jobs
+from app.gui.common.context_box import AutoCapBox, ContextBox
+from app.gui.common.jobs import Jobs
+from app.gui.common.plan_view import fit_text
 from app.gui.models_window.forecast_bar import ForecastBar
 from app.gui.models_window.formatting import human_date, human_size
 from app.gui.models_window.plan_dialog import PlanDialog, plan_text
 from app.gui.models_window.search_page import describe_error
-from app.gui.plan_view import fit_text
-from app.services.machine import detect_machine
-from app.services.plan_room import DeviceRoom, device_rooms
-from app.services.pull_plan import (
+from app.services.planning.machine import detect_machine
+from app.services.planning.plan_room import DeviceRoom, device_rooms
+from app.services.planning.pull_plan import (
     GroupVerdict,
     RepoAssessment,
     assess_candidates,
@@ -44,10 +44,10 @@ from app.services.pull_plan import (
     read_candidates,
     with_extras,
 )
-from models.draft_suggestions import draft_for
-from models.hub import HubClient
-from models.plan_candidates import Candidate
-from models.plan_machine import Machine
+from models.hub.client import HubClient
+from models.hub.draft_suggestions import draft_for
+from models.plan.candidates import Candidate
+from models.plan.machine import Machine
 
 STAR = "★"
 COLUMNS = ("", "File", "Quant", "Size", "On this machine", "Memory forecast", "", "")

@@ -3,7 +3,7 @@ engines (a remote server and back) keeps the chat. Against a scripted engine and
 
 from __future__ import annotations
 
-from app.services.store import ChatSettings
+from app.services.history.store import ChatSettings
 from tests.fixtures.fake_engine import FakeEngine
 
 # ~11,000 bytes of prose: about 2,200 tokens, more than a 2,048 context holds with its reply.

@@ -5,9 +5,9 @@ contexts up to 1,048,576 tokens, about 24 GiB of KV cache for the starter model.
 
 from __future__ import annotations
 
-from app.services.store import ChatSettings
+from app.services.history.store import ChatSettings
 
-HUGE = 1 << 20  # the most the settings panel offers (app/services/settings_fields.py)
+HUGE = 1 << 20  # the most the settings panel offers (app/services/history/settings_fields.py)
 
 
 def test_a_context_that_does_not_fit_is_refused_and_the_loaded_model_stays(chat):

@@ -230,7 +230,7 @@ def test_a_full_disk_while_streaming_is_said_once_and_the_reply_goes_on(chat, mo
     chat.session.send("Tell me a story.")
     chat.engine.pump()
     request_id = chat.engine.last_request
-    from app.services.store import StoreError
+    from app.services.history.store import StoreError
 
     def full(*_args):
         raise StoreError("database or disk is full")
