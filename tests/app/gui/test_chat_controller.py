@@ -3,12 +3,14 @@ handled on the GUI thread, in order."""
 
 from __future__ import annotations
 
+import inspect
 import threading
+from typing import get_type_hints
 
 from PySide6.QtCore import QThread
 
 from app.chat.listener import SessionListener
-from app.gui.chat_controller import ChatController
+from app.gui.chat_controller import EVENTS, ChatController, SignalRelay
 from app.services.history.store import ChatSettings, ChatStore
 from app.services.planning.load_planner import LoadPlanner
 from engine.protocol import Token
@@ -19,16 +21,26 @@ from tests.fixtures.fake_engine import FakeEngine
 WAIT_MS = 10_000
 
 
-def listener_calls() -> list[str]:
-    return [name for name in vars(SessionListener) if not name.startswith("_")]
+SAMPLES = {bool: True, int: 7, float: 0.5, str: "text"}
 
 
-def test_every_listener_call_has_its_signal(qtbot, tmp_path):
+def test_every_listener_call_is_a_signal_of_the_same_name_that_carries_its_arguments(qtbot, tmp_path):
+    """The events are declared once (SessionListener); each call on the session's listener arrives at
+    the signal of that name with the same arguments, objects as themselves."""
     store = ChatStore(tmp_path / "chats.sqlite3")
     controller = ChatController(store, "model.gguf", LoadPlanner(profile_for(ram_gib=16)), lambda _d: FakeEngine())
-    assert len(listener_calls()) == 25
-    for name in listener_calls():
-        assert hasattr(getattr(controller, name), "emit"), name
+    relay = SignalRelay(controller)
+    names = [name for name in vars(SessionListener) if not name.startswith("_")]
+    assert len(names) == 25 and set(EVENTS) == set(names)
+    for name in names:
+        method = getattr(SessionListener, name)
+        hints = get_type_hints(method)
+        arguments = [SAMPLES.get(hints[a], object()) for a in list(inspect.signature(method).parameters)[1:]]
+        received = []
+        getattr(controller, name).connect(lambda *args, into=received: into.append(args))
+        getattr(relay, name)(*arguments)
+        assert len(received) == 1, name
+        assert all(got is sent or got == sent for got, sent in zip(received[0], arguments, strict=True)), name
     store.close()
 
 
