@@ -39,8 +39,9 @@ from engine.gguf.sampling import make_sampler
 from engine.gguf.speculation import DEFAULT_DRAFT_TOKENS, DraftPolicy
 from engine.load_watch import ProgressFn
 from engine.protocol import Done, GenerateRequest, LoadRequest, MemoryReport, ModelInfo, SamplingParams
+from engine.reply.prompt import render_pinned
 from engine.reply.shape import ShapedPrompt, TemplateFormats, shape_prompt
-from engine.reply.stream import ReplyStream, check_fits, render_pinned
+from engine.reply.stream import ReplyStream, check_fits
 from models.plan.load_options import SpeculativeOptions
 
 log = logging.getLogger(__name__)

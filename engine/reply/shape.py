@@ -16,6 +16,7 @@ from typing import Any
 from engine.backend import BackendError
 from engine.chat_template import ChatTemplate
 from engine.protocol import ChatMessage, ReplyShape
+from engine.reply.prompt import render_chat
 from engine.reply.reasoning_formats import (
     ReasoningFormat,
     detect_reasoning,
@@ -23,7 +24,6 @@ from engine.reply.reasoning_formats import (
     prompt_closed,
     starts_inside,
 )
-from engine.reply.stream import render_chat
 from engine.reply.tool_formats import ToolCallFormat, detect_tool_format, template_supports_tools
 from engine.structured.json_schema_grammar import GrammarBuilder, SchemaError, schema_grammar
 

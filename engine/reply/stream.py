@@ -1,4 +1,4 @@
-"""What every backend does the same around its own decode loop: render and check the prompt, hold
+"""What every backend does the same around its own decode loop: check the prompt (prompt.py renders it), hold
 back stop strings, stream text, time the reply and sum it up in a Done.
 
 The GGUF and PyTorch backends differ in how they get the next token; everything a user sees of a
@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from engine.backend import BackendError
-from engine.chat_template import REFUSED, ChatTemplate, ChatTemplateError
-from engine.protocol import ChatMessage, Done, FinishReason, GenerateRequest, GenerationStats
+from engine.protocol import Done, FinishReason, GenerateRequest, GenerationStats
 from engine.reply.text import ReplyText
 
 if TYPE_CHECKING:
@@ -32,52 +30,6 @@ def check_fits(prompt_tokens: int, n_ctx: int) -> None:
             f"The conversation is {prompt_tokens} tokens long; the context holds {n_ctx}. "
             "Start a new chat or raise the context length.",
         )
-
-
-def render_chat(template: ChatTemplate | None, template_error: str | None, messages: Sequence[ChatMessage],
-                tools: list[dict] | None = None, variables: dict[str, Any] | None = None) -> str:
-    """The prompt text of a chat; BackendError "template" when the model has no usable template.
-
-    A template that refuses system messages (Gemma 2's "System role not supported") gets the
-    system prompt at the head of the first user message instead, as Ollama and LM Studio do: the
-    window sends a default system prompt, and the chat must not fail for it. `tools` and
-    `variables` go to the template as they are (reply_shape.py decides them).
-    """
-    if template is None:
-        raise BackendError("template", template_error or "The model has no usable chat template.")
-    try:
-        return template.render(list(messages), tools=tools, variables=variables)
-    except ChatTemplateError as exc:
-        folded = _system_folded(messages) if str(exc).startswith(REFUSED) else None
-        if folded is not None:
-            try:
-                return template.render(folded, tools=tools, variables=variables)
-            except ChatTemplateError:
-                pass
-        raise BackendError("template", str(exc)) from None
-
-
-def _system_folded(messages: Sequence[ChatMessage]) -> list[ChatMessage] | None:
-    """`messages` with the system messages joined onto the first user message; None if there is nothing to fold."""
-    system = [m.content for m in messages if m.role == "system" and m.content]
-    rest = [m for m in messages if m.role != "system"]
-    first_user = next((i for i, m in enumerate(rest) if m.role == "user"), None)
-    if not system or first_user is None:
-        return None
-    head = rest[first_user]
-    rest[first_user] = ChatMessage("user", "\n\n".join([*system, head.content]))
-    return rest
-
-
-def render_pinned(template: ChatTemplate | None, system_prompt: str) -> str | None:
-    """A pinned system prompt alone, as the start of a chat; None (logged) when it cannot be rendered."""
-    if not system_prompt or template is None:
-        return None
-    try:
-        return template.render([ChatMessage("system", system_prompt)], add_generation_prompt=False)
-    except ChatTemplateError as exc:
-        log.warning("a pinned system prompt was not prefilled: %s", exc)
-        return None
 
 
 class Emit(Protocol):

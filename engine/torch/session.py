@@ -17,7 +17,7 @@ import torch
 from engine.backend import BackendError
 from engine.load_watch import ProgressFn
 from engine.protocol import LoadRequest, LoadStage, ModelInfo
-from engine.reply.stream import render_pinned
+from engine.reply.prompt import render_pinned
 from engine.torch.arch import CausalLM, load_model
 from engine.torch.attention import KVCache
 from engine.torch.config import EngineConfig

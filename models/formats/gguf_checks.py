@@ -10,13 +10,11 @@ nonsense. Each is refused here with the key and the value named. What is legal f
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from models.formats.errors import InvalidModelFile
 from models.formats.gguf_parse import GgufArray
-
-if TYPE_CHECKING:
-    from models.formats.gguf_header import GgufHeader
+from models.formats.tensor_info import TensorInfo
 
 UINT32_MAX = (1 << 32) - 1
 LLAMA_MAX_EXPERTS = 1024  # llama-hparams.h; llama.cpp asserts expert_count <= this when loading
@@ -34,7 +32,18 @@ DENSE_IF_ONE_EXPERT = frozenset({"hunyuan-dense", "hunyuan_vl"})
 EXPERT_TENSOR = re.compile(r"blk\.\d+\.ffn_(gate|up|down|gate_up)_exps\.weight")
 
 
-def check_hparams(header: GgufHeader) -> None:
+class CheckedHeader(Protocol):
+    """What the checks read of a header: GgufHeader (gguf_header.py) runs them on itself as it is read."""
+
+    source: str
+    metadata: dict[str, Any]
+    tensors: tuple[TensorInfo, ...]
+
+    @property
+    def architecture(self) -> Any: ...
+
+
+def check_hparams(header: CheckedHeader) -> None:
     """Refuse sliding-window and expert values that no model has.
 
     Raises:
@@ -56,7 +65,7 @@ def _is_int(value: Any) -> bool:
 class _Checks:
     """The checks of one header; `fail` names the file."""
 
-    def __init__(self, header: GgufHeader, arch: str):
+    def __init__(self, header: CheckedHeader, arch: str):
         self.header = header
         self.arch = arch
         self.md = header.metadata

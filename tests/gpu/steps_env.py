@@ -21,7 +21,7 @@ MODULES = {
     "huggingface_hub": "huggingface_hub", "psutil": "psutil", "platformdirs": "platformdirs",
     "pynvml": "nvidia-ml-py", "diskcache": "diskcache", "pytest": "pytest", "pytest_timeout": "pytest-timeout",
     "starlette": "starlette", "uvicorn": "uvicorn",
-    "app.cli.main": None, "app.services.planning.load_planner": None, "app.cli.mem": None, "engine.client": None,
+    "app.cli.main": None, "app.cli.chat": None, "app.services.planning.load_planner": None, "app.cli.mem": None, "engine.client": None,
     "engine.gguf.backend": None, "engine.gguf.devices": None, "engine.gguf.memory_report": None,
     "engine.torch.backend": None, "models.plan.forecast": None,
     "tests.bench.torch_engine": None, "tests.bench.forecast_accuracy": None, "tests.bench.bench_engine_overhead": None,

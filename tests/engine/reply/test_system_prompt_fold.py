@@ -7,7 +7,7 @@ import pytest
 from engine.backend import BackendError
 from engine.chat_template import ChatTemplate
 from engine.protocol import ChatMessage
-from engine.reply.stream import render_chat
+from engine.reply.prompt import render_chat
 from tests.paths import CHAT_TEMPLATES
 
 TEMPLATES = CHAT_TEMPLATES
