@@ -1,7 +1,7 @@
 """What a chat's branches let you do: answer again beside the old reply, edit any of your messages,
 step between versions (‹ 2/3 ›), copy a branch into a new chat. A part of ChatSession (session.py).
 
-The store keeps every version (store_tree.py); these decide which branch the chat shows and start
+The store keeps every version (app/services/history/tree.py); these decide which branch the chat shows and start
 the reply that continues it. Nothing here runs while a reply is being written.
 """
 

@@ -24,7 +24,7 @@ def render_chat(template: ChatTemplate | None, template_error: str | None, messa
     A template that refuses system messages (Gemma 2's "System role not supported") gets the
     system prompt at the head of the first user message instead, as Ollama and LM Studio do: the
     window sends a default system prompt, and the chat must not fail for it. `tools` and
-    `variables` go to the template as they are (reply_shape.py decides them).
+    `variables` go to the template as they are (shape.py decides them).
     """
     if template is None:
         raise BackendError("template", template_error or "The model has no usable chat template.")

@@ -3,7 +3,7 @@ are rendered and parsed back, and the grammar that constrains the answer.
 
 The formats themselves are data (reasoning_formats.py, tool_formats.py); this file applies them:
 `TemplateFormats.of(source)` once per loaded template, `shape_prompt()` per request. Both engines
-use it through reply_stream.py, so a template speaks the same to the window, `tailor chat` and the
+use it through stream.py, so a template speaks the same to the window, `tailor chat` and the
 server.
 """
 

@@ -1,6 +1,6 @@
 """ChatStore: conversations, their messages, folders and presets in one SQLite file.
 
-A chat's messages form a tree (store_tree.py): a regenerated reply or an edited message is kept
+A chat's messages form a tree (tree.py): a regenerated reply or an edited message is kept
 beside the one it replaces, and the chat shows one branch. The file lives under the user data
 dir unless a path is given. It runs in WAL mode with `synchronous=FULL`, so a reply saved while
 it streams survives a crash of the app or the machine; every change is one transaction. The schema is versioned (app/services/history/schema.py).
