@@ -2,8 +2,9 @@
 
 Through the engine process, as `tailor serve --parallel 4` drives it: four GenerateRequests sent together
 (the engine batches them in one LLMEngine step each) against four sent one after another. Greedy, speculative
-decoding off (it is a separate figure: tests/bench/torch_engine.py), each request its own first words so no
-prefix is shared. Models: the tiny test folder (2 layers: the engine's per-step overhead) and the starter
+decoding off (it is a separate figure: tests/bench/torch_engine.py; here once more with the CPU's default,
+prompt lookup, whose drafts are verified inside the batch), each request its own first words so no prefix
+is shared. Models: the tiny test folder (2 layers: the engine's per-step overhead) and the starter
 model dequantized to a dense fp32 folder (SmolLM2-135M: the decode of a real model), when it is installed.
 
     python -m tests.bench.torch_parallel      # TAILOR_BENCH_THREADS (default 2)
@@ -57,13 +58,14 @@ def run(client: EngineClient, chats: list[list[ChatMessage]], together: bool) ->
     return tokens, time.perf_counter() - t0
 
 
-def measure(directory: Path, label: str) -> None:
-    """Best of 2 rounds each way, alternating, on one engine loaded with room for STREAMS replies."""
+def measure(directory: Path, label: str, speculation: str = "off") -> None:
+    """Best of 2 rounds each way, alternating, on one engine loaded with room for STREAMS replies;
+    `speculation`: the load's mode ("auto" is prompt lookup on the CPU: drafts verified inside the batch)."""
     client = EngineClient()
     client.start()
     try:
         client.load(LoadRequest(str(directory), n_ctx=512, n_threads=THREADS, n_parallel=STREAMS,
-                                speculation=SpeculativeOptions(mode="off")))
+                                speculation=SpeculativeOptions(mode=speculation)))
         while not isinstance(event := client.next_event(timeout=600), Loaded):
             if isinstance(event, Error) or event is None:
                 raise RuntimeError(f"{label} did not load: {event}")
@@ -76,7 +78,7 @@ def measure(directory: Path, label: str) -> None:
             together.append(n / s)
         print(f"{label}: aggregate tok/s, {STREAMS} requests at once {max(together):.1f}, one at a time "
               f"{max(alone):.1f}: {max(together) / max(alone):.2f}x (greedy, {TOKENS} tokens each at most, "
-              f"{THREADS} threads, best of 2)")
+              f"{THREADS} threads, speculative decoding {speculation}, best of 2)")
     finally:
         client.shutdown()
 
@@ -98,6 +100,7 @@ def main() -> None:
         dense = Path(tmp) / "starter-dense"
         convert(starter, dense)
         measure(dense, "starter model, dense fp32 (SmolLM2-135M)")
+        measure(dense, "starter model, dense fp32 (SmolLM2-135M)", speculation="auto")
 
 
 if __name__ == "__main__":
