@@ -72,7 +72,7 @@ class SamplingParams:
 
 
 # Replies at once on one loaded model (the window's chat and `tailor serve`'s clients share them), and
-# the most that may be asked: each is a sequence of one llama.cpp context.
+# the most that may be asked: each is a sequence of one llama.cpp context, or of the PyTorch engine's batch.
 DEFAULT_PARALLEL = 4
 MAX_PARALLEL = 64
 
@@ -111,8 +111,9 @@ class LoadRequest:
     forecast: dict | None = None
     # Speculative decoding, for either engine (each refuses, by name, a mode it cannot run).
     speculation: SpeculativeOptions = SpeculativeOptions()
-    # Replies the GGUF engine runs at once, batched in one context sharing its KV cache (`tailor serve
-    # --parallel`); 1 for recurrent, hybrid and sliding-window models, whatever is asked.
+    # Replies the engine runs at once, batched and sharing its KV cache (`tailor serve --parallel`): the
+    # GGUF engine's sequences of one context (1 for recurrent, hybrid and sliding-window models, whatever
+    # is asked), the PyTorch engine's sequences of one LLMEngine step.
     n_parallel: int = DEFAULT_PARALLEL
     # Where a GGUF draft model goes: the plan leaves room for it there. None: on the GPU when every
     # layer of the model is there, else on the CPU.

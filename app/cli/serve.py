@@ -20,7 +20,11 @@ from engine.starter import StarterModelMissing, starter_model_path
 
 def add_serve_parser(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="serve a model over an OpenAI-compatible API (127.0.0.1 by default)")
-    serve.add_argument("--model", type=Path, help="GGUF file (default: the built-in starter model)")
+    serve.add_argument(
+        "--model", type=Path,
+        help="GGUF file, or a Hugging Face model folder (safetensors, AWQ) for the PyTorch engine "
+        "(default: the built-in starter model)",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port; 0 picks a free one (%(default)s)")
     serve.add_argument(

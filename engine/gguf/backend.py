@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.backend import BackendError
+from engine.backend import BackendError, run_alone
 from engine.chat_template import ChatTemplate, ChatTemplateError
 from engine.device_memory import DeviceMeter
 from engine.gguf.devices import read_devices
@@ -331,14 +331,8 @@ class GgufBackend:
     def generate(
         self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]
     ) -> Done:
-        """One reply from start to end (steps every reply running beside it too)."""
-        self.submit(request, emit, cancelled)
-        while True:
-            for request_id, outcome in self.step():
-                if request_id == request.request_id:
-                    if isinstance(outcome, BackendError):
-                        raise outcome
-                    return outcome
+        """One reply from start to end (steps every reply running beside it too): engine/backend.py's run_alone."""
+        return run_alone(self, request, emit, cancelled)
 
     def _drafter(self, prompt: list[int]) -> Drafter:
         """What drafts for this reply: the draft model ("draft"), the conversation ("lookup"), or for

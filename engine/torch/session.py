@@ -16,7 +16,7 @@ import torch
 
 from engine.backend import BackendError
 from engine.load_watch import ProgressFn
-from engine.protocol import LoadRequest, LoadStage, ModelInfo
+from engine.protocol import MAX_PARALLEL, LoadRequest, LoadStage, ModelInfo
 from engine.reply.prompt import render_pinned
 from engine.torch.arch import CausalLM, load_model
 from engine.torch.attention import KVCache
@@ -34,8 +34,6 @@ from models.plan.folder_plan import cpu_ram_budget, cpu_weights, folder_candidat
 from models.units import gb
 
 log = logging.getLogger(__name__)
-
-MAX_NUM_SEQS = 8
 
 
 @dataclass(slots=True)
@@ -94,7 +92,8 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
     engine_config = EngineConfig(
         num_kv_blocks=kv.num_blocks,
         block_size=BLOCK_SIZE,
-        max_num_seqs=MAX_NUM_SEQS,
+        # The replies that run at once (`tailor serve --parallel`): the host starts no more than this.
+        max_num_seqs=max(1, min(request.n_parallel, MAX_PARALLEL)),
         max_num_batched_tokens=MAX_BATCHED_TOKENS,
         max_model_len=max_len,
         eos_token_ids=tuple(sorted(set(config.eos_token_ids) | tokenizer.eos_ids)),
