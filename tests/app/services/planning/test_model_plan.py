@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.services.load_settings import LoadSettings
 from app.services.paths import AppPaths
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from models.hardware.profile import profile_for
 
 # The machines these tests plan for are handed in, never this one's: a GPU here must not change them.
