@@ -52,7 +52,7 @@ def test_kv_settings_of_a_chat_reload_the_model_as_planned(qtbot, window):
     assert window.session.plan.kv_type == "q8_0"
     assert "KV q8_0" in window.plan_label.text()
     stored = window.session.store.get_conversation(window.session.current.id).settings
-    assert (stored.kv_type, stored.flash_attn) == ("q8_0", "auto")
+    assert (stored.load.kv_type, stored.load.flash_attn) == ("q8_0", "auto")
     qtbot.waitUntil(lambda: not window.session.busy, timeout=60_000)
 
 
