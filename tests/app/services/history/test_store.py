@@ -164,6 +164,24 @@ def test_speculative_decoding_round_trips_under_the_flat_keys_of_older_releases(
     assert store.get_conversation(conversation.id).settings.load.speculation == speculation
 
 
+def test_the_nested_load_settings_are_stored_flat_key_for_key_as_before():
+    """ChatSettings.load is nested in Python only: the stored JSON is the flat text every release wrote."""
+    from models.plan.load_options import SpeculativeOptions, TorchOptions
+
+    settings = ChatSettings(
+        system_prompt="Be brief.", reasoning="low", think_budget=64,
+        load=LoadSettings(n_ctx=2048, kv_type="q8_0", flash_attn="on", auto_ctx_cap=4096,
+                          speculation=SpeculativeOptions("draft", "/m/d.gguf", 6), torch=TorchOptions(0.6, 1 << 30)),
+    )
+    assert settings.to_json() == (
+        '{"system_prompt": "Be brief.", "temperature": 0.7, "top_p": 0.95, "max_tokens": 512, "n_ctx": 2048, '
+        '"auto_ctx_cap": 4096, "kv_type": "q8_0", "flash_attn": "on", "reasoning": "low", "think_budget": 64, '
+        '"gpu_memory_fraction": 0.6, "cpu_kv_bytes": 1073741824, "speculative": "draft", "draft_path": "/m/d.gguf", '
+        '"speculative_tokens": 6}'
+    )
+    assert ChatSettings.from_json(settings.to_json()) == settings
+
+
 def test_presets_start_with_the_pinned_default_and_can_be_saved_replaced_and_deleted(store):
     from app.services.history.store import DEFAULT_PRESET, Preset
 
