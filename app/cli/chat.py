@@ -24,10 +24,11 @@ from app.services.chat_defaults import (
     DEFAULT_TOP_P,
 )
 from app.services.history.store import StoreError
+from app.services.load_settings import LoadSettings
 from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
 from app.services.planning.draft_finder import library_drafts
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from engine.client import EngineClient, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, Loaded, ModelInfo, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path

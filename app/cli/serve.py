@@ -10,10 +10,10 @@ from app.server.config import DEFAULT_PORT, DEFAULT_QUEUE_TIMEOUT_S, ServerConfi
 from app.server.own_engine import ModelLoadError, OwnEngine
 from app.server.runner import ServerStartError, serve_forever
 from app.services.chat_defaults import DEFAULT_N_CTX
+from app.services.load_settings import LoadSettings
 from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
 from app.services.planning.draft_finder import library_drafts
-from app.services.planning.load_planner import LoadSettings
 from engine.protocol import DEFAULT_PARALLEL, MAX_PARALLEL
 from engine.starter import StarterModelMissing, starter_model_path
 

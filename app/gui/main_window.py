@@ -260,7 +260,7 @@ class MainWindow(QMainWindow):
         if self.model_manager is None:
             self.model_manager = ModelManager(self.session.load_model, parent=self)
         chat = self.settings_panel.settings()  # the repo page plans at the open chat's context and KV type
-        self.model_manager.repo_page.set_plan_settings(chat.n_ctx, chat.auto_ctx_cap, chat.kv_type)
+        self.model_manager.repo_page.set_plan_settings(chat.load.n_ctx, chat.load.auto_ctx_cap, chat.load.kv_type)
         self.model_manager.show()
         self.model_manager.raise_()
         self.model_manager.activateWindow()

@@ -30,7 +30,8 @@ PROMPT = "Write a long story about a dragon who learns to bake bread."
 BARE = r"""
 import json, sys, tempfile, time
 import llama_cpp
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.planning.load_planner import LoadPlanner
+from app.services.load_settings import LoadSettings
 from engine.chat_template import ChatTemplate
 from engine.gguf.load_checks import KV_CACHE_TYPES, default_threads
 from engine.protocol import ChatMessage

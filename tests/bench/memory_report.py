@@ -76,7 +76,8 @@ def _agrees(kind: str, reported: int, llama: int | None) -> str:
 
 def accuracy() -> float:
     """Print reported vs forecast vs llama.cpp per case; return the worst forecast error."""
-    from app.services.planning.load_planner import LoadPlanner, LoadSettings
+    from app.services.load_settings import LoadSettings
+    from app.services.planning.load_planner import LoadPlanner
 
     model = starter_model_path()
     worst = 0.0
@@ -123,7 +124,8 @@ def panel_cost() -> float:
 
     from app.gui.common.main_thread import MainThread
     from app.gui.side_panel.memory.panel import MemoryPanel
-    from app.services.planning.load_planner import LoadPlanner, LoadSettings
+    from app.services.load_settings import LoadSettings
+    from app.services.planning.load_planner import LoadPlanner
     from engine.client import EngineClient
     from engine.protocol import Done, Loaded, MemoryReport
 

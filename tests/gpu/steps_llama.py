@@ -328,7 +328,8 @@ def memory(ctx: CheckContext) -> Outcome:
     loads it: its per-process figure on cuda:0 against nvidia-smi's for the engine's pid, and its parts
     against the plan's forecast."""
     from app.cli.mem import final_report
-    from app.services.planning.load_planner import LoadPlanner, LoadSettings
+    from app.services.load_settings import LoadSettings
+    from app.services.planning.load_planner import LoadPlanner
     from engine.client import EngineClient
     from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams
 

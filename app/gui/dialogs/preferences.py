@@ -37,6 +37,7 @@ from app.gui.common.context_box import ContextBox
 from app.gui.common.theme import THEMES, Theme, ThemeFollower, install_theme, system_font
 from app.gui.dialogs.welcome import app_settings
 from app.services.history.store import ChatSettings
+from app.services.load_settings import LoadSettings
 from models.hub.cache import hub_cache_dir
 from models.plan.load_options import KvType
 
@@ -60,15 +61,16 @@ class Preferences:
     Attributes:
         theme: "system" follows the desktop's dark or light scheme; "light" and "dark" override it.
         font_size: the application font in points; 0 is the desktop's own size (and follows it).
-        new_chats: whether a new chat starts with `n_ctx` and `kv_type` (else it copies the open chat's).
+        new_chats: whether a new chat starts with the context and KV cache type of `new_chat_load` (else
+            it copies the open chat's).
+        new_chat_load: a new chat's context and KV cache type (its other load settings are the open chat's).
         models_dir: the Hugging Face cache folder to use from the next start; "" is the standard one.
     """
 
     theme: Theme = "system"
     font_size: int = 0
     new_chats: bool = False
-    n_ctx: int | None = None  # None: Auto
-    kv_type: KvType = "f16"
+    new_chat_load: LoadSettings = LoadSettings()  # n_ctx None: Auto
     models_dir: str = ""
 
     @classmethod
@@ -79,16 +81,18 @@ class Preferences:
         theme = str(value("theme", "system", str))
         kv_type = str(value("new_chat_kv_type", "f16", str))
         n_ctx = int(value("new_chat_n_ctx", 0, int))
+        load = LoadSettings(n_ctx=n_ctx if n_ctx > 0 else None,
+                            kv_type=kv_type if kv_type in KV_TYPES else "f16")  # type: ignore[arg-type]
         return cls(theme=theme if theme in THEMES else "system",  # type: ignore[arg-type]
                    font_size=max(0, int(value("font_size", 0, int))),
                    new_chats=bool(value("new_chats", False, bool)),
-                   n_ctx=n_ctx if n_ctx > 0 else None,
-                   kv_type=kv_type if kv_type in KV_TYPES else "f16",  # type: ignore[arg-type]
+                   new_chat_load=load,
                    models_dir=str(value("models_dir", "", str)))
 
     def save(self, settings: QSettings) -> None:
         values = {"theme": self.theme, "font_size": self.font_size, "new_chats": self.new_chats,
-                  "new_chat_n_ctx": self.n_ctx or 0, "new_chat_kv_type": self.kv_type, "models_dir": self.models_dir}
+                  "new_chat_n_ctx": self.new_chat_load.n_ctx or 0, "new_chat_kv_type": self.new_chat_load.kv_type,
+                  "models_dir": self.models_dir}
         for key, value in values.items():
             settings.setValue(_PREFIX + key, value)
         settings.sync()
@@ -99,7 +103,11 @@ def new_chat_defaults(settings: QSettings, base: ChatSettings | None = None) -> 
     context and KV cache type of the preferences when the user asked new chats to take them."""
     prefs = Preferences.load(settings)
     start = replace(base) if base is not None else ChatSettings()
-    return replace(start, n_ctx=prefs.n_ctx, kv_type=prefs.kv_type) if prefs.new_chats else start
+    if not prefs.new_chats:
+        return start
+    # The two a preference sets; the rest of the load (Auto's cap, flash attention, speculation…) is `base`'s.
+    preferred = prefs.new_chat_load
+    return replace(start, load=replace(start.load, n_ctx=preferred.n_ctx, kv_type=preferred.kv_type))
 
 
 def apply_models_dir(settings: QSettings, environ: MutableMapping[str, str] = os.environ) -> Path | None:
@@ -206,16 +214,16 @@ class PreferencesDialog(QDialog):
         self.theme.setCurrentIndex(max(self.theme.findData(prefs.theme), 0))
         self.font_size.setValue(prefs.font_size)
         self.new_chats.setChecked(prefs.new_chats)
-        self.n_ctx.set_context(prefs.n_ctx)
-        self.kv_type.setCurrentText(prefs.kv_type)
+        self.n_ctx.set_context(prefs.new_chat_load.n_ctx)
+        self.kv_type.setCurrentText(prefs.new_chat_load.kv_type)
         self._enable_new_chat_boxes(prefs.new_chats)
         self.set_models_dir(prefs.models_dir)
 
     def preferences(self) -> Preferences:
         """What the dialog shows now."""
+        load = LoadSettings(n_ctx=self.n_ctx.context(), kv_type=self.kv_type.currentText())  # type: ignore[arg-type]
         return Preferences(theme=self.theme.currentData(), font_size=self.font_size.value(),
-                           new_chats=self.new_chats.isChecked(), n_ctx=self.n_ctx.context(),
-                           kv_type=self.kv_type.currentText(), models_dir=self._models_dir)  # type: ignore[arg-type]
+                           new_chats=self.new_chats.isChecked(), new_chat_load=load, models_dir=self._models_dir)
 
     def set_models_dir(self, folder: str) -> None:
         """Show `folder` ("" for the standard one) and say when it takes effect."""

@@ -20,7 +20,8 @@ from app.remote.endpoints import EndpointStore
 from app.remote.openai_client import RemoteEndpoint
 from app.remote.remote_engine import RemoteEngine
 from app.services.chat_defaults import DEFAULT_N_CTX
-from app.services.planning.load_planner import LoadSettings, PlannedLoad
+from app.services.load_settings import LoadSettings
+from app.services.planning.load_planner import PlannedLoad
 from engine.interface import Engine
 from engine.protocol import LoadRequest
 

@@ -4,28 +4,31 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from app.services.chat_defaults import (
-    DEFAULT_AUTO_CTX_CAP,
     DEFAULT_CONTEXT,
     DEFAULT_MAX_TOKENS,
     DEFAULT_SYSTEM_PROMPT,
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
-from app.services.history.settings_fields import parse_settings
+from app.services.history.settings_fields import (
+    CHAT_FIELDS,
+    LOAD_KEYS,
+    SPECULATION_FIELDS,
+    TORCH_FIELDS,
+    parse_settings,
+)
+from app.services.load_settings import LoadSettings
 from engine.protocol import Reasoning
-from models.plan.load_options import FlashAttn, KvType, SpeculativeOptions, TorchOptions
 
 Role = Literal["system", "user", "assistant"]
 MessageState = Literal["complete", "streaming", "interrupted", "cancelled"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant")
 MESSAGE_STATES: tuple[str, ...] = ("complete", "streaming", "interrupted", "cancelled")
 DEFAULT_TITLE = "New chat"
-# SpeculativeOptions' fields and their keys in the stored JSON (those of TorchOptions before them).
-_FLAT_SPECULATION = {"mode": "speculative", "draft_path": "draft_path", "tokens": "speculative_tokens"}
 
 
 @dataclass(slots=True)
@@ -36,25 +39,24 @@ class ChatSettings:
     temperature: float = DEFAULT_TEMPERATURE
     top_p: float = DEFAULT_TOP_P
     max_tokens: int = DEFAULT_MAX_TOKENS
-    n_ctx: int | None = DEFAULT_CONTEXT  # None: Auto, the largest context that fits (up to auto_ctx_cap)
-    auto_ctx_cap: int = DEFAULT_AUTO_CTX_CAP  # the most tokens Auto chooses (LoadSettings.auto_ctx_cap)
-    kv_type: KvType = "f16"
-    flash_attn: FlashAttn = "auto"
-    # Speculative decoding (either engine), as LoadRequest's. Its draft_path is kept while another
-    # mode is chosen.
-    speculation: SpeculativeOptions = SpeculativeOptions()
-    # The PyTorch engine's load options (a model folder; the GGUF backend ignores them), as LoadRequest's.
-    torch: TorchOptions = TorchOptions()
+    # What a model load depends on: context (and Auto's cap), KV cache type, flash attention, speculative
+    # decoding (either engine; its draft_path is kept while another mode is chosen) and the PyTorch
+    # engine's options (a model folder; the GGUF backend ignores them). load_settings_of
+    # (app/chat/load_settings.py) makes of it what a load is asked for; pinned_prompts and n_parallel
+    # are the load's, not the chat's: they keep their defaults here and are not stored.
+    load: LoadSettings = LoadSettings(n_ctx=DEFAULT_CONTEXT)
     # A reasoning model's thinking, sent with each reply (ReplyShape): no reload when it changes.
     reasoning: Reasoning = "auto"
     think_budget: int | None = None  # the most reasoning tokens; None: no cap
 
     def to_json(self) -> str:
-        data = asdict(self)
-        # Stored flat, under the keys of the releases before SpeculativeOptions and TorchOptions
-        # existed: they still read them.
-        data.update(data.pop("torch"))
-        data.update({_FLAT_SPECULATION[k]: v for k, v in data.pop("speculation").items()})
+        # Stored flat, as every release stored them (and still reads them): the load's fields, its
+        # TorchOptions' and its SpeculativeOptions' (under their stored keys) beside the chat's own,
+        # key for key as parse_settings reads them.
+        load = self.load
+        data = {key: getattr(load if key in LOAD_KEYS else self, key) for key in CHAT_FIELDS}
+        data.update({key: getattr(load.torch, key) for key in TORCH_FIELDS})
+        data.update({key: getattr(load.speculation, name) for name, (key, _) in SPECULATION_FIELDS.items()})
         return json.dumps(data)
 
     @classmethod

@@ -22,6 +22,7 @@ from app.services.chat_defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
+from app.services.load_settings import LoadSettings
 from engine.protocol import REASONING_CHOICES
 from models.plan.load_options import SPECULATIVE_MODES, SpeculativeOptions, TorchOptions
 
@@ -67,7 +68,8 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[Any], bool]:
 
 
 _TEXT = "text"
-# ChatSettings' fields under their stored (flat) keys: the default, the check, and what is wanted.
+# ChatSettings' fields and its load's (LOAD_KEYS) under their stored (flat) keys, in the stored order: the
+# default, the check, and what is wanted.
 CHAT_FIELDS: dict[str, _Field] = {
     "system_prompt": _Field(DEFAULT_SYSTEM_PROMPT, lambda v: isinstance(v, str), _TEXT),
     "temperature": _Field(DEFAULT_TEMPERATURE, _number(*TEMPERATURE_RANGE), "a number from 0 to 2"),
@@ -83,6 +85,7 @@ CHAT_FIELDS: dict[str, _Field] = {
     "think_budget": _Field(None, _or_none(_whole(1, MAX_TOKENS_RANGE[1])),
                            f"null or a whole number from 1 to {MAX_TOKENS_RANGE[1]}"),
 }
+LOAD_KEYS = frozenset({"n_ctx", "auto_ctx_cap", "kv_type", "flash_attn"})  # LoadSettings' fields (ChatSettings.load)
 SPECULATION_FIELDS: dict[str, tuple[str, _Field]] = {  # SpeculativeOptions' field: (stored key, field)
     "mode": ("speculative", _Field("auto", _one_of(SPECULATIVE_MODES), f"one of {', '.join(SPECULATIVE_MODES)}")),
     "draft_path": ("draft_path", _Field(None, _or_none(lambda v: isinstance(v, str) and v != ""),
@@ -124,8 +127,10 @@ def parse_settings(data: object) -> ParsedSettings:
         return spec.default
 
     fields = {name: take(name, spec) for name, spec in CHAT_FIELDS.items()}
-    fields["speculation"] = SpeculativeOptions(**{name: take(key, spec) for name, (key, spec) in SPECULATION_FIELDS.items()})
-    fields["torch"] = TorchOptions(**{name: take(name, spec) for name, spec in TORCH_FIELDS.items()})
+    speculation = SpeculativeOptions(**{name: take(key, spec) for name, (key, spec) in SPECULATION_FIELDS.items()})
+    torch = TorchOptions(**{name: take(name, spec) for name, spec in TORCH_FIELDS.items()})
+    load = {name: fields.pop(name) for name in CHAT_FIELDS if name in LOAD_KEYS}
+    fields["load"] = LoadSettings(**load, speculation=speculation, torch=torch)
     if isinstance(fields["temperature"], int):
         fields["temperature"] = float(fields["temperature"])
     if isinstance(fields["top_p"], int):

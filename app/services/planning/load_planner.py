@@ -9,48 +9,26 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.services.chat_defaults import DEFAULT_AUTO_CTX_CAP, DEFAULT_N_CTX
+from app.services.chat_defaults import DEFAULT_N_CTX
+from app.services.load_settings import LoadSettings
 from app.services.paths import AppPaths
 from app.services.planning.draft_finder import DraftFinder
 from app.services.planning.draft_plan import PlanOn, plan_with_draft
 from app.services.planning.machine import detect_machine
-from engine.protocol import DEFAULT_PARALLEL, LoadRequest
+from engine.protocol import LoadRequest
 from models.formats.errors import InvalidModelFile
 from models.hardware.profile import HardwareProfile
 from models.plan.decision_tree import Plan, make_plan
 from models.plan.folder_plan import folder_candidate, is_model_folder, plan_folder
-from models.plan.load_options import FlashAttn, KvType, SpeculativeOptions, TorchOptions
+from models.plan.load_options import KvType, SpeculativeOptions
 from models.plan.machine import Machine
 from models.plan.sources import gguf_file_candidate
 from models.units import gb
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True, frozen=True)
-class LoadSettings:
-    """What the user chose for a load: context length, KV cache type, flash attention."""
-
-    n_ctx: int | None = None  # None: Context: Auto, the largest that fits (at most auto_ctx_cap tokens)
-    kv_type: KvType = "f16"
-    flash_attn: FlashAttn = "auto"  # on: every llama.cpp backend Tailor uses has it
-    # System prompts of pinned presets, prefilled at load. Not compared: a changed pin takes
-    # effect at the next load and never forces one.
-    pinned_prompts: tuple[str, ...] = field(default=(), compare=False)
-    speculation: SpeculativeOptions = SpeculativeOptions()  # speculative decoding (either engine), as LoadRequest's
-    # The PyTorch engine's options (a model folder; the GGUF backend ignores them), as LoadRequest's.
-    torch: TorchOptions = TorchOptions()
-    auto_ctx_cap: int = DEFAULT_AUTO_CTX_CAP  # the most tokens Auto picks (below the trained length)
-    n_parallel: int = DEFAULT_PARALLEL  # replies at once, sharing the KV cache (`tailor serve --parallel`)
-
-    def resolved_flash_attn(self) -> tuple[bool, str | None]:
-        """Flash attention on or off, and why when the choice was overruled."""
-        if self.kv_type != "f16" and self.flash_attn == "off":
-            return True, f"A {self.kv_type} KV cache needs flash attention: it is on despite the setting."
-        return self.flash_attn != "off", None
 
 
 @dataclass(slots=True, frozen=True)

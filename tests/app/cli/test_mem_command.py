@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from app.cli.mem import DEVICE_KEYS, NO_ENGINE, format_status, memory_json
+from app.services.load_settings import LoadSettings
 from app.services.paths import AppPaths
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from engine.client import EngineClient
 from engine.protocol import ChatMessage, DeviceMemory, Loaded, MemoryReport, SamplingParams
 from models.hardware.profile import profile_for

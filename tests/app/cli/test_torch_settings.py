@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.load_settings import LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from models.plan.load_options import SpeculativeOptions, TorchOptions
 from tests.app.cli.test_chat_command import tailor
 from tests.fixtures.tiny_hf import write_tiny_model

@@ -12,6 +12,7 @@ from PySide6.QtCore import QThread
 from app.chat.listener import SessionListener
 from app.gui.chat_controller import EVENTS, ChatController, SignalRelay
 from app.services.history.store import ChatSettings, ChatStore
+from app.services.load_settings import LoadSettings
 from app.services.planning.load_planner import LoadPlanner
 from engine.protocol import Token
 from engine.starter import starter_model_path
@@ -54,7 +55,7 @@ def test_tokens_from_the_engine_thread_reach_the_view_on_the_gui_thread_in_order
 
     controller = ChatController(store, str(starter_model_path()), LoadPlanner(profile_for(ram_gib=16)), make_engine)
     session = controller.session
-    session.open_conversation(store.create_conversation("Chat", ChatSettings(n_ctx=2048)).id)
+    session.open_conversation(store.create_conversation("Chat", ChatSettings(load=LoadSettings(n_ctx=2048))).id)
     with qtbot.waitSignal(controller.loaded, timeout=WAIT_MS):
         session.start()
         engine.pump()

@@ -112,7 +112,7 @@ def test_a_new_context_length_reloads_the_model_first(qtbot, window):
     assert loaded.args[0].info.n_ctx == 1024
     assert "1024" in window.model_label.text()
     stored = window.session.store.get_conversation(window.session.current.id).settings
-    assert (stored.n_ctx, stored.system_prompt) == (1024, "Answer in one short sentence.")
+    assert (stored.load.n_ctx, stored.system_prompt) == (1024, "Answer in one short sentence.")
 
 
 def test_bad_model_files_show_an_error_and_the_chat_stays_usable(

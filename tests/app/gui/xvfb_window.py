@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QApplication
 from app.gui.chat_controller import ChatController
 from app.gui.main_window import MainWindow
 from app.services.history.store import ChatSettings, ChatStore
+from app.services.load_settings import LoadSettings
 from app.services.planning.load_planner import LoadPlanner
 from engine.protocol import DeviceMemory, GenerationStats, Loaded, LoadRequest, MemoryReport
 from engine.starter import starter_model_path
@@ -105,7 +106,7 @@ class ScriptedWindow:
         thread.join()
 
     def start(self) -> None:
-        settings = ChatSettings(n_ctx=4096, temperature=0.7)
+        settings = ChatSettings(load=LoadSettings(n_ctx=4096), temperature=0.7)
         self.window.session.update_settings(settings)
         self.window.settings_panel.set_settings(settings)
         self.window.session.start()

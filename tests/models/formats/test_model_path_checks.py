@@ -146,7 +146,8 @@ def test_the_library_refuses_to_import_a_fifo(tmp_path: Path):
 
 def test_the_load_planner_returns_at_once(tmp_path: Path):
     """The window's Open dialog and `tailor chat` plan the load first: a FIFO gets no plan, no hang."""
-    from app.services.planning.load_planner import LoadPlanner, LoadSettings
+    from app.services.load_settings import LoadSettings
+    from app.services.planning.load_planner import LoadPlanner
     from models.hardware.profile import HardwareProfile
 
     fifo = _fifo(tmp_path / "model.gguf")

@@ -29,6 +29,7 @@ from app.services.history.settings_fields import (
     TOP_P_RANGE,
 )
 from app.services.history.store import ChatSettings, Preset
+from app.services.load_settings import LoadSettings
 from engine.protocol import ModelInfo
 from models.plan.folder_plan import is_model_folder
 
@@ -173,10 +174,10 @@ class SettingsPanel(QWidget):
             self.temperature.setValue(settings.temperature)
             self.top_p.setValue(settings.top_p)
             self.max_tokens.setValue(settings.max_tokens)
-            self.n_ctx.set_context(settings.n_ctx)
-            self.auto_cap.setValue(settings.auto_ctx_cap)
-            self.kv_type.setCurrentText(settings.kv_type)
-            self.flash_attn.setCurrentText(settings.flash_attn)
+            self.n_ctx.set_context(settings.load.n_ctx)
+            self.auto_cap.setValue(settings.load.auto_ctx_cap)
+            self.kv_type.setCurrentText(settings.load.kv_type)
+            self.flash_attn.setCurrentText(settings.load.flash_attn)
             self.reasoning_group.set_values(settings)
             self.speculation_group.set_values(settings)
             self.torch_group.set_values(settings)
@@ -190,12 +191,14 @@ class SettingsPanel(QWidget):
             temperature=round(self.temperature.value(), 3),
             top_p=round(self.top_p.value(), 3),
             max_tokens=self.max_tokens.value(),
-            n_ctx=self.n_ctx.context(),
-            auto_ctx_cap=self.auto_cap.value(),
-            kv_type=self.kv_type.currentText(),
-            flash_attn=self.flash_attn.currentText(),
-            speculation=self.speculation_group.values(),
-            torch=self.torch_group.values(),
+            load=LoadSettings(
+                n_ctx=self.n_ctx.context(),
+                auto_ctx_cap=self.auto_cap.value(),
+                kv_type=self.kv_type.currentText(),
+                flash_attn=self.flash_attn.currentText(),
+                speculation=self.speculation_group.values(),
+                torch=self.torch_group.values(),
+            ),
             reasoning=reasoning,
             think_budget=think_budget,
         )

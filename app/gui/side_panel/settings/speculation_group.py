@@ -106,7 +106,7 @@ class SpeculationGroup(QGroupBox):
         """Show the speculative decoding of `settings` without reporting a change."""
         self._loading = True
         try:
-            options = settings.speculation
+            options = settings.load.speculation
             self.speculative.setCurrentIndex(max(self.speculative.findData(options.mode), 0))
             self.draft_path.setText(options.draft_path or "")
             self._tokens = options.tokens

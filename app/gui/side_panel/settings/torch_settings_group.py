@@ -61,7 +61,7 @@ class TorchSettingsGroup(QGroupBox):
         """Show the PyTorch engine's part of `settings` without reporting a change."""
         self._loading = True
         try:
-            options = settings.torch
+            options = settings.load.torch
             self.gpu_share.setValue(round(options.gpu_memory_fraction * 100))
             gib = options.cpu_kv_bytes / GIB if options.cpu_kv_bytes else 0.0
             self.cpu_kv.setValue(min(max(gib, CPU_KV_MIN_GIB), CPU_KV_MAX_GIB) if gib else 0.0)

@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QApplication, QLineEdit
 
 from app.gui.chat_list import conversation_list
 from app.services.history.store import ChatSettings, ChatStore
+from app.services.load_settings import LoadSettings
 
 
 def titles(window) -> list[str]:
@@ -81,10 +82,10 @@ def test_settings_are_per_conversation(qtbot, make_window):
     panel.max_tokens.setValue(100)
     panel.n_ctx.setValue(1024)
     qtbot.waitUntil(
-        lambda: window.session.store.get_conversation(first).settings.n_ctx == 1024, timeout=2000
+        lambda: window.session.store.get_conversation(first).settings.load.n_ctx == 1024, timeout=2000
     )
     assert window.session.store.get_conversation(first).settings == ChatSettings(
-        "You are a pirate.", 1.25, 0.5, 100, 1024
+        "You are a pirate.", 1.25, 0.5, 100, LoadSettings(1024)
     )
     window.new_conversation()
     second = window.session.current.id

@@ -3,7 +3,6 @@ the models folder at the next start, and new chats starting with the preferred c
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,8 @@ from app.gui.dialogs.preferences import (
 )
 from app.gui.dialogs.welcome import app_settings
 from app.services.history.store import ChatSettings
+from app.services.load_settings import LoadSettings
+from tests.app.conftest import with_load
 from tests.app.gui import theme_fixtures
 
 app = theme_fixtures.app
@@ -58,7 +59,7 @@ def test_preferences_persist_across_a_new_dialog(qtbot, app, settings, tmp_path)
 
     # Read back through another QSettings over the same file: what a new start sees.
     again = make_dialog(qtbot, QSettings(settings.fileName(), QSettings.Format.IniFormat))
-    assert again.preferences() == Preferences("dark", 14, True, 8192, "q8_0", str(models))
+    assert again.preferences() == Preferences("dark", 14, True, LoadSettings(8192, "q8_0"), str(models))
     assert again.theme.currentText() == "Dark" and again.kv_type.currentText() == "q8_0"
     assert again.n_ctx.isEnabled()
 
@@ -93,14 +94,14 @@ def test_unreadable_values_fall_back_to_the_defaults(settings):
 
 
 def test_new_chats_copy_the_open_chat_until_the_preferences_say_otherwise(settings):
-    base = ChatSettings(temperature=0.2, n_ctx=2048, kv_type="q4_0")
+    base = ChatSettings(temperature=0.2, load=LoadSettings(n_ctx=2048, kv_type="q4_0"))
     assert new_chat_defaults(settings, base) == base
     assert new_chat_defaults(settings) == ChatSettings()
-    Preferences(new_chats=True, n_ctx=16384, kv_type="q8_0").save(settings)
-    assert new_chat_defaults(settings, base) == replace(base, n_ctx=16384, kv_type="q8_0")
-    Preferences(new_chats=True, n_ctx=None, kv_type="f16").save(settings)
+    Preferences(new_chats=True, new_chat_load=LoadSettings(n_ctx=16384, kv_type="q8_0")).save(settings)
+    assert new_chat_defaults(settings, base) == with_load(base, n_ctx=16384, kv_type="q8_0")
+    Preferences(new_chats=True, new_chat_load=LoadSettings(n_ctx=None, kv_type="f16")).save(settings)
     chat = new_chat_defaults(settings, base)
-    assert chat.n_ctx is None and chat.kv_type == "f16" and chat.temperature == 0.2
+    assert chat.load.n_ctx is None and chat.load.kv_type == "f16" and chat.temperature == 0.2
     assert new_chat_defaults(settings, base) is not base
 
 
@@ -147,14 +148,14 @@ def test_the_chat_menu_opens_preferences(qtbot, app, make_window):
     dialog.n_ctx.set_context(4096)
     dialog.kv_type.setCurrentText("q8_0")
     press(dialog, QDialogButtonBox.StandardButton.Ok)
-    assert Preferences.load(app_settings()).n_ctx == 4096, "saved where the window's settings are"
+    assert Preferences.load(app_settings()).new_chat_load.n_ctx == 4096, "saved where the window's settings are"
 
 
 def test_new_chats_of_the_window_take_the_preferences(qtbot, app, make_window):
     window = make_window(start=False)  # its chat: 2,048 tokens, f16 (conftest's QUICK)
     install_preferences(window)
-    assert window.session.new_conversation().settings.n_ctx == 2048, "no preference: as the open chat"
-    Preferences(new_chats=True, n_ctx=4096, kv_type="q8_0").save(app_settings())
+    assert window.session.new_conversation().settings.load.n_ctx == 2048, "no preference: as the open chat"
+    Preferences(new_chats=True, new_chat_load=LoadSettings(n_ctx=4096, kv_type="q8_0")).save(app_settings())
     chat = window.session.new_conversation()
-    assert (chat.settings.n_ctx, chat.settings.kv_type) == (4096, "q8_0")
+    assert (chat.settings.load.n_ctx, chat.settings.load.kv_type) == (4096, "q8_0")
     assert chat.settings.max_tokens == 24, "the rest is the open chat's"

@@ -17,7 +17,8 @@ from app.gui.chat_controller import ChatController
 from app.gui.model_picker.picker import MORE, STEPS, ModelPicker, install_model_picker
 from app.gui.model_picker.picker_list import DiskModel, choices, loaded_line, verdict
 from app.services.history.store import ChatSettings, ChatStore
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.load_settings import LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from models.hardware.profile import profile_for
 from models.library import ModelStore
 from tests.fixtures.fake_engine import FakeEngine
@@ -67,7 +68,8 @@ def scripted(qtbot, tmp_path: Path, starter_model: Path):
     planner = LoadPlanner(profile_for("RTX 4090", ram_gib=16), status_dir=tmp_path)
     controller = ChatController(store, str(starter_model), planner, lambda _deliver: engine)
     engine.handle = controller.session.handle  # on this (the GUI) thread: signals are emitted at once
-    controller.session.open_conversation(store.create_conversation("Chat", ChatSettings(n_ctx=2048)).id)
+    chat = store.create_conversation("Chat", ChatSettings(load=LoadSettings(n_ctx=2048)))
+    controller.session.open_conversation(chat.id)
     window = ChatWindow(controller, header=True)
     qtbot.addWidget(window)
     yield window, engine
@@ -117,7 +119,8 @@ def test_each_model_is_planned_once_across_loads_and_again_when_its_file_changes
     shutil.copyfile(starter_model, broken)  # mended: now a model
     assert listed(qtbot, picker)[1] == (f"{broken.name} — fits on GPU", str(broken))
     assert picker.plans.planned == 4  # a file of the library changed: the library is planned again
-    window.session.update_settings(ChatSettings(n_ctx=4096))  # the verdicts are at the open chat's settings
+    # The verdicts are at the open chat's settings.
+    window.session.update_settings(ChatSettings(load=LoadSettings(n_ctx=4096)))
     listed(qtbot, picker)
     assert picker.plans.planned == 6
 

@@ -4,7 +4,6 @@ context that fits. Real widgets, a fake hub serving a real tiny GGUF file."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from app.gui.models_window.manager_window import ModelManager
 from models.library import ModelStore
 from models.plan.machine import Machine
 from models.units import GIB
-from tests.app.conftest import QUICK
+from tests.app.conftest import QUICK, with_load
 from tests.fixtures import fake_hub as hub_fixtures
 from tests.fixtures.fake_hub import FakeHub
 from tests.fixtures.tiny_gguf import TinySpec, borrow_tokenizer, write_tiny_llama
@@ -80,7 +79,7 @@ def test_a_new_kv_type_or_context_plans_again_without_reading_the_hub(qtbot, pag
 
 
 def test_the_page_follows_the_chat_when_the_window_opens(qtbot, page, make_window):
-    window = make_window(start=False, settings=replace(QUICK, n_ctx=None, auto_ctx_cap=65536, kv_type="q4_0"))
+    window = make_window(start=False, settings=with_load(QUICK, n_ctx=None, auto_ctx_cap=65536, kv_type="q4_0"))
     manager = window.show_models()
     repo = manager.repo_page
     assert (repo.context.context(), repo.auto_cap.value(), repo.kv_type.currentText()) == (None, 65536, "q4_0")

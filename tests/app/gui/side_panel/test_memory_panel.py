@@ -11,7 +11,8 @@ from PySide6.QtCore import Qt
 from app.gui.side_panel.memory.bar import PARTS, MemoryBar, size_label
 from app.gui.side_panel.memory.hardware_panel import NO_GPU, HardwarePanel
 from app.gui.side_panel.memory.panel import MemoryPanel
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.load_settings import LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from engine.client import EngineClient
 from engine.protocol import ChatMessage, Done, Loaded, MemoryReport, SamplingParams
 from models.hardware.profile import GpuInfo, HardwareProfile, profile_for

@@ -12,7 +12,8 @@ import pytest
 
 from app.gui.side_panel.memory.bar import GB
 from app.gui.side_panel.memory.panel import MemoryPanel
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.load_settings import LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from engine.device_memory import DeviceMeter, build_report
 from engine.gguf.log_bridge import BufferSizes
 from engine.gguf.memory_report import parts_by_device

@@ -15,6 +15,7 @@ from app.gui.main_window import MainWindow
 from app.gui.side_panel.settings.panel import SettingsPanel
 from app.gui.side_panel.settings.reasoning_group import NO_MODEL, NO_REASONING
 from app.services.history.store import ChatSettings, ChatStore
+from app.services.load_settings import LoadSettings
 from app.services.planning.load_planner import LoadPlanner
 from engine.protocol import Done, GenerationStats, ModelInfo, ReplyShape, Token
 from engine.starter import starter_model_path
@@ -75,8 +76,8 @@ class Scripted:
         self.controller = ChatController(self.store, str(starter_model_path()), planner, make_engine)
         self.window = MainWindow(self.controller)
         qtbot.addWidget(self.window)
-        self.window.session.update_settings(ChatSettings(n_ctx=2048))
-        self.window.settings_panel.set_settings(ChatSettings(n_ctx=2048))
+        self.window.session.update_settings(ChatSettings(load=LoadSettings(n_ctx=2048)))
+        self.window.settings_panel.set_settings(ChatSettings(load=LoadSettings(n_ctx=2048)))
         with qtbot.waitSignal(self.controller.loaded, timeout=WAIT_MS):
             self.window.session.start()
             self.pump()

@@ -17,7 +17,7 @@ from app.gui.side_panel.settings.panel import SettingsPanel
 from app.gui.side_panel.settings.speculation_group import NO_DRAFT_HINT
 from app.gui.side_panel.settings.torch_settings_group import GIB
 from app.services.history.store import ChatSettings, ChatStore
-from app.services.planning.load_planner import LoadSettings
+from app.services.load_settings import LoadSettings
 from models.plan.load_options import SpeculativeOptions, TorchOptions
 from tests.app.conftest import QUICK, record_loads
 
@@ -73,34 +73,34 @@ def test_each_control_changes_the_chat_and_load_settings(qtbot, panel: SettingsP
     assert group.cpu_kv.text() == "Auto" and group.gpu_share.value() == 90
 
     settings = _emitted(qtbot, panel, lambda: spec.speculative.setCurrentIndex(spec.speculative.findData("lookup")))
-    assert settings.speculation.mode == "lookup"
+    assert settings.load.speculation.mode == "lookup"
     assert load_settings_of(settings).speculation.mode == "lookup"
     # A changed setting is a changed LoadSettings: the runner reloads the model for it.
     assert load_settings_of(settings) != load_settings_of(ChatSettings())
 
     settings = _emitted(qtbot, panel, lambda: group.gpu_share.setValue(75))
-    assert settings.torch.gpu_memory_fraction == 0.75
+    assert settings.load.torch.gpu_memory_fraction == 0.75
     assert load_settings_of(settings).torch.gpu_memory_fraction == 0.75
 
     settings = _emitted(qtbot, panel, lambda: group.cpu_kv.setValue(2.5))
-    assert settings.torch.cpu_kv_bytes == int(2.5 * GIB)
+    assert settings.load.torch.cpu_kv_bytes == int(2.5 * GIB)
     assert load_settings_of(settings).torch.cpu_kv_bytes == int(2.5 * GIB)
     settings = _emitted(qtbot, panel, lambda: group.cpu_kv.setValue(0))
-    assert settings.torch.cpu_kv_bytes is None and group.cpu_kv.text() == "Auto"
+    assert settings.load.torch.cpu_kv_bytes is None and group.cpu_kv.text() == "Auto"
     group.cpu_kv.setValue(0.1)  # typed under the minimum: it becomes the minimum
     group.cpu_kv.editingFinished.emit()
-    assert group.cpu_kv.value() == 0.25 and panel.settings().torch.cpu_kv_bytes == GIB // 4
+    assert group.cpu_kv.value() == 0.25 and panel.settings().load.torch.cpu_kv_bytes == GIB // 4
 
     draft = _model_folder(tmp_path / "draft")
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(draft))
     spec.speculative.setCurrentIndex(spec.speculative.findData("draft"))
     settings = _emitted(qtbot, panel, spec.browse.click)
-    assert settings.speculation.mode == "draft" and settings.speculation.draft_path == str(draft)
+    assert settings.load.speculation.mode == "draft" and settings.load.speculation.draft_path == str(draft)
     assert load_settings_of(settings).torch == TorchOptions(gpu_memory_fraction=0.75, cpu_kv_bytes=GIB // 4)
     assert load_settings_of(settings).speculation == SpeculativeOptions(mode="draft", draft_path=str(draft))
     # Another mode keeps the folder for later, but the load asks for no draft (the engine refuses one).
     settings = _emitted(qtbot, panel, lambda: spec.speculative.setCurrentIndex(spec.speculative.findData("off")))
-    assert settings.speculation.draft_path == str(draft)
+    assert settings.load.speculation.draft_path == str(draft)
     assert load_settings_of(settings).speculation.draft_path is None
     # Shown again exactly as stored.
     panel.set_settings(ChatSettings())
@@ -111,8 +111,8 @@ def test_each_control_changes_the_chat_and_load_settings(qtbot, panel: SettingsP
 def test_speculation_reloads_either_model_and_torch_settings_only_a_folder(tmp_path: Path, starter_model: Path):
     folder, gguf = str(_model_folder(tmp_path / "folder")), str(starter_model)
     plain = ChatSettings()
-    lookup = ChatSettings(speculation=SpeculativeOptions(mode="lookup"))
-    memory = ChatSettings(torch=TorchOptions(gpu_memory_fraction=0.5))
+    lookup = ChatSettings(load=LoadSettings(speculation=SpeculativeOptions(mode="lookup")))
+    memory = ChatSettings(load=LoadSettings(torch=TorchOptions(gpu_memory_fraction=0.5)))
     for path in (folder, gguf):  # both engines decode speculatively: switching chats reloads either
         assert load_settings_of(plain, (), path) != load_settings_of(lookup, (), path)
         assert load_settings_of(lookup, (), path).speculation.mode == "lookup"
@@ -121,9 +121,9 @@ def test_speculation_reloads_either_model_and_torch_settings_only_a_folder(tmp_p
     assert load_settings_of(plain, (), gguf) == load_settings_of(memory, (), gguf)
     assert load_settings_of(memory, (), gguf).torch == TorchOptions()
     # The draft counts only while "Draft model" is chosen, for a GGUF model too.
-    kept = ChatSettings(speculation=SpeculativeOptions(mode="lookup", draft_path="/models/draft.gguf"))
+    kept = ChatSettings(load=LoadSettings(speculation=SpeculativeOptions("lookup", "/models/draft.gguf")))
     assert load_settings_of(kept, (), gguf) == load_settings_of(lookup, (), gguf)
-    drafted = ChatSettings(speculation=SpeculativeOptions(mode="draft", draft_path="/models/draft.gguf"))
+    drafted = ChatSettings(load=LoadSettings(speculation=SpeculativeOptions("draft", "/models/draft.gguf")))
     assert load_settings_of(drafted, (), gguf).speculation.draft_path == "/models/draft.gguf"
 
 
@@ -184,7 +184,7 @@ def test_a_gguf_model_takes_a_gguf_draft_and_refuses_anything_else(
     group.speculative.setCurrentIndex(group.speculative.findData("draft"))
     settings = _emitted(qtbot, panel, group.browse.click)
     assert asked == ["GGUF models (*.gguf)"]
-    assert settings.speculation == SpeculativeOptions(mode="draft", draft_path=str(draft))
+    assert settings.load.speculation == SpeculativeOptions(mode="draft", draft_path=str(draft))
     assert load_settings_of(settings, (), str(starter_model)).speculation.draft_path == str(draft)
     before = panel.settings()
     for wrong in (_model_folder(tmp_path / "folder-draft"), tmp_path / "notes.txt", tmp_path / "gone.gguf"):
@@ -198,22 +198,24 @@ def test_a_gguf_model_takes_a_gguf_draft_and_refuses_anything_else(
 
 
 def test_the_settings_round_trip_through_the_store(tmp_path: Path):
-    settings = ChatSettings(speculation=SpeculativeOptions(mode="draft", draft_path="/models/tiny-draft"),
-                            torch=TorchOptions(gpu_memory_fraction=0.6, cpu_kv_bytes=3 * GIB))
+    settings = ChatSettings(load=LoadSettings(
+        speculation=SpeculativeOptions(mode="draft", draft_path="/models/tiny-draft"),
+        torch=TorchOptions(gpu_memory_fraction=0.6, cpu_kv_bytes=3 * GIB)))
     store = ChatStore(tmp_path / "chats.sqlite3")
     conversation = store.create_conversation("Drafted", settings)
-    store.update_settings(store.create_conversation().id, ChatSettings(speculation=SpeculativeOptions(mode="off")))
+    off = ChatSettings(load=LoadSettings(speculation=SpeculativeOptions(mode="off")))
+    store.update_settings(store.create_conversation().id, off)
     store.close()
     store = ChatStore(tmp_path / "chats.sqlite3")
     try:
         assert store.get_conversation(conversation.id).settings == settings
-        speculative = [c.settings.speculation.mode for c in store.list_conversations()]
+        speculative = [c.settings.load.speculation.mode for c in store.list_conversations()]
         assert speculative in (["off", "draft"], ["draft", "off"])
     finally:
         store.close()
     # Settings saved before these fields existed get the defaults.
     old = ChatSettings.from_json(json.dumps({"n_ctx": 2048, "kv_type": "q8_0"}))
-    options, spec = old.torch, old.speculation
+    options, spec = old.load.torch, old.load.speculation
     assert (spec.mode, spec.draft_path, options.gpu_memory_fraction, options.cpu_kv_bytes) == (
         "auto", None, 0.9, None)
     assert load_settings_of(old) == LoadSettings(2048, "q8_0")
@@ -228,15 +230,15 @@ def test_chats_stored_by_the_last_release_keep_their_torch_options():
     )
     settings = ChatSettings.from_json(stored)
     assert settings == ChatSettings(
-        system_prompt="Be brief.", n_ctx=None,
-        speculation=SpeculativeOptions(mode="draft", draft_path="/models/tiny-draft"),
-        torch=TorchOptions(gpu_memory_fraction=0.6, cpu_kv_bytes=3 * GIB),
+        system_prompt="Be brief.",
+        load=LoadSettings(n_ctx=None, speculation=SpeculativeOptions(mode="draft", draft_path="/models/tiny-draft"),
+                          torch=TorchOptions(gpu_memory_fraction=0.6, cpu_kv_bytes=3 * GIB)),
     )
     # Written back flat, with every key the release wrote and the same values: it still reads them.
     written = json.loads(settings.to_json())
     assert written == {**json.loads(stored), "speculative_tokens": None, "reasoning": "auto", "think_budget": None}
     assert ChatSettings.from_json(settings.to_json()) == settings
-    tokens = ChatSettings(speculation=SpeculativeOptions(mode="lookup", tokens=3))
+    tokens = ChatSettings(load=LoadSettings(speculation=SpeculativeOptions(mode="lookup", tokens=3)))
     assert ChatSettings.from_json(tokens.to_json()) == tokens
     assert json.loads(tokens.to_json())["speculative_tokens"] == 3
 
@@ -266,7 +268,7 @@ def _choose(window, qtbot, value: str) -> None:
     """Pick a speculative mode in the panel and wait until the chat's settings have it."""
     group, session = window.settings_panel.speculation_group, window.session
     group.speculative.setCurrentIndex(group.speculative.findData(value))
-    qtbot.waitUntil(lambda: session.store.get_conversation(session.current.id).settings.speculation.mode
+    qtbot.waitUntil(lambda: session.store.get_conversation(session.current.id).settings.load.speculation.mode
                     == value, timeout=2000)
 
 
@@ -326,7 +328,7 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
 
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(tiny_folders["other-draft"]))
     group.browse.click()
-    qtbot.waitUntil(lambda: session.current.settings.speculation.draft_path == str(tiny_folders["other-draft"]),
+    qtbot.waitUntil(lambda: session.current.settings.load.speculation.draft_path == str(tiny_folders["other-draft"]),
                     timeout=2000)
     with qtbot.waitSignal(controller.problem, timeout=TIMEOUT_MS) as problem:
         assert session.regenerate()  # answers the message again, loading with this draft
@@ -348,7 +350,7 @@ def test_a_draft_with_another_tokenizer_is_refused_and_the_chat_is_kept(
     # A draft that shares the tokenizer: the same question is answered, with the drafts' acceptance.
     monkeypatch.setattr(DIALOG, lambda *a, **k: str(tiny_folders["tiny-draft"]))
     group.browse.click()
-    qtbot.waitUntil(lambda: session.current.settings.speculation.draft_path == str(tiny_folders["tiny-draft"]),
+    qtbot.waitUntil(lambda: session.current.settings.load.speculation.draft_path == str(tiny_folders["tiny-draft"]),
                     timeout=2000)
     with qtbot.waitSignal(controller.stream_finished, timeout=TIMEOUT_MS) as finished:
         assert session.regenerate()

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QMenu
 from app.gui.chat_controller import ChatController
 from app.gui.main_window import MainWindow
 from app.services.history.store import ChatSettings, ChatStore, Message
+from app.services.load_settings import LoadSettings
 from app.services.planning.load_planner import LoadPlanner
 from engine.starter import starter_model_path
 from models.hardware.profile import profile_for
@@ -43,8 +44,8 @@ class Scripted:
         qtbot.addWidget(self.window)
         self.window.resize(900, 700)
         self.window.show()
-        self.window.session.update_settings(ChatSettings(n_ctx=2048))
-        self.window.settings_panel.set_settings(ChatSettings(n_ctx=2048))
+        self.window.session.update_settings(ChatSettings(load=LoadSettings(n_ctx=2048)))
+        self.window.settings_panel.set_settings(ChatSettings(load=LoadSettings(n_ctx=2048)))
         with qtbot.waitSignal(self.controller.loaded, timeout=WAIT_MS):
             self.window.session.start()
             self.pump()

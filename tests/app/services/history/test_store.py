@@ -16,6 +16,7 @@ from app.services.history.store import (
     StoreTooNewError,
     migrate,
 )
+from app.services.load_settings import LoadSettings
 
 
 @pytest.fixture
@@ -33,7 +34,8 @@ def test_file_is_wal_with_full_sync_and_current_schema(store):
 
 
 def test_conversation_lifecycle(store):
-    settings = ChatSettings(system_prompt="Be brief.", temperature=0.2, top_p=0.9, max_tokens=64, n_ctx=2048)
+    settings = ChatSettings(system_prompt="Be brief.", temperature=0.2, top_p=0.9, max_tokens=64,
+                            load=LoadSettings(n_ctx=2048))
     first = store.create_conversation("First", settings)
     second = store.create_conversation()
     assert second.title == "New chat"
@@ -41,8 +43,8 @@ def test_conversation_lifecycle(store):
     store.rename_conversation(first.id, "Renamed")
     assert store.get_conversation(first.id).title == "Renamed"
     assert [c.id for c in store.list_conversations()] == [first.id, second.id]  # rename touches `updated`
-    store.update_settings(second.id, ChatSettings(n_ctx=1024))
-    assert store.get_conversation(second.id).settings.n_ctx == 1024
+    store.update_settings(second.id, ChatSettings(load=LoadSettings(n_ctx=1024)))
+    assert store.get_conversation(second.id).settings.load.n_ctx == 1024
     store.add_message(second.id, "user", "hello")
     store.delete_conversation(first.id)
     assert [c.id for c in store.list_conversations()] == [second.id]
@@ -151,14 +153,33 @@ def test_settings_json_tolerates_unknown_and_missing_keys():
 def test_speculative_decoding_round_trips_under_the_flat_keys_of_older_releases(store):
     from models.plan.load_options import SpeculativeOptions
 
-    settings = ChatSettings(speculation=SpeculativeOptions(mode="draft", draft_path="/models/draft.gguf", tokens=6))
+    speculation = SpeculativeOptions(mode="draft", draft_path="/models/draft.gguf", tokens=6)
+    settings = ChatSettings(load=LoadSettings(speculation=speculation))
     data = json.loads(settings.to_json())
     # The keys an older release reads (no nested object), with these values.
     assert (data["speculative"], data["draft_path"], data["speculative_tokens"]) == ("draft", "/models/draft.gguf", 6)
     assert "speculation" not in data and "mode" not in data and "tokens" not in data
     assert ChatSettings.from_json(settings.to_json()) == settings
     conversation = store.create_conversation("Drafted", settings)
-    assert store.get_conversation(conversation.id).settings.speculation == settings.speculation
+    assert store.get_conversation(conversation.id).settings.load.speculation == speculation
+
+
+def test_the_nested_load_settings_are_stored_flat_key_for_key_as_before():
+    """ChatSettings.load is nested in Python only: the stored JSON is the flat text every release wrote."""
+    from models.plan.load_options import SpeculativeOptions, TorchOptions
+
+    settings = ChatSettings(
+        system_prompt="Be brief.", reasoning="low", think_budget=64,
+        load=LoadSettings(n_ctx=2048, kv_type="q8_0", flash_attn="on", auto_ctx_cap=4096,
+                          speculation=SpeculativeOptions("draft", "/m/d.gguf", 6), torch=TorchOptions(0.6, 1 << 30)),
+    )
+    assert settings.to_json() == (
+        '{"system_prompt": "Be brief.", "temperature": 0.7, "top_p": 0.95, "max_tokens": 512, "n_ctx": 2048, '
+        '"auto_ctx_cap": 4096, "kv_type": "q8_0", "flash_attn": "on", "reasoning": "low", "think_budget": 64, '
+        '"gpu_memory_fraction": 0.6, "cpu_kv_bytes": 1073741824, "speculative": "draft", "draft_path": "/m/d.gguf", '
+        '"speculative_tokens": 6}'
+    )
+    assert ChatSettings.from_json(settings.to_json()) == settings
 
 
 def test_presets_start_with_the_pinned_default_and_can_be_saved_replaced_and_deleted(store):
@@ -177,8 +198,8 @@ def test_presets_start_with_the_pinned_default_and_can_be_saved_replaced_and_del
     assert store.delete_preset("poet") and not store.delete_preset("poet")
     with pytest.raises(ValueError):
         store.save_preset(Preset("  ", "x"))
-    applied = coder.apply_to(ChatSettings(n_ctx=8192, kv_type="q8_0"))
-    assert (applied.system_prompt, applied.temperature, applied.n_ctx, applied.kv_type) == (
+    applied = coder.apply_to(ChatSettings(load=LoadSettings(n_ctx=8192, kv_type="q8_0")))
+    assert (applied.system_prompt, applied.temperature, applied.load.n_ctx, applied.load.kv_type) == (
         "You write Python.", 0.2, 8192, "q8_0"
     )
 

@@ -11,6 +11,7 @@ from app.chat.reasoning_text import copy_text, finished_header, reasoning_header
 from app.chat.stats_line import format_stats
 from app.services.history.recovery import recover_history
 from app.services.history.store import SCHEMA_VERSION, ChatSettings, ChatStore, Message, migrate
+from app.services.load_settings import LoadSettings
 from tests.app.services.history.history_files import old_history
 
 
@@ -67,7 +68,7 @@ def test_reasoning_settings_round_trip_and_old_or_bad_json_gets_the_defaults():
     assert (data["reasoning"], data["think_budget"]) == ("low", 2048)
     assert ChatSettings.from_json(settings.to_json()) == settings
     old = json.dumps({"temperature": 0.3, "n_ctx": 4096})  # written before reasoning existed
-    assert ChatSettings.from_json(old) == ChatSettings(temperature=0.3, n_ctx=4096)
+    assert ChatSettings.from_json(old) == ChatSettings(temperature=0.3, load=LoadSettings(n_ctx=4096))
     bad = json.dumps({"reasoning": "maximum", "think_budget": -5})
     assert (ChatSettings.from_json(bad).reasoning, ChatSettings.from_json(bad).think_budget) == ("auto", None)
     assert ChatSettings.from_json(json.dumps({"think_budget": True})).think_budget is None

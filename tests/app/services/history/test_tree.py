@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.services.history.store import SCHEMA_VERSION, ChatSettings, ChatStore, Conversation, Message
+from app.services.load_settings import LoadSettings
 from tests.paths import FIXTURES
 
 RELEASE_FILE = FIXTURES / "history_release_v5.sqlite3"
@@ -83,7 +84,7 @@ def test_deleting_a_version_shows_the_newest_one_left(store: ChatStore):
 
 
 def test_a_branch_copied_to_a_new_chat_leaves_the_original_untouched(store: ChatStore):
-    settings = ChatSettings(temperature=0.2, n_ctx=8192)
+    settings = ChatSettings(temperature=0.2, load=LoadSettings(n_ctx=8192))
     c = store.create_conversation("Trip", settings)
     store.add_message(c.id, "user", "Plan a trip.")
     middle = store.add_message(c.id, "assistant", "Where to?")

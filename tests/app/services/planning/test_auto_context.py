@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from app.services.chat_defaults import DEFAULT_N_CTX
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.load_settings import LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from models.hardware.profile import profile_for
 from models.plan.context import AUTO_CONTEXT_CAP
 from models.plan.folder_plan import folder_candidate, plan_folder

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from app.services.load_settings import LoadSettings
 from app.services.paths import AppPaths
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from models.hardware.profile import profile_for
 
 HUGE = 99_999_999

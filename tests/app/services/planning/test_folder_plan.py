@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.load_settings import LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from models.hardware.profile import profile_for
 from models.plan.folder_plan import (
     cpu_weights,

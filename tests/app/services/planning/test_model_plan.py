@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.services.load_settings import LoadSettings
 from app.services.paths import AppPaths
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from models.hardware.profile import profile_for
 
 # The machines these tests plan for are handed in, never this one's: a GPU here must not change them.
@@ -51,7 +52,7 @@ def test_kv_settings_of_a_chat_reload_the_model_as_planned(qtbot, window):
     assert window.session.plan.kv_type == "q8_0"
     assert "KV q8_0" in window.plan_label.text()
     stored = window.session.store.get_conversation(window.session.current.id).settings
-    assert (stored.kv_type, stored.flash_attn) == ("q8_0", "auto")
+    assert (stored.load.kv_type, stored.load.flash_attn) == ("q8_0", "auto")
     qtbot.waitUntil(lambda: not window.session.busy, timeout=60_000)
 
 

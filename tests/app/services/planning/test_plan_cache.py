@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from app.services.load_settings import LoadSettings
 from app.services.planning.draft_finder import DraftFinder, library_ggufs
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from app.services.planning.plan_cache import PlanCache, stamp_of
 from models.hardware.profile import profile_for
 from models.library import ModelStore

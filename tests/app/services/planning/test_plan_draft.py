@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.services.planning.load_planner import LoadPlanner, LoadSettings
+from app.services.load_settings import LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from models.hardware.profile import profile_for
 from models.plan.load_options import SpeculativeOptions
 from tests.fixtures.tiny_gguf import TinySpec, borrow_tokenizer, write_tiny_llama

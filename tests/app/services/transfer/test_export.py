@@ -12,6 +12,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from app.services.history.store import ChatSettings, ChatStore
+from app.services.load_settings import LoadSettings
 from app.services.transfer.export import (
     FORMAT,
     UnknownChatError,
@@ -34,8 +35,9 @@ SCRIPT = 'Try <script>alert("x")</script> & <img src="http://evil.example/x.png"
 def make_history(path: Path) -> ChatStore:
     """Two chats: one with reasoning, stats, odd settings and states; one with code and markup."""
     store = ChatStore(path)
-    first = store.create_conversation("Maths", ChatSettings(system_prompt="Be exact.", temperature=0.1, n_ctx=None,
-                                                            reasoning="high", think_budget=256))
+    first = store.create_conversation("Maths", ChatSettings(system_prompt="Be exact.", temperature=0.1,
+                                                            load=LoadSettings(n_ctx=None), reasoning="high",
+                                                            think_budget=256))
     store.add_message(first.id, "user", "What is 17 * 23?")
     reply = store.add_message(first.id, "assistant", "", state="streaming")
     store.finish_message(reply.id, "391.", "complete", {"gen_tokens": 12, "reasoning_tokens": 40, "ttft_s": 0.25},
@@ -83,7 +85,7 @@ def test_json_holds_every_field_of_every_chat(store: ChatStore):
     assert str(uuid.UUID(maths["id"])) == maths["id"] != code["id"]
     assert maths["title"] == "Maths" and maths["created"] <= maths["updated"]
     settings = ChatSettings.from_json(json.dumps(maths["settings"]))
-    assert (settings.system_prompt, settings.temperature, settings.n_ctx, settings.reasoning,
+    assert (settings.system_prompt, settings.temperature, settings.load.n_ctx, settings.reasoning,
             settings.think_budget) == ("Be exact.", 0.1, None, "high", 256)
     question, answer, cut = maths["messages"]
     assert question == {"id": 1, "parent": None, "role": "user", "content": "What is 17 * 23?", "reasoning": "",

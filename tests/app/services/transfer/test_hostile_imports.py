@@ -17,6 +17,7 @@ from app.services.history.opening import MIN_ROOM_BYTES, open_sqlite
 from app.services.history.settings_fields import parse_settings
 from app.services.history.store import ChatSettings, ChatStore
 from app.services.history.timestamps import LATEST, UNKNOWN_TIME, checked_time, iso_time
+from app.services.load_settings import LoadSettings
 from app.services.transfer.export import load_chats, to_json, to_markdown
 from app.services.transfer.export_html import to_html
 from app.services.transfer.importer import import_file
@@ -157,7 +158,8 @@ def test_imported_settings_are_checked_field_by_field_and_bad_ones_get_defaults(
     assert "must be text, not a list: the default" in line and "not a 31-digit number" in line
     store = ChatStore(db)
     (chat,) = store.list_conversations()
-    assert chat.settings == ChatSettings(flash_attn="on")  # every bad field its default, the good one kept
+    # Every bad field its default, the good one kept.
+    assert chat.settings == ChatSettings(load=LoadSettings(flash_attn="on"))
     store.close()
     _every_reader_works(db, capsys)
 
@@ -173,7 +175,8 @@ def test_settings_already_stored_with_bad_fields_read_as_defaults(tmp_path: Path
     raw.commit()
     raw.close()
     store = ChatStore(db)
-    assert [store.get_conversation(cid).settings for cid in ids] == [ChatSettings(flash_attn="on"), ChatSettings()]
+    assert [store.get_conversation(cid).settings for cid in ids] == [ChatSettings(load=LoadSettings(flash_attn="on")),
+                                                                        ChatSettings()]
     store.close()
 
 
@@ -182,8 +185,9 @@ def test_parse_settings_keeps_good_values_and_names_each_bad_one():
                              "speculative_tokens": 4, "cpu_kv_bytes": 1 << 30, "unknown": [1]})
     assert parsed.problems == ()
     settings = ChatSettings(**parsed.fields)
-    assert (settings.temperature, settings.top_p, settings.n_ctx) == (1.0, 0.5, None)
-    assert (settings.speculation.mode, settings.speculation.tokens, settings.torch.cpu_kv_bytes) == ("lookup", 4, 1 << 30)
+    assert (settings.temperature, settings.top_p, settings.load.n_ctx) == (1.0, 0.5, None)
+    load = settings.load
+    assert (load.speculation.mode, load.speculation.tokens, load.torch.cpu_kv_bytes) == ("lookup", 4, 1 << 30)
     assert parse_settings([1, 2]).problems == ("settings must be an object, not list: the defaults are used",)
 
 
