@@ -10,8 +10,12 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.gui.models_window import library_page
+from app.gui.models_window.download_bridge import DownloadBridge
+from app.gui.models_window.downloads_panel import DownloadRow
 from app.gui.models_window.manager_window import TAB_DOWNLOADS, TAB_REPO, ModelManager
 from app.gui.models_window.repo_page import COL_STAR, COL_VERDICT, STAR
+from models.download.handle import Download
+from models.download.request import DownloadFile, DownloadRequest, StateChanged
 from models.library import LocalFile, LocalRepo, ModelStore
 from models.plan.machine import Machine
 from models.units import GIB
@@ -360,3 +364,20 @@ def test_the_repo_page_offers_the_familys_draft_model_and_opens_it(hub: FakeHub,
         hint.linkActivated.emit("Qwen/Qwen2.5-0.5B-Instruct-GGUF")  # what a click on the link sends
     assert manager.repo_page.repo_id == "Qwen/Qwen2.5-0.5B-Instruct-GGUF"
     assert manager.repo_page.draft_hint.isHidden()  # the draft itself gets no draft
+
+
+def test_a_row_made_after_its_worker_started_follows_the_events_in_order(qtbot, tmp_path: Path):
+    """The worker may reach "running" before the GUI thread makes the row; the "queued" posted before that still
+    arrives after it. The row shows the states in the order they happened, never stepping back."""
+    bridge = DownloadBridge(tmp_path / "hub")
+    request = DownloadRequest(REPO, "a" * 40, (DownloadFile("Tiny-Llama-F16.gguf", "http://127.0.0.1:9/f", 10),))
+    item = Download(1, request, {})
+    item.state = "running"  # what the worker set before the row was made
+    row = DownloadRow(item, bridge)
+    qtbot.addWidget(row)
+    shown = [(row.state, row.status.text())]
+    for state in ("queued", "running", "done"):  # as posted: start()'s "queued", then the worker's
+        row.apply_state(StateChanged(1, state))
+        shown.append((row.state, row.status.text().split(" ·")[0]))
+    assert shown == [("queued", "queued"), ("queued", "queued"), ("running", "downloading"), ("done", "done")]
+    bridge.close()
