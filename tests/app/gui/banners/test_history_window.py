@@ -40,7 +40,7 @@ def open_window(qtbot, tmp_path) -> Callable[..., MainWindow]:
 def changes_allowed(window: MainWindow) -> dict[str, bool]:
     return {
         "composer": window.composer.isEnabled(),
-        "send": window.send_button.isEnabled(),
+        "send": window.send_stop.send_button.isEnabled(),
         "new chat": window.new_action.isEnabled(),
         "new button": window.conversations.new_button.isEnabled(),
         "rename": window.conversations.rename_action.isEnabled(),
@@ -70,7 +70,7 @@ def test_a_read_only_history_opens_readable_with_sending_off_and_the_reason(open
     assert banner.retry_button.isVisible() and not banner.recover_button.isVisible()
     assert all_(False, window), changes_allowed(window)
     assert "Sending is off: the chat history is read-only" in window.composer.placeholderText()
-    assert window.send_button.toolTip() == window.composer.placeholderText()
+    assert window.send_stop.send_button.toolTip() == window.composer.placeholderText()
     # Every chat is there to read.
     assert len(window.conversations.ids()) == len(made)
     for conversation_id, (title, texts) in zip(window.conversations.ids(), reversed(made), strict=True):

@@ -123,8 +123,8 @@ def test_open_log_folder_opens_the_folder_of_the_log(qtbot, reporter, opened: Op
 def test_help_open_log_folder_in_the_window(qtbot, make_window, opened: OpenedUrls):
     window = make_window(start=False)
     (help_menu,) = [a.menu() for a in window.menuBar().actions() if a.text() == "&Help"]
-    assert window.open_log_action in help_menu.actions()
-    window.open_log_action.trigger()
+    assert window.help_menu.open_log_action in help_menu.actions()
+    window.help_menu.open_log_action.trigger()
     assert [Path(u.toLocalFile()) for u in opened.urls] == [AppPaths.default().log_dir]
     assert AppPaths.default().log_dir.is_dir()
 

@@ -203,7 +203,7 @@ def test_an_edit_whose_message_is_no_longer_shown_ends_but_keeps_the_text(qtbot,
     chat.answer("Hey")
     chat.send("Tell me more", "More.")
     more = chat.message("Tell me more")
-    chat.window.edit_message(more.id)
+    chat.window.sending.edit_message(more.id)
     chat.window.composer.setPlainText("Tell me less")
     hey = chat.message("Hey")
     qtbot.mouseClick(chat.view.version_bars.bars[hey.id].previous, Qt.MouseButton.LeftButton)  # "Hello"'s branch
@@ -230,7 +230,7 @@ def test_a_chat_opened_from_a_search_shows_the_hits_branch_with_the_hit_marked(q
     chat.send("Its river?", "The Seine again.")
     france = chat.window.session.current.id
     first = chat.message("Capital of France?")
-    chat.window.edit_message(first.id)
+    chat.window.sending.edit_message(first.id)
     with qtbot.waitSignal(chat.controller.stream_started, timeout=WAIT_MS):
         chat.window.submit("Capital of Spain?")
     chat.answer("Madrid.")
