@@ -1,5 +1,5 @@
 """No widget writes a colour down: they take the palette's roles (or app.gui.common.theme.status_colors), so a
-theme change recolours them. theme.py is where the palettes are defined; the other entries of the
+theme change recolours them. common/theme.py is where the palettes are defined; the other entries of the
 allow-list are files still to convert, each of which must still hold a colour (a converted file
 leaves the list)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.paths import REPO
 
 GUI = REPO / "app" / "gui"
-THEME = "theme.py"
+THEME = "common/theme.py"
 NOT_YET_CONVERTED: set[str] = set()
 # In string literals: #rgb / #rrggbb / #aarrggbb, rgb(…) / rgba(…), or a colour name in a CSS colour.
 _IN_TEXT = re.compile(r"#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})\b|\brgba?\s*\(|"
