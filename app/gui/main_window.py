@@ -91,7 +91,8 @@ class MainWindow(QMainWindow):
         self.sending = Sending(self.session, self.composer, self.settings_panel.commit, parent=self)
 
     def _build_layout(self) -> None:
-        """The splitter: the chat list | the chat column | the side panel (window_layout.py)."""
+        """The splitter: the chat list | the chat column | the side panel (window_layout.py); the model picker
+        at the top of the chat column."""
         self.chat_header, self.chat_header_layout = chat_header()  # the model picker's row
         self.readable = readable_chat(self.chat, self.composer, self.send_stop)
         self.chat_column = chat_column(self.chat_header, self.history_banner, self.banner, readable=self.readable)
@@ -102,7 +103,8 @@ class MainWindow(QMainWindow):
         self.splitter = main_splitter(self.conversations, self.chat_column, self.side_panel)
         self.layout_state = LayoutState(self.splitter, self.side_panel)
         self.setCentralWidget(self.splitter)
-        # The loaded model, switching, load progress with Cancel: at the top of the chat column.
+        # The loaded model, switching, load progress with Cancel. Made once the splitter is in the window, with
+        # the window as its parent: Tab reaches it after the side panel.
         self.model_picker = ModelPicker(self.controller, ModelStore(AppPaths.default().data_dir), parent=self)
         self.chat_header_layout.addWidget(self.model_picker, 1)
         self.model_picker.refresh_models()
