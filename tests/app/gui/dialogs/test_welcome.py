@@ -8,7 +8,6 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication, QComboBox
 
-from app.gui.common.app_settings import app_settings
 from app.gui.common.engine_availability import mark_torch_choices
 from app.gui.dialogs.welcome import FirstRunDialog, maybe_show_first_run, storage_text
 from app.gui.models_window.search_page import FILTERS
@@ -56,11 +55,6 @@ def test_storage_names_the_cache_its_free_space_and_the_chats(tmp_path: Path):
     text = storage_text(tmp_path / "not" / "yet" / "hub", tmp_path / "chats.sqlite3")
     assert str(tmp_path / "not" / "yet" / "hub") in text and "GiB free" in text
     assert str(tmp_path / "chats.sqlite3") in text
-
-
-def test_settings_follow_tailor_home(_tailor_home: Path):
-    settings = app_settings()
-    assert settings.fileName() == str(_tailor_home / "settings.ini")
 
 
 def test_welcome_shows_on_the_first_start_only(qtbot, make_window, tmp_path: Path):
