@@ -18,7 +18,10 @@ from app.gui.main_window import MainWindow
 from app.services.history.backup import backup_path, list_backups, make_backup
 from app.services.history.opening import open_sqlite
 from app.services.history.store import SCHEMA_VERSION, ChatStore
+from tests.app.gui import theme_fixtures
 from tests.app.services.history.history_files import Medium, damage_page, fill_history, old_history, pages_of
+
+app = theme_fixtures.app  # main() installs the theme on the application: put back afterwards
 
 TIMEOUT_MS = 30_000
 
@@ -175,7 +178,7 @@ def test_a_backup_that_cannot_be_made_never_fails_the_start(open_window, tmp_pat
     qtbot.waitUntil(lambda: "daily backup of the chat history failed" in caplog.text, timeout=TIMEOUT_MS)
 
 
-def test_the_entry_point_opens_the_window_over_a_damaged_history(qtbot, tmp_path, monkeypatch):
+def test_the_entry_point_opens_the_window_over_a_damaged_history(app, qtbot, tmp_path, monkeypatch):
     """`tailor` itself: no traceback and no exit, the window with its banner."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     path = tmp_path / "chats.sqlite3"
