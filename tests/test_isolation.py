@@ -35,7 +35,7 @@ def test_the_user_folders_of_this_process_are_the_sessions(monkeypatch: pytest.M
 
 
 def test_the_window_settings_without_tailor_home_are_the_sessions(qapp, monkeypatch: pytest.MonkeyPatch):
-    from app.gui.dialogs.welcome import app_settings
+    from app.gui.common.app_settings import app_settings
 
     monkeypatch.delenv("TAILOR_HOME")
     settings = app_settings()

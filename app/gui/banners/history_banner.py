@@ -8,8 +8,6 @@ thread), keeps the damaged one beside it, and the window opens the new one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
@@ -18,9 +16,6 @@ from app.gui.common.theme import set_tone
 from app.services.history.backup import list_backups
 from app.services.history.recovery import RecoveryReport, recover_history
 from app.services.history.store import ChatStore, HistoryProblem, StoreError
-
-if TYPE_CHECKING:
-    from app.gui.main_window import MainWindow
 
 
 class HistoryBanner(QFrame):
@@ -113,24 +108,6 @@ class HistoryBanner(QFrame):
     def _recovery_failed(self, exc: BaseException) -> None:
         self.recover_button.setEnabled(True)
         self.label.setText(f"{_describe(self.store.problem)}\n\nThe recovery failed: {exc}")
-
-
-def allow_changes(window: MainWindow, problem: HistoryProblem | None) -> None:
-    """Turn sending and every other change of the history off (with the reason) or back on."""
-    allowed = problem is None
-    window.conversations.set_editable(allowed)
-    window.settings_panel.setEnabled(allowed)
-    window.send_button.setEnabled(allowed)
-    for action in (window.new_action, window.regenerate_action, window.edit_action):
-        action.setEnabled(allowed)
-    window.composer.setEnabled(allowed)
-    if allowed:
-        window.send_button.setToolTip("")
-        window.composer.set_editing(None)  # its own placeholder again
-    else:
-        reason = f"Sending is off: {problem.reason}."
-        window.send_button.setToolTip(reason)
-        window.composer.setPlaceholderText(reason)
 
 
 def _describe(problem: HistoryProblem | None) -> str:

@@ -16,7 +16,7 @@ def assets_dir() -> Path:
     bundle = getattr(sys, "_MEIPASS", None)
     if bundle is not None:
         return Path(bundle) / "assets"
-    return Path(__file__).resolve().parents[2] / "assets"
+    return Path(__file__).resolve().parents[3] / "assets"  # app/gui/common/ → the checkout
 
 
 def app_icon(folder: Path | None = None) -> QIcon:

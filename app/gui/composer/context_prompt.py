@@ -9,15 +9,12 @@ When even the largest context that fits is too small, only New chat (and Cancel)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from PySide6.QtCore import QObject, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QAbstractButton, QMessageBox, QWidget
 
 from app.chat.context_guard import ContextShortfall
-
-if TYPE_CHECKING:
-    from app.gui.main_window import MainWindow
+from app.chat.session import ChatSession
+from app.gui.composer.message_box import Composer
 
 
 def outgrown_text(short: ContextShortfall) -> tuple[str, str]:
@@ -60,24 +57,33 @@ class OutgrownDialog(QMessageBox):
 
 
 class ContextPrompt(QObject):
-    """Asks the question when the window's controller holds a message back, and carries out the answer.
+    """Asks the question when the chat holds a message back (`ask`, for the controller's `context_outgrown`),
+    and carries out the answer.
 
     Args:
-        window: the main window (its controller, composer and settings panel).
+        session: the chat session (it reloads with the larger context and sends).
+        composer: the message box that holds the message meanwhile.
+        parent: the widget the question is asked over (the window).
+
+    Signals:
+        settings_changed(object): the chat's ChatSettings after a reload with a larger context (to show them).
+        new_chat_requested(): the user chose New chat (the message stays in the box, to send there).
     """
 
-    def __init__(self, window: MainWindow):
-        super().__init__(window)
-        self.window = window
+    settings_changed = Signal(object)
+    new_chat_requested = Signal()
+
+    def __init__(self, session: ChatSession, composer: Composer, parent: QWidget):
+        super().__init__(parent)
+        self.session, self.composer, self._parent = session, composer, parent
         self.dialog: OutgrownDialog | None = None
-        window.controller.context_outgrown.connect(self.ask)
 
     @Slot(object)
     def ask(self, short: ContextShortfall) -> OutgrownDialog:
         """Open the question (non-blocking); the composer keeps the message meanwhile."""
         if self.dialog is not None:
             self.dialog.close()
-        dialog = self.dialog = OutgrownDialog(short, self.window)
+        dialog = self.dialog = OutgrownDialog(short, self._parent)
         dialog.buttonClicked.connect(lambda button: self._answered(dialog, button))
         dialog.open()
         return dialog
@@ -86,16 +92,16 @@ class ContextPrompt(QObject):
         if dialog is self.dialog:
             self.dialog = None
         dialog.deleteLater()
-        window, session = self.window, self.window.session
+        session, composer = self.session, self.composer
         if button is dialog.reload_button:
             sent = session.send_with_larger_context(dialog.short)
             if session.current is not None:  # the panel shows the larger context the chat now has
-                window.settings_panel.set_settings(session.current.settings)
+                self.settings_changed.emit(session.current.settings)
             if sent:
-                window.composer.clear()
-                window.composer.set_editing(None)
+                composer.clear()
+                composer.set_editing(None)
         elif button is dialog.new_chat_button:
             # The box still holds the message as typed (the question is window-modal); an edit of the
             # old chat's last message becomes a new message of the new chat.
-            window.composer.set_editing(None)
-            window.new_conversation()
+            composer.set_editing(None)
+            self.new_chat_requested.emit()

@@ -1,5 +1,5 @@
 """Preferences (Chat → Preferences…, Ctrl+,): theme, font size, what new chats start with, and where
-models are kept. Stored in the window's QSettings (first_run.app_settings); theme and font apply at
+models are kept. Stored in the window's QSettings (common/app_settings.py); theme and font apply at
 once, the models folder at the next start (it is read by everything that opens the hub cache).
 """
 
@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, get_args
+from typing import get_args
 
 from PySide6.QtCore import QSettings, Qt, Slot
 from PySide6.QtGui import QAction, QKeySequence
@@ -26,23 +26,19 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QMenu,
     QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
+from app.gui.common.app_settings import app_settings
 from app.gui.common.context_box import ContextBox
 from app.gui.common.theme import THEMES, Theme, ThemeFollower, install_theme, system_font
-from app.gui.dialogs.welcome import app_settings
 from app.services.history.store import ChatSettings
 from app.services.load_settings import LoadSettings
 from models.hub.cache import hub_cache_dir
 from models.plan.load_options import KvType
-
-if TYPE_CHECKING:
-    from app.gui.main_window import MainWindow
 
 KV_TYPES: tuple[KvType, ...] = get_args(KvType)
 # The hub cache folder every part of Tailor (and huggingface_hub, and the engine process) reads.
@@ -279,19 +275,10 @@ def open_preferences(window: QWidget, settings: QSettings | None = None) -> Pref
     return dialog
 
 
-def install_preferences(window: MainWindow, settings: QSettings | None = None) -> QAction:
-    """Chat → Preferences… (Ctrl+,), and new chats of `window` starting with the preferred settings."""
-    settings = settings if settings is not None else app_settings()
-    action = QAction("Preferences…", window, shortcut=QKeySequence("Ctrl+,"))
+def preferences_action(parent: QWidget, settings: QSettings) -> QAction:
+    """Preferences… (Ctrl+,): opens the Preferences over `parent` (the open one again, if there is one)."""
+    action = QAction("Preferences…", parent, shortcut=QKeySequence("Ctrl+,"))
     action.setMenuRole(QAction.MenuRole.PreferencesRole)  # macOS moves it to the application menu
     action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-    action.triggered.connect(lambda: open_preferences(window, settings))
-    window.addAction(action)
-    menu = next((a.menu() for a in window.menuBar().actions() if a.text() == "&Chat"), None)
-    if isinstance(menu, QMenu):
-        menu.addSeparator()
-        menu.addAction(action)
-    # ChatSession.new_conversation asks this for a new chat's settings (the open chat's are `base`).
-    window.session.new_chat_settings = lambda base: new_chat_defaults(settings, base)
+    action.triggered.connect(lambda: open_preferences(parent, settings))
     return action
-

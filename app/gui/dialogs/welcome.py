@@ -7,18 +7,16 @@ Non-modal; the hardware is detected on a pool thread, so the window never waits 
 from __future__ import annotations
 
 import html
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt, Signal, Slot
 from PySide6.QtWidgets import QDialog, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.gui.common.engine_availability import awq_status_text
 from app.gui.common.jobs import Jobs
-from app.services.paths import APP_NAME, AppPaths
+from app.services.paths import AppPaths
 from app.services.planning.machine import detect_machine
 from app.services.planning.profile_text import format_profile
 from app.services.planning.starter_picks import Pick, recommend
@@ -26,27 +24,17 @@ from engine.torch_available import EngineStatus, awq_engine_status
 from models.hardware.profile import GIB, HardwareProfile
 from models.hub.cache import hub_cache_dir
 
-if TYPE_CHECKING:
-    from app.gui.main_window import MainWindow
-
 SEEN_KEY = "first_run/seen"
 
 
-def app_settings() -> QSettings:
-    """Tailor's GUI settings: the user's, or an ini file under $TAILOR_HOME when it is set (tests)."""
-    home = os.environ.get("TAILOR_HOME")
-    if home:
-        return QSettings(str(Path(home) / "settings.ini"), QSettings.Format.IniFormat)
-    return QSettings(APP_NAME, APP_NAME)
-
-
-def maybe_show_first_run(window: MainWindow, settings: QSettings) -> FirstRunDialog | None:
-    """Open the welcome if `settings` says it was never shown, and remember that it was."""
+def maybe_show_first_run(settings: QSettings, show_welcome: Callable[[], FirstRunDialog]) -> FirstRunDialog | None:
+    """Open the welcome (`show_welcome`: the window's Help → Welcome…) if `settings` says it was never shown,
+    and remember that it was."""
     if settings.value(SEEN_KEY, False, type=bool):
         return None
     settings.setValue(SEEN_KEY, True)
     settings.sync()
-    return window.show_welcome()
+    return show_welcome()
 
 
 def storage_text(cache_dir: Path | None = None, chat_db: Path | None = None) -> str:

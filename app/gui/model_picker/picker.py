@@ -3,9 +3,9 @@ drop-down of the models on disk with each one's verdict for this machine, and wh
 progress bar with Cancel.
 
 The list and the verdicts read the library's folders and every file's header, so they are made on a
-pool thread (app/gui/common/jobs.py) when the picker is installed, after each load and when the drop-down
-opens; the drop-down shows the last list meanwhile. `install_model_picker` puts the picker in the
-window and wires it to the chat controller's signals and the session's methods.
+pool thread (app/gui/common/jobs.py) when the window asks (`refresh_models`), after each load and when the
+drop-down opens; the drop-down shows the last list meanwhile. The window puts the picker at the top of the
+chat; Open model… and Open model folder… of its Chat menu pick through the picker too.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 
 from PySide6.QtCore import QSize, Qt, Signal, Slot
 from PySide6.QtGui import QResizeEvent
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 from app.chat.load_settings import load_settings_of
 from app.chat.model_state import file_name
-from app.chat.session import ChatSession
+from app.gui.chat_controller import ChatController
 from app.gui.common.jobs import Jobs
 from app.gui.model_picker.picker_list import (
     STAGE_TIPS,
@@ -30,7 +30,6 @@ from app.gui.model_picker.picker_list import (
     progress_text,
 )
 from app.services.history.store import ChatSettings
-from app.services.paths import AppPaths
 from app.services.planning.load_planner import LoadPlanner
 from app.services.planning.plan_cache import PlanCache
 from engine.protocol import Loaded, ModelInfo
@@ -85,15 +84,18 @@ class _ElidedLabel(QLabel):
 class ModelPicker(QWidget):
     """The loaded model, the models on disk to switch to, and a load's progress with Cancel.
 
+    It follows the chat (what loads, its progress, what loaded) and asks its session to load the model
+    picked (refused with a notice while a reply is written) or to cancel a load.
+
     Args:
-        session: the chat session (what is loaded or loading, its plan, its planner and open chat).
+        chat: the chat controller (its session: what is loaded or loading, its plan, planner and open chat).
         store: the model library (the Models window's).
         parent: the Qt parent.
 
     Signals:
-        model_picked(str): the user chose this model on disk (a GGUF file or a model folder).
+        model_picked(str): the user chose this model on disk (a GGUF file or a model folder): it loads.
         more_requested(): the user chose "Get more models…".
-        cancel_requested(): the user pressed Cancel while a model loads.
+        cancel_requested(): the user pressed Cancel while a model loads: the load is cancelled.
         choices_ready(): the list of models and their verdicts was read again.
     """
 
@@ -102,8 +104,9 @@ class ModelPicker(QWidget):
     cancel_requested = Signal()
     choices_ready = Signal()
 
-    def __init__(self, session: ChatSession, store: ModelStore, parent: QWidget | None = None):
+    def __init__(self, chat: ChatController, store: ModelStore, parent: QWidget | None = None):
         super().__init__(parent)
+        session = chat.session
         self.session, self.store = session, store
         self.jobs = Jobs(self, max_threads=1)
         self.choices: list[Choice] = []
@@ -139,6 +142,13 @@ class ModelPicker(QWidget):
         self.cancel_button.clicked.connect(self._cancel)
         self._fill()
         self.refresh_state()
+        chat.planned.connect(self.show_plan)
+        chat.load_progress.connect(self.show_progress)
+        chat.loaded.connect(self.show_loaded)
+        chat.model_changed.connect(self.show_status)
+        chat.unloaded.connect(self.refresh_state)
+        self.model_picked.connect(session.load_model)
+        self.cancel_requested.connect(session.cancel_load)
 
     # ------------------------------------------------------------ what the session says (slots)
 
@@ -265,42 +275,25 @@ class ModelPicker(QWidget):
             self.model_picked.emit(str(data))
 
     @Slot()
+    def choose_file(self) -> None:
+        """Open model…: a GGUF file, chosen in a file dialog."""
+        path, _ = QFileDialog.getOpenFileName(
+            self.window(), "Open a GGUF model", "", "GGUF models (*.gguf);;All files (*)"
+        )
+        if path:
+            self.model_picked.emit(path)
+
+    @Slot()
+    def choose_folder(self) -> None:
+        """Open model folder…: a Hugging Face model folder (safetensors, dense or AWQ): the PyTorch engine runs it."""
+        path = QFileDialog.getExistingDirectory(self.window(), "Open a model folder (config.json, *.safetensors)")
+        if path:
+            self.model_picked.emit(path)
+
+    @Slot()
     def _cancel(self) -> None:
         self.cancel_button.setEnabled(False)  # once: the next load (the way back) enables it again
         self.cancel_requested.emit()
-
-
-def install_model_picker(window: Any, store: ModelStore | None = None) -> ModelPicker:
-    """Put a ModelPicker at the top of the window's chat column (`window.chat_header_layout`; a tool bar
-    where the window has none) and connect it to `window.controller`, `window.session` and
-    `window.show_models`; the picker is also `window.model_picker`.
-
-    Args:
-        window: the main window.
-        store: the library to list; default: the one the Models window opens (the standard HF cache).
-    """
-    session: ChatSession = window.session
-    picker = ModelPicker(session, store or ModelStore(AppPaths.default().data_dir), parent=window)
-    header = getattr(window, "chat_header_layout", None)
-    if header is not None:
-        header.addWidget(picker, 1)
-    else:
-        bar = window.addToolBar("Model")
-        bar.setObjectName("model_toolbar")
-        bar.setMovable(False)
-        bar.addWidget(picker)
-    c = window.controller
-    c.planned.connect(picker.show_plan)
-    c.load_progress.connect(picker.show_progress)
-    c.loaded.connect(picker.show_loaded)
-    c.model_changed.connect(picker.show_status)
-    c.unloaded.connect(picker.refresh_state)
-    picker.model_picked.connect(session.load_model)  # refused with a notice while a reply is written
-    picker.cancel_requested.connect(session.cancel_load)
-    picker.more_requested.connect(window.show_models)
-    window.model_picker = picker
-    picker.refresh_models()
-    return picker
 
 
 def _starter() -> str:

@@ -118,21 +118,7 @@ class RepoPage(QWidget):
                                                 | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
         self.draft_hint.linkActivated.connect(self.repo_requested)
         self.draft_hint.hide()
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.verticalHeader().hide()
-        # File names of one repo differ at the end (the quant level): elide in the middle, on one line.
-        self.table.setWordWrap(False)
-        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self.table.horizontalHeaderItem(COL_FORECAST).setToolTip(
-            "Each device's forecast: weights, KV cache (lighter or darker) and compute (grey) against its free "
-            "memory; the tick is what the plan may use of it, and a hatched part is over that limit")
-        head = self.table.horizontalHeader()
-        head.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)
-        for col in (COL_STAR, COL_QUANT, COL_SIZE, COL_VERDICT, COL_FORECAST, COL_WHY, COL_DOWNLOAD):
-            head.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        self.table = _files_table()
         layout = QVBoxLayout(self)
         layout.addWidget(self.header)
         layout.addLayout(controls)
@@ -342,3 +328,23 @@ class RepoPage(QWidget):
             return
         self.status.setText(describe_error(exc))
         self.loaded.emit()
+
+
+def _files_table() -> QTableWidget:
+    """The table of a repo's files (COLUMNS): read-only, whole rows selected, the name taking the room left."""
+    table = QTableWidget(0, len(COLUMNS))
+    table.setHorizontalHeaderLabels(COLUMNS)
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.verticalHeader().hide()
+    # File names of one repo differ at the end (the quant level): elide in the middle, on one line.
+    table.setWordWrap(False)
+    table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+    table.horizontalHeaderItem(COL_FORECAST).setToolTip(
+        "Each device's forecast: weights, KV cache (lighter or darker) and compute (grey) against its free "
+        "memory; the tick is what the plan may use of it, and a hatched part is over that limit")
+    head = table.horizontalHeader()
+    head.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)
+    for col in (COL_STAR, COL_QUANT, COL_SIZE, COL_VERDICT, COL_FORECAST, COL_WHY, COL_DOWNLOAD):
+        head.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+    return table

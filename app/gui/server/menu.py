@@ -8,12 +8,12 @@ status bar says "remote" where it showed memory figures.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from PySide6.QtCore import QObject, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu, QWidget
 
 from app.chat.model_state import Planner
+from app.gui.chat_controller import ChatController
 from app.gui.server.endpoints_dialog import EndpointsDialog
 from app.gui.server.toggle import ServerToggle
 from app.remote.endpoints import EndpointStore
@@ -25,10 +25,6 @@ from app.services.planning.load_planner import PlannedLoad
 from engine.interface import Engine
 from engine.protocol import LoadRequest
 
-if TYPE_CHECKING:
-    from app.gui.main_window import MainWindow
-
-NOTICE_MS = 8000
 REMOTE_MEMORY = "Memory: remote"
 
 
@@ -41,36 +37,45 @@ class _NoPlan:
 
 
 class ServerMenu(QObject):
-    """Builds the Server menu of `window` and owns the server and the remote switch.
+    """The Server menu (`menu`, for the window's menu bar): the server of the loaded model, and the switch
+    to a remote one; the server's address is `toggle.label`, for the status bar.
 
     Args:
-        window: the main window (its chat, status bar and labels).
+        controller: the chat (its session and engine; where a remote engine's events go).
+        parent: the widget the endpoints dialog opens over (the window); the menu's parent.
         store: the saved endpoints; None uses the user's.
+
+    Signals:
+        notice(str): what happened, for the status bar.
+        remote_status(str): the chat runs on a remote server (said for the memory panel): its memory
+            figures are the server's.
+        local_status(): the chat runs on the local model again.
     """
 
-    def __init__(self, window: MainWindow, store: EndpointStore | None = None):
-        super().__init__(window)
-        self.window = window
-        self.session = window.session
-        self._deliver = window.controller.deliver  # where a remote engine's events go
+    notice = Signal(str)
+    remote_status = Signal(str)
+    local_status = Signal()
+
+    def __init__(self, controller: ChatController, parent: QWidget, store: EndpointStore | None = None):
+        super().__init__(parent)
+        self._parent = parent
+        self.session = controller.session
+        self._deliver = controller.deliver  # where a remote engine's events go
         self._store = store  # made when first needed: asking for the system keyring may take a moment
-        self.toggle = ServerToggle(window.controller, parent=self)
+        self.toggle = ServerToggle(controller, parent=self)
         self.remote: RemoteEndpoint | None = None
         self._local: tuple[Engine, Planner] | None = None  # the local engine and planner, while remote
         self.dialog: EndpointsDialog | None = None
-        menu = window.menuBar().addMenu("&Server")
-        menu.addAction(self.toggle.action)
-        menu.addSeparator()
+        self.menu = QMenu("&Server", parent)
+        self.menu.addAction(self.toggle.action)
+        self.menu.addSeparator()
         self.remote_action = QAction("Chat with a remote server…", self)
         self.remote_action.triggered.connect(self.show_endpoints)
         self.local_action = QAction("Use the local model", self)
         self.local_action.triggered.connect(self.use_local)
         self.local_action.setEnabled(False)
-        menu.addActions([self.remote_action, self.local_action])
-        self.menu = menu
-        window.statusBar().addPermanentWidget(self.toggle.label)
-        self.toggle.notice.connect(lambda text: window.statusBar().showMessage(text, NOTICE_MS))
-        window.controller.memory.connect(self._on_memory)
+        self.menu.addActions([self.remote_action, self.local_action])
+        self.toggle.notice.connect(self.notice)
 
     @property
     def store(self) -> EndpointStore:
@@ -82,7 +87,7 @@ class ServerMenu(QObject):
     def show_endpoints(self) -> EndpointsDialog:
         """Open (or raise) the list of remote servers."""
         if self.dialog is None:
-            self.dialog = EndpointsDialog(self.store, self.window)
+            self.dialog = EndpointsDialog(self.store, self._parent)
             self.dialog.remote_chosen.connect(self.use_remote)
             self.dialog.local_chosen.connect(self.use_local)
         self.dialog.refresh()
@@ -94,7 +99,7 @@ class ServerMenu(QObject):
     def use_remote(self, endpoint: RemoteEndpoint) -> bool:
         """Chat with `endpoint`; False (with a notice) while a reply is being written."""
         if self.session.busy:
-            self.window.statusBar().showMessage("Wait for the reply (or stop it) before switching.", NOTICE_MS)
+            self.notice.emit("Wait for the reply (or stop it) before switching.")
             return False
         self.toggle.set_available(False)
         self.session.engine.shutdown()  # the local one: frees its model's memory while chatting remotely
@@ -112,13 +117,13 @@ class ServerMenu(QObject):
         if self.remote is None:
             return True
         if self.session.busy:
-            self.window.statusBar().showMessage("Wait for the reply (or stop it) before switching.", NOTICE_MS)
+            self.notice.emit("Wait for the reply (or stop it) before switching.")
             return False
         self.session.engine.shutdown()
         self.remote = None
         self.local_action.setEnabled(False)
         self.toggle.set_available(True)
-        self.window.memory_label.setText("")
+        self.local_status.emit()
         local, self._local = self._local, None
         assert local is not None  # kept when the chat went remote
         self.session.use_engine(*local)
@@ -131,13 +136,12 @@ class ServerMenu(QObject):
             self.dialog.close()
 
     def _show_remote_status(self) -> None:
-        self.window.memory_label.setText(REMOTE_MEMORY)
-        panel = self.window.memory_page.memory
-        panel.clear()
-        panel.status_label.setText(f"Remote model on {self.remote.base if self.remote else ''}: "
-                                   "its memory is the server's.")
+        self.remote_status.emit(f"Remote model on {self.remote.base if self.remote else ''}: "
+                                "its memory is the server's.")
 
     @Slot(object)
-    def _on_memory(self, _report: object) -> None:
-        if self.remote is not None:  # a late report of the local engine: the chat is remote now
+    def show_memory(self, _report: object) -> None:
+        """The engine reported its memory (the controller's `memory`, after the window showed it): while the
+        chat is remote that was a late report of the local engine, and the memory shown stays the server's."""
+        if self.remote is not None:
             self._show_remote_status()

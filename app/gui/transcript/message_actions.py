@@ -11,16 +11,14 @@ context menu (message_menu.py), so the buttons take no focus and a click leaves 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QObject, QPoint, Qt, QTimer, Slot
 from PySide6.QtGui import QMouseEvent, QPalette
-from PySide6.QtWidgets import QHBoxLayout, QToolButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QTextBrowser, QToolButton, QWidget
 
+from app.gui.transcript.state import TranscriptRequests, TranscriptState
 from app.services.history.store import Message
-
-if TYPE_CHECKING:
-    from app.gui.transcript.view import ChatView
 
 _GAP = 12  # between the sender's name and the buttons
 
@@ -71,12 +69,16 @@ class MessageActions(QObject):
     """The hover bar of a chat view, and where the mouse is over it.
 
     Args:
-        view: the chat view (the bar is a child of its viewport; its buttons call the view's actions).
+        view: the chat view (the bar is a child of its viewport).
+        state: what the view shows.
+        requests: the view's signals (Regenerate, Edit).
+        copy: copies a shown message (Copy).
     """
 
-    def __init__(self, view: ChatView):
+    def __init__(self, view: QTextBrowser, state: TranscriptState, requests: TranscriptRequests,
+                 copy: Callable[[int], None]):
         super().__init__(view)
-        self._view = view
+        self._view, self._state = view, state
         self.bar = ActionBar(view.viewport())
         self._mouse: QPoint | None = None  # in viewport coordinates; None when the mouse is not over it
         self._timer = QTimer(self, singleShot=True, interval=0)
@@ -84,9 +86,9 @@ class MessageActions(QObject):
         view.viewport().installEventFilter(self)
         view.verticalScrollBar().valueChanged.connect(self.schedule)
         view.document().documentLayout().documentSizeChanged.connect(self.schedule)
-        self.bar.copy.clicked.connect(lambda: self._act(view.copy_message))
-        self.bar.regenerate.clicked.connect(lambda: self._act(lambda _mid: view.regenerate_requested.emit()))
-        self.bar.edit.clicked.connect(lambda: self._act(view.edit_requested.emit))
+        self.bar.copy.clicked.connect(lambda: self._act(copy))
+        self.bar.regenerate.clicked.connect(lambda: self._act(lambda _mid: requests.regenerate_requested.emit()))
+        self.bar.edit.clicked.connect(lambda: self._act(requests.edit_requested.emit))
 
     def _act(self, action) -> None:  # noqa: ANN001 (a callable taking the message id)
         if self.bar.message_id is not None:
@@ -114,14 +116,14 @@ class MessageActions(QObject):
     @Slot()
     def place(self) -> None:
         """Put the bar at the header of the message under the mouse (the document may have moved under it)."""
-        view = self._view
-        message = view.message_at(view.cursorForPosition(self._mouse).position()) if self._mouse else None
-        header = view.header_cursor(message.id) if message is not None else None
+        view, state = self._view, self._state
+        message = state.message_at(view.cursorForPosition(self._mouse).position()) if self._mouse else None
+        header = state.headers.get(message.id) if message is not None else None
         if message is None or header is None:
             self.hide()
             return
-        shown = view.shown_ids()
-        self.bar.set_message(message, shown[-1] == message.id, view.can_change())
+        shown = state.shown_ids()
+        self.bar.set_message(message, shown[-1] == message.id, state.can_change())
         self.bar.adjustSize()
         block = view.document().findBlock(header.position())
         rect = view.document().documentLayout().blockBoundingRect(block)

@@ -6,23 +6,19 @@ actions (the Menu key or Shift+F10 opens it for the message at the text cursor).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMenu
 
 from app.chat.reasoning_text import copy_text
+from app.gui.transcript.state import TranscriptRequests
 from app.services.history.store import Message
 
-if TYPE_CHECKING:
-    from app.gui.transcript.view import ChatView
 
-
-def add_message_actions(menu: QMenu, message: Message, view: ChatView, *, last: bool, can_change: bool,
-                        can_branch: bool) -> None:
+def add_message_actions(menu: QMenu, message: Message, view: TranscriptRequests, *, last: bool,
+                        can_change: bool, can_branch: bool) -> None:
     """Copy a message (a reply's answer, or with its reasoning), regenerate the last reply (`last`), edit one
     of your messages (both only when `can_change`: not while a reply is being written), copy the branch up
-    to the message into a new chat (`can_branch`)."""
+    to the message into a new chat (`can_branch`); `view` is asked for those (its signals)."""
     menu.addSeparator()
     # `message` is what is shown now (a streaming reply with what it has so far): copied as it is.
     menu.addAction("Copy message", lambda: QGuiApplication.clipboard().setText(copy_text(message)))

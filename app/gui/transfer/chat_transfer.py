@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Qt, Slot
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
+from app.chat.session import ChatSession
 from app.gui.common.jobs import Jobs
 from app.gui.common.main_thread import MainThread
 from app.gui.transfer.export_dialog import FORMATS, ExportChoice, ExportDialog
@@ -25,9 +25,6 @@ from app.services.transfer.export import safe_filename
 from app.services.transfer.importer import ImportProgress, ImportResult
 from app.services.transfer.jobs import export_chats, import_chats, import_summary
 from app.services.transfer.user_files import TargetExists
-
-if TYPE_CHECKING:
-    from app.gui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 NOTICE_MS = 8000
@@ -79,15 +76,24 @@ def _replace_question(paths: list[Path], target: Path, each: bool) -> str:
 
 
 class ChatTransfer(QObject):
-    """Adds Export… and Import… to the window's Chat menu and runs them.
+    """Export… and Import… (its `export_action` and `import_action`, for the window's Chat menu), run on
+    background threads; an import's progress with Cancel is `progress`, for the status bar.
 
     Args:
-        window: the main window (its session, status bar, chat list and Chat menu).
+        session: the chat session (its history and open chat).
+        parent: the widget the dialogs open over (the window); the actions' parent.
+
+    Signals:
+        notice(str, int): what happened, for the status bar, and for how many milliseconds.
+        chats_changed(): an import ended (or failed): the chat list is to be drawn again.
     """
 
-    def __init__(self, window: MainWindow):
-        super().__init__(window)
-        self.window, self.session = window, window.session
+    notice = Signal(str, int)
+    chats_changed = Signal()
+
+    def __init__(self, session: ChatSession, parent: QWidget):
+        super().__init__(parent)
+        self.session, self._parent = session, parent
         self.jobs = Jobs(self, max_threads=2)  # an export and an import may run side by side
         self._main = MainThread(self)
         self._cancel = threading.Event()
@@ -96,23 +102,17 @@ class ChatTransfer(QObject):
         self.exporting = self.importing = False
         self.progress = ImportProgressBar()
         self.progress.cancel_requested.connect(self._cancel.set)
-        window.statusBar().addPermanentWidget(self.progress)
         self.export_action = self._action("Export…", "Ctrl+Shift+E", self.export)
         self.import_action = self._action("Import…", "Ctrl+Shift+I", self.import_)
-        menu = next((a.menu() for a in window.menuBar().actions() if a.text() == "&Chat"), None)
-        if isinstance(menu, QMenu):
-            menu.addSeparator()
-            menu.addActions([self.export_action, self.import_action])
 
     def _action(self, text: str, shortcut: str, slot: object) -> QAction:
-        action = QAction(text, self.window, shortcut=QKeySequence(shortcut))
+        action = QAction(text, self._parent, shortcut=QKeySequence(shortcut))
         action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
         action.triggered.connect(slot)
-        self.window.addAction(action)
         return action
 
     def _say(self, text: str, ms: int = NOTICE_MS) -> None:
-        self.window.statusBar().showMessage(text, ms)
+        self.notice.emit(text, ms)
 
     # ------------------------------------------------------------ export
 
@@ -123,19 +123,19 @@ class ChatTransfer(QObject):
             self._say("An export is being written; wait for it to finish.")
             return
         current = self.session.current
-        choice = choose_export(self.window, current.title if current else None)
+        choice = choose_export(self._parent, current.title if current else None)
         if choice is None:
             return
         ext, file_filter = choice.fmt, FORMATS[choice.fmt][1]
         if choice.scope == "each":
-            target = export_folder_path(self.window)
+            target = export_folder_path(self._parent)
         else:
             if choice.scope == "chat" and current is not None:
                 uid = self.session.store.conversation_uid(current.id) or ""
                 name = safe_filename(current.title, uid, ext)
             else:
                 name = f"tailor-chats.{ext}"
-            target = save_file_path(self.window, str(Path.home() / name), file_filter)
+            target = save_file_path(self._parent, str(Path.home() / name), file_filter)
         if not target:
             return
         # The save dialog asked before a file was replaced; a name it was given without an extension was not
@@ -155,7 +155,7 @@ class ChatTransfer(QObject):
         def failed(exc: BaseException) -> None:
             if isinstance(exc, TargetExists) and not overwrite:
                 self._export_done()
-                if confirm_replace(self.window, _replace_question(exc.paths, path, each)):
+                if confirm_replace(self._parent, _replace_question(exc.paths, path, each)):
                     self._start_export(ids, ext, path, each, True)
                 else:
                     self._say("Export cancelled: nothing was replaced.")
@@ -189,7 +189,7 @@ class ChatTransfer(QObject):
         if not self.session.store.writable:
             self._say(NOT_WRITABLE, RESULT_MS)
             return
-        chosen = import_file_path(self.window)
+        chosen = import_file_path(self._parent)
         if not chosen:
             return
         self.importing = True
@@ -218,13 +218,13 @@ class ChatTransfer(QObject):
         self._import_done()
         for problem in result.problems:
             log.info("import: %s", problem)
-        self.window.refresh_list()
+        self.chats_changed.emit()
         self._say(import_summary(result), RESULT_MS)
 
     def _import_failed(self, exc: BaseException) -> None:
         self._import_done()
         log.warning("import failed: %s", exc)
-        self.window.refresh_list()  # nothing should have changed; the list says so either way
+        self.chats_changed.emit()  # nothing should have changed; the list says so either way
         self._say(str(exc), RESULT_MS)
 
     def _import_done(self) -> None:

@@ -12,7 +12,7 @@ TIMEOUT_MS = 120_000
 def test_a_model_folder_loads_and_chats_in_the_window(qtbot, window, tmp_path: Path, monkeypatch):
     folder = tmp_path / "tiny-llama"
     write_tiny_model(folder, "llama")
-    monkeypatch.setattr("app.gui.main_window.QFileDialog.getExistingDirectory", lambda *a, **k: str(folder))
+    monkeypatch.setattr("app.gui.model_picker.picker.QFileDialog.getExistingDirectory", lambda *a, **k: str(folder))
     with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS) as loaded:
         window.open_folder_action.trigger()
     assert loaded.args[0].info.path == str(folder)

@@ -7,9 +7,12 @@ from PySide6.QtWidgets import QApplication
 
 from app.gui import main as gui_main
 from app.gui.main_window import MainWindow
+from tests.app.gui import theme_fixtures
+
+app = theme_fixtures.app  # main() installs the theme on the application: put back afterwards
 
 
-def test_main_loads_the_starter_model_and_closes(qtbot, tmp_path, monkeypatch):
+def test_main_loads_the_starter_model_and_closes(app, qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the engine log goes here
     seen: list[MainWindow] = []
 

@@ -1,5 +1,5 @@
 """No widget writes a colour down: they take the palette's roles (or app.gui.common.theme.status_colors), so a
-theme change recolours them. theme.py is where the palettes are defined; the other entries of the
+theme change recolours them. common/theme.py is where the palettes are defined; the other entries of the
 allow-list are files still to convert, each of which must still hold a colour (a converted file
 leaves the list)."""
 

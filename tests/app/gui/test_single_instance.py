@@ -14,6 +14,9 @@ from PySide6.QtWidgets import QApplication, QWidget
 from app.gui import main as gui_main
 from app.gui.single_instance import SingleInstance, bring_to_front, server_name
 from app.services.paths import AppPaths
+from tests.app.gui import theme_fixtures
+
+app = theme_fixtures.app  # main() installs the theme on the application: put back afterwards
 
 WAIT_MS = 10_000
 
@@ -75,7 +78,7 @@ def test_the_first_window_comes_to_the_front(qtbot, make_window, first: SingleIn
     qtbot.waitUntil(lambda: window.isActiveWindow() and not window.isMinimized(), timeout=WAIT_MS)
 
 
-def test_the_real_entry_point_exits_when_tailor_already_runs(qtbot, tmp_path: Path):
+def test_the_real_entry_point_exits_when_tailor_already_runs(app, qtbot, tmp_path: Path):
     running = SingleInstance(server_name())  # the name main() computes for this TAILOR_HOME
     assert running.claim()
     try:

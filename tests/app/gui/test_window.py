@@ -94,7 +94,7 @@ def test_sending_while_a_reply_streams_keeps_the_text(qtbot, window):
     assert window.statusBar().currentMessage() == BUSY_HINT
     assert len(messages(window)) == 2  # nothing new was stored
     with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS):
-        window.stop_button.click()
+        window.send_stop.stop_button.click()
     window.session.update_settings(QUICK)
     with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS):
         qtbot.keyClick(window.composer, Qt.Key.Key_Return)  # now it goes

@@ -11,8 +11,8 @@ import pytest
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtWidgets import QLabel, QPushButton, QWidget
 
+from app.gui.common.app_settings import app_settings
 from app.gui.common.status_labels import ELLIPSIS, FittingLabel, short_form
-from app.gui.dialogs.welcome import app_settings
 from app.gui.side_panel.memory.bar import MemoryBar
 from app.gui.window_geometry import GEOMETRY_KEY, first_geometry
 from app.gui.window_layout import CHAT_MIN_WIDTH, MEMORY, PLAN, SETTINGS
@@ -97,7 +97,7 @@ def test_the_side_panel_collapses_to_a_rail_with_ctrl_b_and_the_rail_reopens_a_t
     assert panel.is_collapsed() and panel.rail.isVisible() and not panel.tabs.isVisible()
     qtbot.waitUntil(lambda: column.width() > chat)
     assert panel.width() < 60 and column.width() - chat == wide - panel.width()  # the chat got the room
-    assert not window.panel_action.isChecked()
+    assert not window.view_menu.panel_action.isChecked()
     for tab in (SETTINGS, MEMORY, PLAN):
         button = panel.rail_buttons[tab.key]
         assert button.isVisible() and button.accessibleName() == tab.name and button.toolTip() == tab.name
@@ -118,11 +118,11 @@ def test_ctrl_shift_m_toggles_the_memory_tab_and_ctrl_i_opens_the_plan(scripted,
     window = chat.window
     panel = window.side_panel
     view = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
-    assert {window.memory_action, window.plan_action, window.panel_action} <= set(view.actions())
+    assert {window.view_menu.memory_action, window.plan_action, window.view_menu.panel_action} <= set(view.actions())
     qtbot.keyClick(window.composer, Qt.Key.Key_M, CTRL | SHIFT)
-    assert panel.showing(MEMORY.key) and window.memory_page.isVisible() and window.memory_action.isChecked()
+    assert panel.showing(MEMORY.key) and window.memory_page.isVisible() and window.view_menu.memory_action.isChecked()
     qtbot.keyClick(window.composer, Qt.Key.Key_M, CTRL | SHIFT)
-    assert panel.is_collapsed() and not window.memory_page.isVisible() and not window.memory_action.isChecked()
+    assert panel.is_collapsed() and not window.memory_page.isVisible() and not window.view_menu.memory_action.isChecked()
     qtbot.keyClick(window.composer, Qt.Key.Key_I, CTRL)
     assert panel.showing(PLAN.key) and window.plan_page.isVisible()
     text = window.plan_page.text()
@@ -154,7 +154,7 @@ def test_send_becomes_stop_in_the_same_place_while_a_reply_streams(scripted, qtb
     chat = scripted()
     chat.start()
     window = chat.window
-    send, stop = window.send_button, window.stop_button
+    send, stop = window.send_stop.send_button, window.send_stop.stop_button
     assert send.isVisible() and not stop.isVisible()
     place = send.geometry()
     with qtbot.waitSignal(window.controller.stream_started, timeout=5000):

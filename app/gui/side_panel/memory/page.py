@@ -51,5 +51,10 @@ class MemoryPage(FitWidthScroll):
         chat.unloaded.connect(self.memory.clear)
         chat.engine_error.connect(lambda e: self.memory.clear() if e.kind == "engine_died" else None)
 
+    def show_remote(self, status: str) -> None:
+        """The chat runs on a remote server: no figures of this machine's engine; `status` says whose they are."""
+        self.memory.clear()
+        self.memory.status_label.setText(status)
+
     def shutdown(self) -> None:
         self.hardware.shutdown()

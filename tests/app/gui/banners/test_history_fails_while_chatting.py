@@ -31,7 +31,7 @@ def test_a_reply_that_can_no_longer_be_saved_still_streams_to_its_end(qtbot, mak
     (final,) = finished
     qtbot.waitUntil(lambda: not s.busy, timeout=TIMEOUT_MS)
     assert window.history_banner.isVisible() and "read-only" in window.history_banner.text().lower()
-    assert not window.composer.isEnabled() and not window.send_button.isEnabled()
+    assert not window.composer.isEnabled() and not window.send_stop.send_button.isEnabled()
     refuse_writes(s.store, False)
     saved = s.store.list_messages(s.current.id)[-1]
     # The file keeps what was saved before the refusal; the window shows the whole reply, finished.

@@ -18,7 +18,10 @@ from app.gui.main_window import MainWindow
 from app.services.history.backup import backup_path, list_backups, make_backup
 from app.services.history.opening import open_sqlite
 from app.services.history.store import SCHEMA_VERSION, ChatStore
+from tests.app.gui import theme_fixtures
 from tests.app.services.history.history_files import Medium, damage_page, fill_history, old_history, pages_of
+
+app = theme_fixtures.app  # main() installs the theme on the application: put back afterwards
 
 TIMEOUT_MS = 30_000
 
@@ -40,7 +43,7 @@ def open_window(qtbot, tmp_path) -> Callable[..., MainWindow]:
 def changes_allowed(window: MainWindow) -> dict[str, bool]:
     return {
         "composer": window.composer.isEnabled(),
-        "send": window.send_button.isEnabled(),
+        "send": window.send_stop.send_button.isEnabled(),
         "new chat": window.new_action.isEnabled(),
         "new button": window.conversations.new_button.isEnabled(),
         "rename": window.conversations.rename_action.isEnabled(),
@@ -70,7 +73,7 @@ def test_a_read_only_history_opens_readable_with_sending_off_and_the_reason(open
     assert banner.retry_button.isVisible() and not banner.recover_button.isVisible()
     assert all_(False, window), changes_allowed(window)
     assert "Sending is off: the chat history is read-only" in window.composer.placeholderText()
-    assert window.send_button.toolTip() == window.composer.placeholderText()
+    assert window.send_stop.send_button.toolTip() == window.composer.placeholderText()
     # Every chat is there to read.
     assert len(window.conversations.ids()) == len(made)
     for conversation_id, (title, texts) in zip(window.conversations.ids(), reversed(made), strict=True):
@@ -175,7 +178,7 @@ def test_a_backup_that_cannot_be_made_never_fails_the_start(open_window, tmp_pat
     qtbot.waitUntil(lambda: "daily backup of the chat history failed" in caplog.text, timeout=TIMEOUT_MS)
 
 
-def test_the_entry_point_opens_the_window_over_a_damaged_history(qtbot, tmp_path, monkeypatch):
+def test_the_entry_point_opens_the_window_over_a_damaged_history(app, qtbot, tmp_path, monkeypatch):
     """`tailor` itself: no traceback and no exit, the window with its banner."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     path = tmp_path / "chats.sqlite3"

@@ -16,6 +16,9 @@ from app.gui.dialogs.crash import CrashDialog, CrashReporter
 from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
 from engine.process_log import latest_process_log
+from tests.app.gui import theme_fixtures
+
+app = theme_fixtures.app  # main() installs the theme on the application: put back afterwards
 
 # pytest-qt would catch the exceptions itself; here the app's own hook must see them.
 pytestmark = pytest.mark.qt_no_exception_capture
@@ -123,13 +126,13 @@ def test_open_log_folder_opens_the_folder_of_the_log(qtbot, reporter, opened: Op
 def test_help_open_log_folder_in_the_window(qtbot, make_window, opened: OpenedUrls):
     window = make_window(start=False)
     (help_menu,) = [a.menu() for a in window.menuBar().actions() if a.text() == "&Help"]
-    assert window.open_log_action in help_menu.actions()
-    window.open_log_action.trigger()
+    assert window.help_menu.open_log_action in help_menu.actions()
+    window.help_menu.open_log_action.trigger()
     assert [Path(u.toLocalFile()) for u in opened.urls] == [AppPaths.default().log_dir]
     assert AppPaths.default().log_dir.is_dir()
 
 
-def test_the_real_entry_point_installs_the_reporter(qtbot, tmp_path: Path, log_file: Path):
+def test_the_real_entry_point_installs_the_reporter(app, qtbot, tmp_path: Path, log_file: Path):
     from app.gui import main as gui_main
     from app.gui.main_window import MainWindow
 

@@ -10,16 +10,15 @@ from PySide6.QtCore import QSettings
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDialogButtonBox
 
+from app.gui.common.app_settings import app_settings
 from app.gui.common.theme import is_dark, system_font
 from app.gui.dialogs.preferences import (
     MODELS_ENV,
     Preferences,
     PreferencesDialog,
     apply_models_dir,
-    install_preferences,
     new_chat_defaults,
 )
-from app.gui.dialogs.welcome import app_settings
 from app.services.history.store import ChatSettings
 from app.services.load_settings import LoadSettings
 from tests.app.conftest import with_load
@@ -135,7 +134,7 @@ def test_the_dialog_says_a_new_models_folder_applies_after_a_restart(qtbot, app,
 
 def test_the_chat_menu_opens_preferences(qtbot, app, make_window):
     window = make_window(start=False)
-    action = install_preferences(window)
+    action = window.preferences_action
     chat_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Chat")
     assert action in chat_menu.actions()
     assert action.shortcut() == QKeySequence("Ctrl+,")
@@ -153,7 +152,6 @@ def test_the_chat_menu_opens_preferences(qtbot, app, make_window):
 
 def test_new_chats_of_the_window_take_the_preferences(qtbot, app, make_window):
     window = make_window(start=False)  # its chat: 2,048 tokens, f16 (conftest's QUICK)
-    install_preferences(window)
     assert window.session.new_conversation().settings.load.n_ctx == 2048, "no preference: as the open chat"
     Preferences(new_chats=True, new_chat_load=LoadSettings(n_ctx=4096, kv_type="q8_0")).save(app_settings())
     chat = window.session.new_conversation()

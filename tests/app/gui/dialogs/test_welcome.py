@@ -9,7 +9,7 @@ from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication, QComboBox
 
 from app.gui.common.engine_availability import mark_torch_choices
-from app.gui.dialogs.welcome import FirstRunDialog, app_settings, maybe_show_first_run, storage_text
+from app.gui.dialogs.welcome import FirstRunDialog, maybe_show_first_run, storage_text
 from app.gui.models_window.search_page import FILTERS
 from app.services.planning.starter_picks import STARTER_PICKS, recommend
 from engine.torch_available import NO_TORCH, EngineStatus
@@ -57,17 +57,12 @@ def test_storage_names_the_cache_its_free_space_and_the_chats(tmp_path: Path):
     assert str(tmp_path / "chats.sqlite3") in text
 
 
-def test_settings_follow_tailor_home(_tailor_home: Path):
-    settings = app_settings()
-    assert settings.fileName() == str(_tailor_home / "settings.ini")
-
-
 def test_welcome_shows_on_the_first_start_only(qtbot, make_window, tmp_path: Path):
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
     window = make_window(start=False)
-    dialog = maybe_show_first_run(window, settings)
+    dialog = maybe_show_first_run(settings, window.help_menu.show_welcome)
     assert isinstance(dialog, FirstRunDialog) and dialog.isVisible() and not dialog.isModal()
-    assert window.welcome_action in help_menu(window).actions()
+    assert window.help_menu.welcome_action in help_menu(window).actions()
     qtbot.waitUntil(lambda: "RAM:" in dialog.hardware_text(), timeout=WAIT_MS)
     text = dialog.hardware_text()
     assert text.count("RAM:") == 1 and ("GPU 0:" in text or "No NVIDIA GPU found" in text)
@@ -76,13 +71,13 @@ def test_welcome_shows_on_the_first_start_only(qtbot, make_window, tmp_path: Pat
     assert "GiB free" in dialog.storage_label.text()
     dialog.close()
     again = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)  # the next start
-    assert maybe_show_first_run(window, again) is None and not dialog.isVisible()
-    assert window.show_welcome() is dialog and dialog.isVisible()  # Help → Welcome… still opens it
+    assert maybe_show_first_run(again, window.help_menu.show_welcome) is None and not dialog.isVisible()
+    assert window.help_menu.show_welcome() is dialog and dialog.isVisible()  # Help → Welcome… still opens it
 
 
 def test_chat_now_closes_the_welcome_and_focuses_the_composer(qtbot, make_window):
     window = make_window(start=False)
-    dialog = window.show_welcome()
+    dialog = window.help_menu.show_welcome()
     qtbot.waitUntil(dialog.isActiveWindow, timeout=5000)
     qtbot.mouseClick(dialog.chat_button, Qt.MouseButton.LeftButton)
     assert not dialog.isVisible()
@@ -100,7 +95,7 @@ def test_a_machine_without_gpu_is_said_plainly(qtbot):
 
 def test_show_this_model_opens_the_models_window_on_the_pick(qtbot, make_window, fake_hub):
     window = make_window(start=False)
-    dialog = window.show_welcome()
+    dialog = window.help_menu.show_welcome()
     qtbot.waitUntil(dialog.show_button.isEnabled, timeout=WAIT_MS)
     assert dialog.pick is not None
     qtbot.mouseClick(dialog.show_button, Qt.MouseButton.LeftButton)
@@ -113,7 +108,7 @@ def test_show_this_model_opens_the_models_window_on_the_pick(qtbot, make_window,
 
 def test_welcome_names_the_engines_and_why_awq_cannot_run(qtbot, make_window):
     window = make_window(start=False)
-    here = window.show_welcome()
+    here = window.help_menu.show_welcome()
     assert "AWQ, GPTQ, FP8 (PyTorch)" in here.engines_label.text()  # torch is installed in the dev venv
     here.close()
     without_torch = FirstRunDialog(window, awq_status=EngineStatus(False, NO_TORCH))  # as in the default bundle

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QToolBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QVBoxLayout, QWidget
 
 from app.chat.hints import BUSY_HINT
 from app.gui.chat_controller import ChatController
-from app.gui.model_picker.picker import MORE, STEPS, ModelPicker, install_model_picker
+from app.gui.model_picker.picker import MORE, STEPS, ModelPicker
 from app.gui.model_picker.picker_list import DiskModel, choices, loaded_line, verdict
 from app.services.history.store import ChatSettings, ChatStore
 from app.services.load_settings import LoadSettings
@@ -27,21 +27,30 @@ WAIT_MS = 60_000
 
 
 class ChatWindow(QMainWindow):
-    """What install_model_picker needs of the main window: the controller, the session, show_models, and
-    (as the window will have it) an empty row at the top of the chat column."""
+    """What the picker has in the main window: the controller, the session, show_models, and an empty row
+    at the top of the chat column."""
 
-    def __init__(self, controller: ChatController, header: bool):
+    def __init__(self, controller: ChatController):
         super().__init__()
         self.controller, self.session = controller, controller.session
         self.models_shown = 0
         column = QVBoxLayout(central := QWidget())
-        if header:
-            self.chat_header_layout = QHBoxLayout()
-            column.addLayout(self.chat_header_layout)
+        self.chat_header_layout = QHBoxLayout()
+        column.addLayout(self.chat_header_layout)
         self.setCentralWidget(central)
 
     def show_models(self) -> None:
         self.models_shown += 1
+
+
+def install_model_picker(window: ChatWindow, library: ModelStore) -> ModelPicker:
+    """A picker over `library`, put and wired as MainWindow does: at the top of the chat, Get more models…
+    opening the Models window."""
+    picker = window.model_picker = ModelPicker(window.controller, library, parent=window)
+    window.chat_header_layout.addWidget(picker, 1)
+    picker.more_requested.connect(window.show_models)
+    picker.refresh_models()
+    return picker
 
 
 @pytest.fixture
@@ -68,9 +77,8 @@ def scripted(qtbot, tmp_path: Path, starter_model: Path):
     planner = LoadPlanner(profile_for("RTX 4090", ram_gib=16), status_dir=tmp_path)
     controller = ChatController(store, str(starter_model), planner, lambda _deliver: engine)
     engine.handle = controller.session.handle  # on this (the GUI) thread: signals are emitted at once
-    chat = store.create_conversation("Chat", ChatSettings(load=LoadSettings(n_ctx=2048)))
-    controller.session.open_conversation(chat.id)
-    window = ChatWindow(controller, header=True)
+    controller.session.open_conversation(store.create_conversation("Chat", ChatSettings(load=LoadSettings(n_ctx=2048))).id)
+    window = ChatWindow(controller)
     qtbot.addWidget(window)
     yield window, engine
     window.model_picker.jobs.wait()
@@ -177,19 +185,6 @@ def test_the_loaded_model_shows_its_quant_and_where_it_runs(qtbot, scripted, lib
     assert "RTX 4090" in picker.current.toolTip()  # the plan's reasons
 
 
-def test_without_a_header_row_the_picker_goes_in_a_tool_bar(qtbot, tmp_path, starter_model, library):
-    store = ChatStore(tmp_path / "chats.sqlite3")
-    controller = ChatController(store, str(starter_model), LoadPlanner(profile_for(ram_gib=16)),
-                                lambda _d: FakeEngine())
-    window = ChatWindow(controller, header=False)
-    qtbot.addWidget(window)
-    picker = install_model_picker(window, library)
-    (bar,) = window.findChildren(QToolBar)
-    assert bar.objectName() == "model_toolbar" and bar.widgetForAction(bar.actions()[0]) is picker
-    picker.jobs.wait()
-    store.close()
-
-
 def test_verdicts_and_the_loaded_line_follow_the_plan(starter_model):
     plan = LoadPlanner(profile_for(ram_gib=16)).plan_load(str(starter_model), LoadSettings(2048)).plan
     assert verdict(plan) == ("CPU only", True)
@@ -211,7 +206,8 @@ def test_in_the_window_a_model_picked_loads_for_real_with_progress_and_cancel_go
     qtbot, make_window, library, starter_model, tmp_path
 ):
     window = make_window(start=False)
-    picker = install_model_picker(window, library)
+    picker = window.model_picker
+    picker.store = library  # the test's library, not the standard one
     heard: list[tuple[float, str]] = []
     window.controller.load_progress.connect(lambda f, s: heard.append((f, s)))
     with qtbot.waitSignal(window.controller.loaded, timeout=WAIT_MS):

@@ -223,7 +223,7 @@ def test_window_memory_tab_toggles_with_ctrl_shift_m_and_follows_the_engine(wind
     assert "cpu" in page.memory.bars
     assert page.memory.bars["cpu"].forecast_bytes is not None
     view = next(a for a in window.menuBar().actions() if a.text() == "&View")
-    assert window.memory_action in view.menu().actions()
-    window.memory_action.trigger()  # the memory tab was open: the side panel collapses to its rail
+    assert window.view_menu.memory_action in view.menu().actions()
+    window.view_menu.memory_action.trigger()  # the memory tab was open: the side panel collapses to its rail
     assert not page.isVisible() and window.side_panel.is_collapsed()
     qtbot.waitUntil(lambda: not window.session.busy, timeout=60_000)

@@ -286,7 +286,7 @@ def test_prompt_lookup_reloads_the_folder_model_and_the_chat_answers(
     assert panel.torch_group.isHidden()
     requests = record_loads(window, monkeypatch)
     folder = tiny_folders["tiny-llama"]
-    monkeypatch.setattr("app.gui.main_window.QFileDialog.getExistingDirectory", lambda *a, **k: str(folder))
+    monkeypatch.setattr("app.gui.model_picker.picker.QFileDialog.getExistingDirectory", lambda *a, **k: str(folder))
     with qtbot.waitSignal(window.controller.loaded, timeout=TIMEOUT_MS):
         window.open_folder_action.trigger()
     assert panel.torch_group.isVisible()

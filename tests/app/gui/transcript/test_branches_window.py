@@ -92,7 +92,7 @@ class Scripted:
         return next(a for a in self._menu(message_id).actions() if a.text() == text)
 
     def _menu(self, message_id: int) -> QMenu:
-        menu = self.view.message_menu(self.view.header_point(message_id))
+        menu = self.view.transcript_actions.message_menu(self.view.marks.header_point(message_id))
         self._menus.append(menu)
         return menu
 
@@ -123,7 +123,7 @@ def test_the_version_bar_switches_between_a_reply_and_its_regenerated_one(qtbot,
     assert bar.previous.accessibleName() == "Previous version" and bar.next.accessibleName() == "Next version"
     assert not bar.next.isEnabled()  # the last version
     assert bar.isVisible() and chat.view.viewport().rect().contains(bar.geometry())
-    header = chat.view.header_point(red.id)
+    header = chat.view.marks.header_point(red.id)
     assert abs(bar.geometry().center().y() - header.y()) < bar.height()  # beside its header
     assert "Red." in chat.view.plain_text() and "Blue." not in chat.view.plain_text()
 
@@ -204,7 +204,7 @@ def test_an_edit_whose_message_is_no_longer_shown_ends_but_keeps_the_text(qtbot,
     chat.answer("Hey")
     chat.send("Tell me more", "More.")
     more = chat.message("Tell me more")
-    chat.window.edit_message(more.id)
+    chat.window.sending.edit_message(more.id)
     chat.window.composer.setPlainText("Tell me less")
     hey = chat.message("Hey")
     qtbot.mouseClick(chat.view.version_bars.bars[hey.id].previous, Qt.MouseButton.LeftButton)  # "Hello"'s branch
@@ -231,7 +231,7 @@ def test_a_chat_opened_from_a_search_shows_the_hits_branch_with_the_hit_marked(q
     chat.send("Its river?", "The Seine again.")
     france = chat.window.session.current.id
     first = chat.message("Capital of France?")
-    chat.window.edit_message(first.id)
+    chat.window.sending.edit_message(first.id)
     with qtbot.waitSignal(chat.controller.stream_started, timeout=WAIT_MS):
         chat.window.submit("Capital of Spain?")
     chat.answer("Madrid.")
@@ -246,16 +246,16 @@ def test_a_chat_opened_from_a_search_shows_the_hits_branch_with_the_hit_marked(q
     assert chat.window.session.current.id == france
     paris = chat.message("Paris, on the Seine.")
     assert chat.shown() == ["Capital of France?", "Paris, on the Seine.", "Its river?", "The Seine again."]
-    assert chat.view.highlights() == [(paris.id, "Seine")]  # the first hit's message, not the later one
+    assert chat.view.marks.highlights() == [(paris.id, "Seine")]  # the first hit's message, not the later one
     marks = chat.view.extraSelections()
     marked = chat.view.cursorRect(marks[0].cursor)
     assert chat.view.viewport().rect().contains(marked.center())  # scrolled into sight
     chat.view.set_messages(chat.view_messages())  # marks gone; a click on the chat open marks them again
-    assert chat.view.highlights() == []
+    assert chat.view.marks.highlights() == []
     tree = chat.window.conversations.list
     qtbot.mouseClick(tree.viewport(), Qt.MouseButton.LeftButton,
                      pos=tree.visualItemRect(chat.window.conversations.item_of(france)).center())
-    assert chat.view.highlights() == [(paris.id, "Seine")]
+    assert chat.view.marks.highlights() == [(paris.id, "Seine")]
 
     chat.window.conversations.search.clear()  # opened without a search: nothing marked
     qtbot.waitUntil(lambda: len(chat.window.conversations.ids()) == 2, timeout=WAIT_MS)
@@ -263,7 +263,7 @@ def test_a_chat_opened_from_a_search_shows_the_hits_branch_with_the_hit_marked(q
     chat.controller.conversation_opened.connect(lambda conversation, messages: opened.append(conversation.id))
     qtbot.mouseClick(tree.viewport(), Qt.MouseButton.LeftButton,
                      pos=tree.visualItemRect(chat.window.conversations.item_of(other)).center())
-    assert opened == [other] and chat.view.highlights() == []  # opened once, by the click
+    assert opened == [other] and chat.view.marks.highlights() == []  # opened once, by the click
 
 
 def test_a_hit_far_up_in_a_long_chat_is_scrolled_into_sight(qtbot, chat):
@@ -278,8 +278,8 @@ def test_a_hit_far_up_in_a_long_chat_is_scrolled_into_sight(qtbot, chat):
     bar = chat.view.verticalScrollBar()
     assert bar.maximum() > 0 and bar.value() < bar.maximum()  # not at the end, where a chat opens
     needle = chat.message("The needle is here.")
-    assert chat.view.highlights() == [(needle.id, "needle")]
+    assert chat.view.marks.highlights() == [(needle.id, "needle")]
     marks = chat.view.extraSelections()
     assert chat.view.viewport().rect().contains(chat.view.cursorRect(marks[0].cursor).center())
-    header = chat.view.header_point(needle.id)
+    header = chat.view.marks.header_point(needle.id)
     assert chat.view.viewport().rect().contains(header)  # its message's header too

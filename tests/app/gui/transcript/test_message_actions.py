@@ -64,7 +64,7 @@ def hover(qtbot, view: ChatView, text: str) -> None:
 def assert_at_header(view: ChatView, message_id: int) -> None:
     bar = view.message_actions.bar
     assert bar.message_id == message_id
-    header = view.header_point(message_id)
+    header = view.marks.header_point(message_id)
     assert abs(bar.geometry().center().y() - header.y()) < bar.height()  # on the header's line
     assert bar.geometry().left() > header.x() + 20  # right of the sender's name, not over it
     assert view.viewport().rect().contains(bar.geometry())
@@ -143,7 +143,7 @@ def test_a_long_message_keeps_its_buttons_in_sight_when_its_header_is_scrolled_a
     long = "\n\n".join(f"Paragraph {i} of a long answer." for i in range(80))
     view.set_messages([CHAT[0], msg(2, "assistant", long, STATS)])
     view.verticalScrollBar().setValue(view.verticalScrollBar().maximum() // 2)
-    qtbot.waitUntil(lambda: view.header_point(2).y() < 0, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: view.marks.header_point(2).y() < 0, timeout=WAIT_MS)
     qtbot.mouseMove(view.viewport(), QPoint(100, 200))
     qtbot.waitUntil(lambda: view.message_actions.bar.isVisible(), timeout=WAIT_MS)
     bar = view.message_actions.bar

@@ -163,7 +163,7 @@ def test_toggling_an_earlier_reply_while_another_streams_keeps_the_stream_in_pla
 def test_copying_a_message_gives_its_answer_and_with_reasoning_when_asked(qtbot, view):
     view.set_messages([Message(1, 1, "user", "Compute", "complete", None, 0.0),
                        reply("The answer is 391.", "Seventeen times twenty-three.", stats=THOUGHT_STATS)])
-    menu = view.message_menu(point_of(view, "The answer is"))
+    menu = view.transcript_actions.message_menu(point_of(view, "The answer is"))
     actions = {a.text(): a for a in menu.actions()}
     assert "Copy message" in actions and "Copy with reasoning" in actions
     actions["Copy message"].trigger()
@@ -171,7 +171,7 @@ def test_copying_a_message_gives_its_answer_and_with_reasoning_when_asked(qtbot,
     actions["Copy with reasoning"].trigger()
     assert QGuiApplication.clipboard().text() == (
         "Thinking:\nSeventeen times twenty-three.\n\nAnswer:\nThe answer is 391.")
-    user_actions = {a.text(): a for a in view.message_menu(point_of(view, "Compute")).actions()}
+    user_actions = {a.text(): a for a in view.transcript_actions.message_menu(point_of(view, "Compute")).actions()}
     assert "Copy with reasoning" not in user_actions  # a reply's menu only
     user_actions["Copy message"].trigger()  # yours are copied too
     assert QGuiApplication.clipboard().text() == "Compute"
@@ -182,7 +182,7 @@ def test_copying_the_reply_that_streams_gives_what_it_has(qtbot, view):
     view.append_reasoning("Thinking hard", 2, 0.5)
     view.append_stream("Partial answer")
     qtbot.waitUntil(lambda: "Partial answer" in view.plain_text(), timeout=WAIT_MS)
-    actions = {a.text(): a for a in view.message_menu(point_of(view, "Partial answer")).actions()}
+    actions = {a.text(): a for a in view.transcript_actions.message_menu(point_of(view, "Partial answer")).actions()}
     actions["Copy with reasoning"].trigger()
     assert QGuiApplication.clipboard().text() == "Thinking:\nThinking hard\n\nAnswer:\nPartial answer"
 
