@@ -111,19 +111,7 @@ def run_chat(args: argparse.Namespace) -> int:
         from app.cli.remote_chat import run_remote_chat
 
         return run_remote_chat(args)
-    if args.mem and not args.json:
-        raise CliError("--mem adds a line to --json's output: use both")
-    if args.preset:
-        try:
-            apply_chat_preset(args)
-        except (PresetError, StoreError) as exc:
-            raise CliError(str(exc)) from None
-    if args.speculative == "draft" and args.draft is None:
-        raise CliError("--speculative draft needs --draft DIR (a draft model folder) or FILE (a .gguf draft)")
-    if args.draft is not None and args.speculative not in (None, "auto", "draft"):
-        raise CliError(f"--draft needs --speculative draft (or auto, or no --speculative), not {args.speculative}")
-    if args.ctx is not None and args.ctx_cap is not None:
-        raise CliError(f"--ctx-cap is the most tokens --ctx auto picks: it does nothing with --ctx {args.ctx}")
+    _check_options(args)
     try:
         model = args.model or starter_model_path()
     except StarterModelMissing as exc:
@@ -142,13 +130,8 @@ def run_chat(args: argparse.Namespace) -> int:
     client.start()
     try:
         # GPU layers, KV type and flash attention as the decision tree plans them for this machine.
-        speculation = SpeculativeOptions(mode=args.speculative or "auto",
-                                         draft_path=str(args.draft) if args.draft else None)
-        settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, speculation=speculation,
-                                torch=TorchOptions(gpu_memory_fraction=args.gpu_memory_fraction),
-                                auto_ctx_cap=args.ctx_cap or DEFAULT_AUTO_CTX_CAP)
         planner = LoadPlanner(prefix_cache_dir=paths.prefix_cache, drafts=library_drafts(paths.data_dir))
-        planned = planner.plan_load(str(model), settings)
+        planned = planner.plan_load(str(model), _load_settings(args))
         if planned.refusal is not None:
             raise CliError(planned.refusal)
         client.load(planned.request)
@@ -175,6 +158,31 @@ def run_chat(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps(memory_json(memory, forecast)) + "\n")
     sys.stdout.flush()
     return 130 if done.finish_reason == "cancelled" else 0
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse options that contradict each other (CliError), and apply --preset to the rest."""
+    if args.mem and not args.json:
+        raise CliError("--mem adds a line to --json's output: use both")
+    if args.preset:
+        try:
+            apply_chat_preset(args)
+        except (PresetError, StoreError) as exc:
+            raise CliError(str(exc)) from None
+    if args.speculative == "draft" and args.draft is None:
+        raise CliError("--speculative draft needs --draft DIR (a draft model folder) or FILE (a .gguf draft)")
+    if args.draft is not None and args.speculative not in (None, "auto", "draft"):
+        raise CliError(f"--draft needs --speculative draft (or auto, or no --speculative), not {args.speculative}")
+    if args.ctx is not None and args.ctx_cap is not None:
+        raise CliError(f"--ctx-cap is the most tokens --ctx auto picks: it does nothing with --ctx {args.ctx}")
+
+
+def _load_settings(args: argparse.Namespace) -> LoadSettings:
+    """What the options ask of the load: context, KV cache, flash attention, speculation, the PyTorch engine's."""
+    speculation = SpeculativeOptions(mode=args.speculative or "auto", draft_path=str(args.draft) if args.draft else None)
+    return LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, speculation=speculation,
+                        torch=TorchOptions(gpu_memory_fraction=args.gpu_memory_fraction),
+                        auto_ctx_cap=args.ctx_cap or DEFAULT_AUTO_CTX_CAP)
 
 
 def _wait_loaded(client: EngineClient) -> ModelInfo:

@@ -170,38 +170,14 @@ def plan_folder(
 ) -> Plan:
     """Where and whether the PyTorch engine runs the folder of `candidate` (from folder_candidate).
 
-    `context` None is Context: Auto: the largest context that fits, at most `auto_context_cap` and the
-    model's trained length (at least MIN_CONTEXT, or the cap if lower, even when that does not fit).
-    `options` size the KV block pool (the GPU memory share, the CPU budget) as the engine will;
-    None: the defaults.
+    `context` None is Context: Auto (`_auto_context`). `options` size the KV block pool (the GPU memory
+    share, the CPU budget) as the engine will; None: the defaults.
     """
     options = options or TorchOptions()
-    gpu_memory_fraction, cpu_kv_bytes = options.gpu_memory_fraction, options.cpu_kv_bytes
     reasons: list[str] = []
     shape, on_gpu = candidate.shape, machine.has_gpu
-    label = candidate.quant or ("AWQ 4-bit" if candidate.format == "awq" else "dense")
-    reasons.append(f"A Hugging Face model folder ({label}): it runs on Tailor's PyTorch engine, not llama.cpp.")
-    refusal = unsupported_reason(candidate)
-    usable = refusal is None
-    if refusal:
-        reasons.append(refusal)
-    if not torch_ok:
-        usable = False
-        reasons.append("The PyTorch engine is not installed: install the awq extra (pip install -e '.[awq]').")
-    if on_gpu:
-        weights, how = gpu_weights(machine, candidate)
-        budget = int(max(0, machine.gpu_free_bytes - GPU_RESERVE_BYTES) * (1 - SAFETY_MARGIN))
-        reasons.append(f"GPU: {machine.gpu_name}, {gb(machine.gpu_free_bytes)} free of {gb(machine.gpu_total_bytes)}; "
-                       f"the whole model goes there ({gb(budget)} to plan with).")
-        if how:
-            reasons.append(how)
-    else:
-        budget = cpu_ram_budget(machine.ram_available_bytes)
-        user_pool = cpu_kv_bytes if cpu_kv_bytes is not None else default_cpu_kv_bytes(machine.ram_available_bytes)
-        held = cpu_weights(shape, int4_file_bytes(candidate), user_pool, machine.ram_available_bytes)
-        weights = held.bytes
-        reasons.append(f"No NVIDIA GPU: the PyTorch engine runs on the CPU in {_cpu_how(candidate, held)}, "
-                       f"{gb(budget)} of RAM to plan with.")
+    usable = _usable(candidate, torch_ok, reasons)
+    weights, budget, user_pool = _weights_and_budget(machine, candidate, options.cpu_kv_bytes, reasons)
     scale = 1 if on_gpu else 2  # the KV cache and activations are in the weights' dtype: fp32 on the CPU
 
     def at(n_ctx: int) -> tuple[ForecastSettings, int, int]:
@@ -214,37 +190,17 @@ def plan_folder(
     most = largest_fitting_context(lambda n: weights + sum(at(n)[1:]) <= budget, shape.n_ctx_train)
     auto_reason = None
     if context is None:
-        cap = min(auto_context_cap, shape.n_ctx_train) if shape.n_ctx_train else auto_context_cap
-        context = max(min(MIN_CONTEXT, cap), min(most, cap))
-        why = ("the model's trained length" if context == shape.n_ctx_train else
-               f"the auto cap; {most:,} would fit" if most > context else "the most that fits")
-        auto_reason = f"Context: auto — {context:,} tokens ({why})."
+        context, auto_reason = _auto_context(most, shape.n_ctx_train, auto_context_cap)
     settings, needed_kv, compute = at(context)
     needed = weights + needed_kv + compute
     fits = usable and needed <= budget
-    if on_gpu:
-        pool = max(needed_kv, int((machine.gpu_free_bytes - weights) * gpu_memory_fraction) - compute)
-        where = f"{gpu_memory_fraction:.0%} of the GPU memory left after the weights"
-    else:
-        pool = max(needed_kv, user_pool)
-        where = "the CPU budget" + (" you set" if cpu_kv_bytes is not None else "")
+    pool, where = _kv_pool(machine, options, weights, needed_kv, compute, user_pool)
     per_token = needed_kv / max(1, -(-context // PAGED_BLOCK_SIZE) * PAGED_BLOCK_SIZE)
     if usable:
-        if fits:
-            reasons.append(f"The weights ({gb(weights)}), a KV cache of {context:,} tokens ({gb(needed_kv)}) and "
-                           f"activations ({gb(compute)}) fit: {gb(needed)} of {gb(budget)}.")
-        else:
-            if candidate.format == "fp8" and on_gpu and not fp8_native(machine):
-                hint = ("the FP8 weights are upcast to bf16 on this card (FP8 matmul needs compute capability "
-                        "8.9): a 4-bit AWQ/GPTQ checkpoint or a GGUF file would need less")
-            elif candidate.format not in ("awq", "gptq"):
-                hint = "a shorter context, an AWQ 4-bit checkpoint or a GGUF file would need less"
-            elif on_gpu:
-                hint = "a shorter context or a smaller model would fit"
-            else:
-                hint = "a shorter context, a smaller model or a GGUF file would need less"
-            reasons.append(f"Does not fit: the weights ({gb(weights)}), a KV cache of {context:,} tokens "
-                           f"({gb(needed_kv)}) and activations need {gb(needed)}, {gb(budget)} are free; {hint}.")
+        parts = f"the weights ({gb(weights)}), a KV cache of {context:,} tokens ({gb(needed_kv)}) and activations"
+        reasons.append(f"{parts[0].upper()}{parts[1:]} ({gb(compute)}) fit: {gb(needed)} of {gb(budget)}." if fits else
+                       f"Does not fit: {parts} need {gb(needed)}, {gb(budget)} are free; "
+                       f"{_what_would_fit(machine, candidate)}.")
         tokens = int(pool / per_token) if per_token else 0
         reasons.append(f"The KV block pool takes {where}: {gb(pool)}, about {tokens:,} tokens "
                        "shared by all chats (a common prefix is stored once).")
@@ -263,3 +219,67 @@ def plan_folder(
         n_batch=settings.n_batch, n_ubatch=settings.n_ubatch, fits=fits,
         forecast=Forecast(settings, devices), reasons=tuple(reasons), max_context=most,
     )
+
+
+def _usable(candidate: Candidate, torch_ok: bool, reasons: list[str]) -> bool:
+    """Whether the PyTorch engine can run the folder at all; the reasons say what it is, or why not."""
+    label = candidate.quant or ("AWQ 4-bit" if candidate.format == "awq" else "dense")
+    reasons.append(f"A Hugging Face model folder ({label}): it runs on Tailor's PyTorch engine, not llama.cpp.")
+    refusal = unsupported_reason(candidate)
+    if refusal:
+        reasons.append(refusal)
+    if not torch_ok:
+        reasons.append("The PyTorch engine is not installed: install the awq extra (pip install -e '.[awq]').")
+    return refusal is None and torch_ok
+
+
+def _auto_context(most: int, trained: int | None, cap: int) -> tuple[int, str]:
+    """Context: Auto's choice (the most that fits, at most the cap and the trained length, at least
+    MIN_CONTEXT or the cap if lower) and its reason."""
+    cap = min(cap, trained) if trained else cap
+    context = max(min(MIN_CONTEXT, cap), min(most, cap))
+    why = ("the model's trained length" if context == trained else
+           f"the auto cap; {most:,} would fit" if most > context else "the most that fits")
+    return context, f"Context: auto — {context:,} tokens ({why})."
+
+
+def _kv_pool(machine: Machine, options: TorchOptions, weights: int, needed_kv: int, compute: int,
+             user_pool: int) -> tuple[int, str]:
+    """The KV block pool's bytes as the engine sizes it (never less than the chat's context needs), and
+    where it comes from."""
+    if machine.has_gpu:
+        pool = max(needed_kv, int((machine.gpu_free_bytes - weights) * options.gpu_memory_fraction) - compute)
+        return pool, f"{options.gpu_memory_fraction:.0%} of the GPU memory left after the weights"
+    return max(needed_kv, user_pool), "the CPU budget" + (" you set" if options.cpu_kv_bytes is not None else "")
+
+
+def _weights_and_budget(machine: Machine, candidate: Candidate, cpu_kv_bytes: int | None,
+                        reasons: list[str]) -> tuple[int, int, int]:
+    """The weights' bytes where they go, the memory to plan with there, and the CPU's KV pool (0 on a GPU);
+    the reasons say where and why."""
+    if machine.has_gpu:
+        weights, how = gpu_weights(machine, candidate)
+        budget = int(max(0, machine.gpu_free_bytes - GPU_RESERVE_BYTES) * (1 - SAFETY_MARGIN))
+        reasons.append(f"GPU: {machine.gpu_name}, {gb(machine.gpu_free_bytes)} free of {gb(machine.gpu_total_bytes)}; "
+                       f"the whole model goes there ({gb(budget)} to plan with).")
+        if how:
+            reasons.append(how)
+        return weights, budget, 0
+    budget = cpu_ram_budget(machine.ram_available_bytes)
+    user_pool = cpu_kv_bytes if cpu_kv_bytes is not None else default_cpu_kv_bytes(machine.ram_available_bytes)
+    held = cpu_weights(candidate.shape, int4_file_bytes(candidate), user_pool, machine.ram_available_bytes)
+    reasons.append(f"No NVIDIA GPU: the PyTorch engine runs on the CPU in {_cpu_how(candidate, held)}, "
+                   f"{gb(budget)} of RAM to plan with.")
+    return held.bytes, budget, user_pool
+
+
+def _what_would_fit(machine: Machine, candidate: Candidate) -> str:
+    """The end of "Does not fit: …": what would need less memory than this folder."""
+    if candidate.format == "fp8" and machine.has_gpu and not fp8_native(machine):
+        return ("the FP8 weights are upcast to bf16 on this card (FP8 matmul needs compute capability "
+                "8.9): a 4-bit AWQ/GPTQ checkpoint or a GGUF file would need less")
+    if candidate.format not in ("awq", "gptq"):
+        return "a shorter context, an AWQ 4-bit checkpoint or a GGUF file would need less"
+    if machine.has_gpu:
+        return "a shorter context or a smaller model would fit"
+    return "a shorter context, a smaller model or a GGUF file would need less"

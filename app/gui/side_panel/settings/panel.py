@@ -69,19 +69,7 @@ class SettingsPanel(QWidget):
         self.loaded_context.setToolTip("The context the loaded model has, in tokens")
         self.kv_type = _choice(KV_TYPES, "KV cache type: q8_0 halves its memory, q4_0 quarters it; reloads the model.")
         self.flash_attn = _choice(FLASH_ATTN, "Flash attention; a quantized KV cache needs it on. Reloads the model.")
-        self._presets: list[Preset] = []
-        self.preset = QComboBox()
-        self.preset.setToolTip("Apply a preset's system prompt and sampling to this chat")
-        # Narrow enough for its row to stay beside its label in the side panel (a long name is elided).
-        self.preset.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.preset.setMinimumContentsLength(10)
-        self.save_preset = QPushButton("Save…")
-        self.save_preset.setToolTip("Save this chat's system prompt and sampling as a preset")
-        self.delete_preset = QPushButton("Delete")
-        presets_row = QHBoxLayout()
-        presets_row.addWidget(self.preset, 1)
-        presets_row.addWidget(self.save_preset)
-        presets_row.addWidget(self.delete_preset)
+        presets_row = self._build_presets_row()
         outer = QVBoxLayout(self)
         form = self._form = QFormLayout()
         # In a narrow side panel a row's label goes above its field rather than squeezing it.
@@ -107,6 +95,28 @@ class SettingsPanel(QWidget):
         form.setRowVisible(self.loaded_context, False)  # until a model is loaded
         form.addRow("KV cache", self.kv_type)
         form.addRow("Flash attention", self.flash_attn)
+        self._connect_fields()
+        self.set_presets([])
+
+    def _build_presets_row(self) -> QHBoxLayout:
+        """The preset drop-down with Save… and Delete beside it."""
+        self._presets: list[Preset] = []
+        self.preset = QComboBox()
+        self.preset.setToolTip("Apply a preset's system prompt and sampling to this chat")
+        # Narrow enough for its row to stay beside its label in the side panel (a long name is elided).
+        self.preset.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.preset.setMinimumContentsLength(10)
+        self.save_preset = QPushButton("Save…")
+        self.save_preset.setToolTip("Save this chat's system prompt and sampling as a preset")
+        self.delete_preset = QPushButton("Delete")
+        row = QHBoxLayout()
+        row.addWidget(self.preset, 1)
+        row.addWidget(self.save_preset)
+        row.addWidget(self.delete_preset)
+        return row
+
+    def _connect_fields(self) -> None:
+        """Every field's change starts the 300 ms wait before `settings_changed`; the preset buttons act."""
         self._loading = False
         self._timer = QTimer(self, singleShot=True, interval=300)
         self._timer.timeout.connect(self._emit)
@@ -123,7 +133,6 @@ class SettingsPanel(QWidget):
         self.save_preset.clicked.connect(self.ask_save_preset)
         self.delete_preset.clicked.connect(self._delete_preset)
         self.preset.currentIndexChanged.connect(lambda i: self.delete_preset.setEnabled(i > 0))
-        self.set_presets([])
 
     # ------------------------------------------------------------ presets
 
