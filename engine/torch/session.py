@@ -18,7 +18,7 @@ from engine.backend import BackendError
 from engine.load_watch import ProgressFn
 from engine.protocol import MAX_PARALLEL, LoadRequest, LoadStage, ModelInfo
 from engine.reply.prompt import render_pinned
-from engine.torch.arch import CausalLM, load_model
+from engine.torch.arch import CausalLM, LoadedModel, load_model
 from engine.torch.attention import KVCache
 from engine.torch.config import EngineConfig
 from engine.torch.hf_tokenizer import HfTokenizer
@@ -100,17 +100,30 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
         num_speculative_tokens=spec.tokens,
     )
     runner = ModelRunner(model, kv, engine_config)
-    speculative = None
-    if spec.tokens > 0:
-        drafter: Drafter = PromptLookupDrafter()
-        if draft is not None:
-            try:
-                drafter = DraftModelDrafter(draft, engine_config, kv.num_blocks, BLOCK_SIZE)
-            except torch.OutOfMemoryError:
-                raise BackendError("invalid_model", f"no room on {device} for the draft's KV cache") from None
-        speculative = SpeculativeRunner(runner, drafter)
+    speculative = _speculative(draft, runner, engine_config, device) if spec.tokens > 0 else None
     engine = LLMEngine(engine_config, speculative or runner)
-    info = ModelInfo(
+    info = _model_info(directory, loaded, tokenizer, max_len)
+    session = TorchSession(model, tokenizer, kv, runner, engine, speculative, info)
+    _pin(session, request.pinned_prompts)
+    return session
+
+
+def _speculative(draft: CausalLM | None, runner: ModelRunner, config: EngineConfig,
+                 device: torch.device) -> SpeculativeRunner:
+    """The runner that drafts `config.num_speculative_tokens` a step: from the draft model when there is one, else prompt lookup."""
+    drafter: Drafter = PromptLookupDrafter()
+    if draft is not None:
+        try:
+            drafter = DraftModelDrafter(draft, config, config.num_kv_blocks, BLOCK_SIZE)
+        except torch.OutOfMemoryError:
+            raise BackendError("invalid_model", f"no room on {device} for the draft's KV cache") from None
+    return SpeculativeRunner(runner, drafter)
+
+
+def _model_info(directory: Path, loaded: LoadedModel, tokenizer: HfTokenizer, max_len: int) -> ModelInfo:
+    """What the engine tells the front ends of the loaded folder."""
+    model, config = loaded.model, loaded.config
+    return ModelInfo(
         path=str(directory),
         name=directory.name,
         architecture=config.family + config.quant_label,
@@ -122,9 +135,6 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
         reasoning_format=tokenizer.formats.reasoning.name if tokenizer.formats.reasoning else None,
         tool_format=tokenizer.formats.tools.name if tokenizer.formats.tools else None,
     )
-    session = TorchSession(model, tokenizer, kv, runner, engine, speculative, info)
-    _pin(session, request.pinned_prompts)
-    return session
 
 
 def _layer_progress(
