@@ -284,34 +284,7 @@ def profile_for(
         ValueError: A card not in the catalog without `vram_gib`, a size that is not
             positive, or a malformed `cc`.
     """
-    gpus: tuple[GpuInfo, ...] = ()
-    if gpu_name is not None or vram_gib is not None:
-        card = find_gpu(gpu_name, vram_gib) if gpu_name else None
-        if vram_gib is None:
-            if card is None:
-                raise ValueError(f"unknown GPU {gpu_name!r}: give its memory (--vram)")
-            vram_gib = card.vram_gib
-        if vram_gib <= 0:
-            raise ValueError(f"GPU memory must be positive, not {vram_gib} GiB")
-        if cc is not None:
-            capability: tuple[int, int] | None = parse_compute_capability(cc)
-        else:
-            capability = card.compute_capability if card else None
-        total = int(vram_gib * GIB)
-        gpus = (
-            GpuInfo(
-                index=0,
-                name=gpu_name or f"GPU with {vram_gib:g} GiB",
-                uuid="",
-                compute_capability=capability,
-                total_bytes=total,
-                free_bytes=total,
-                used_bytes=0,
-                driver_version="",
-                cuda_version=None,
-                used_by_others_bytes=0,
-            ),
-        )
+    gpus = (_hypothetical_gpu(gpu_name, vram_gib, cc),) if gpu_name is not None or vram_gib is not None else ()
     if ram_gib is None:
         ram_total = ram_available = int(psutil.virtual_memory().total)
     elif ram_gib <= 0:
@@ -328,3 +301,23 @@ def profile_for(
         cpu_name=cpu_name(),
         source="hypothetical",
     )
+
+
+def _hypothetical_gpu(gpu_name: str | None, vram_gib: float | None,
+                      cc: str | float | tuple[int, int] | None) -> GpuInfo:
+    """profile_for's one empty GPU: what is not given comes from the catalog."""
+    card = find_gpu(gpu_name, vram_gib) if gpu_name else None
+    if vram_gib is None:
+        if card is None:
+            raise ValueError(f"unknown GPU {gpu_name!r}: give its memory (--vram)")
+        vram_gib = card.vram_gib
+    if vram_gib <= 0:
+        raise ValueError(f"GPU memory must be positive, not {vram_gib} GiB")
+    if cc is not None:
+        capability: tuple[int, int] | None = parse_compute_capability(cc)
+    else:
+        capability = card.compute_capability if card else None
+    total = int(vram_gib * GIB)
+    return GpuInfo(index=0, name=gpu_name or f"GPU with {vram_gib:g} GiB", uuid="", compute_capability=capability,
+                   total_bytes=total, free_bytes=total, used_bytes=0, driver_version="", cuda_version=None,
+                   used_by_others_bytes=0)
