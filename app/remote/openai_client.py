@@ -27,6 +27,7 @@ from engine.protocol import (
     Event,
     FinishReason,
     SamplingParams,
+    Token,
 )
 
 CONNECT_TIMEOUT_S = 10.0
@@ -123,23 +124,14 @@ class RemoteChat:
                     if "error" in event:
                         raise RemoteError(f"{self._where()} failed mid-reply: {_error_text(event)}")
                     usage = _Usage.of(event) or usage
-                    for text, shown, reason in _choices(event):
-                        if text and guard.full:
-                            cut = True  # a token past max_tokens: the server ignores the limit
-                            break
-                        token = tally.heard(guard.take(text), shown) if text else None
-                        if token is not None:
-                            yield token
-                        if reason:
-                            finish = "stop" if reason == "stop" else "length"
+                    tokens, cut, reason = _take_choices(event, tally, guard)
+                    yield from tokens
+                    finish = reason or finish
                     if cut:
                         finish = "length"
                         break
                     if guard.full:  # read what a correct server sends after its last token, briefly
-                        if tail is None:
-                            tail = threading.Timer(TAIL_S, interrupt, (response,))
-                            tail.daemon = True
-                            tail.start()
+                        tail = tail or _interrupt_later(response)
                         tail_events += 1
                         if tail_events > TAIL_EVENTS:
                             break
@@ -155,11 +147,9 @@ class RemoteChat:
         finally:
             if tail is not None:  # should it still fire, a pooled connection it shut down is seen closed, not reused
                 tail.cancel()
-        if cut or usage.completion is None:
-            counts = ReplyCounts(guard.tokens, usage.prompt, usage.cached, None if cut else usage.reasoning)
-        else:
-            counts = ReplyCounts(usage.completion, usage.prompt, usage.cached, usage.reasoning)
-        yield tally.done(finish, counts)
+        # The server's figures, unless the guard cut the reply: then they are not of what was kept.
+        generated = guard.tokens if cut or usage.completion is None else usage.completion
+        yield tally.done(finish, ReplyCounts(generated, usage.prompt, usage.cached, None if cut else usage.reasoning))
 
     def _request_body(self, messages: Sequence[ChatMessage], sampling: SamplingParams,
                       effort: str | None) -> dict[str, Any]:
@@ -267,6 +257,31 @@ class _Usage:
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _interrupt_later(response: httpx.Response) -> threading.Timer:
+    """Interrupt `response` TAIL_S from now: what a correct server sends after the last token comes at once."""
+    timer = threading.Timer(TAIL_S, interrupt, (response,))
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _take_choices(event: dict[str, Any], tally: ReplyTally, guard: ReplyGuard) -> tuple[list[Token], bool,
+                                                                                         FinishReason | None]:
+    """The tokens one event's choices add (within the guard's budget), whether a token came past max_tokens
+    (the server ignores the limit: the reply is cut there), and the finish reason the event gave, if any."""
+    tokens: list[Token] = []
+    finish: FinishReason | None = None
+    for text, shown, reason in _choices(event):
+        if text and guard.full:
+            return tokens, True, finish
+        token = tally.heard(guard.take(text), shown) if text else None
+        if token is not None:
+            tokens.append(token)
+        if reason:
+            finish = "stop" if reason == "stop" else "length"
+    return tokens, False, finish
 
 
 def _choices(event: dict[str, Any]) -> Iterator[tuple[str, bool, str | None]]:
