@@ -20,7 +20,7 @@ def main() -> int:
         return open_gui(argv)
     from app.cli.main import main as cli_main
 
-    return cli_main(argv)
+    return cli_main(argv, open_window=open_gui)
 
 
 if __name__ == "__main__":

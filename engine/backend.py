@@ -1,9 +1,9 @@
-"""What the engine host needs of a backend (GGUF now, torch later)."""
+"""What the engine host needs of a backend (GGUF and PyTorch alike): replies run batched, stepped by the host."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from engine.protocol import Done, GenerateRequest, LoadRequest, MemoryReport, ModelInfo
 
@@ -17,32 +17,25 @@ class BackendError(Exception):
 
 
 class Backend(Protocol):
+    """A loaded model that runs several replies at once, one batch per `step()`; the host's one loop
+    submits replies while slots are free and steps while any runs."""
+
     def load(self, request: LoadRequest) -> ModelInfo:
         """Load the model or raise BackendError("invalid_model", ...)."""
-        ...
-
-    def generate(
-        self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]
-    ) -> Done:
-        """Stream text pieces through `emit`; stop early when `cancelled()` turns true."""
         ...
 
     def memory(self) -> MemoryReport: ...
 
     def close(self) -> None: ...
 
-
-@runtime_checkable
-class BatchingBackend(Backend, Protocol):
-    """A backend that runs several replies at once, one batch per `step()` (the GGUF one)."""
-
     @property
     def free_slots(self) -> int:
-        """How many more replies can start now."""
+        """How many more replies can start now (0 with no model loaded)."""
         ...
 
     def submit(self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]) -> None:
-        """Start a reply (BackendError when it cannot run); its text comes through `emit` during steps."""
+        """Start a reply (BackendError when it cannot run); its text comes through `emit` during steps,
+        and it ends at the first step after `cancelled()` turns true."""
         ...
 
     def step(self) -> list[tuple[int, Done | BackendError]]:
@@ -53,3 +46,16 @@ class BatchingBackend(Backend, Protocol):
         """Work worth doing while nothing runs or waits (a finished chat's next turn, prefilled); how much
         was done (0: nothing to do). Called between requests: it must be short."""
         ...
+
+
+def run_alone(backend: Backend, request: GenerateRequest, emit: Callable[[str], None],
+              cancelled: Callable[[], bool]) -> Done:
+    """One reply from start to end, stepping the backend until it ends (replies beside it run too, their
+    ends unseen): for tests and benches that want a single answer without the host."""
+    backend.submit(request, emit, cancelled)
+    while True:
+        for request_id, outcome in backend.step():
+            if request_id == request.request_id:
+                if isinstance(outcome, BackendError):
+                    raise outcome
+                return outcome

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
@@ -260,24 +260,10 @@ class ChatTemplate:
             "documents": None,
         }
         limits = self._limits
-        deadline = time.monotonic() + limits.time_s
-        rss_cap = _peak_rss_bytes() + limits.max_memory_growth_bytes
-        lines = 0
-
-        def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-            nonlocal lines
-            lines += 1
-            if lines % 32 == 0:
-                if time.monotonic() > deadline:
-                    raise _Deadline(f"the chat template ran longer than {limits.time_s:g} s")
-                if resource is not None and _peak_rss_bytes() > rss_cap:
-                    raise _Deadline("the chat template used too much memory")
-            return tracer
-
         parts: list[str] = []
         size = 0
         previous = sys.gettrace()
-        sys.settrace(tracer)
+        sys.settrace(_watchdog(limits))
         try:
             for chunk in self._template.generate(**context):
                 size += len(chunk)
@@ -295,3 +281,23 @@ class ChatTemplate:
         finally:
             sys.settrace(previous)
         return "".join(parts)
+
+
+def _watchdog(limits: TemplateLimits) -> Callable[[FrameType, str, Any], Any]:
+    """A trace function that stops a template run past its time or memory from now (checked every 32
+    lines: often enough to stop a loop, rarely enough to cost little)."""
+    deadline = time.monotonic() + limits.time_s
+    rss_cap = _peak_rss_bytes() + limits.max_memory_growth_bytes
+    lines = 0
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal lines
+        lines += 1
+        if lines % 32 == 0:
+            if time.monotonic() > deadline:
+                raise _Deadline(f"the chat template ran longer than {limits.time_s:g} s")
+            if resource is not None and _peak_rss_bytes() > rss_cap:
+                raise _Deadline("the chat template used too much memory")
+        return tracer
+
+    return tracer

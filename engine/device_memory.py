@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import psutil
 
 from engine.protocol import DeviceMemory, MemoryReport
-from models.nvml import NvmlApi, Pynvml, describe_nvml_error
+from models.hardware.nvml import NvmlApi, Pynvml, describe_nvml_error
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The front ends may not import llama_cpp (and a CUDA driver that crashes while it initialises must not
 take the window down), so the list is read where the engine reads it: in a spawned process, as the
 engine itself is started (this works in the PyInstaller bundle too). Costs about half a second, so
-callers ask only when it can change the answer (see app.services.machine).
+callers ask only when it can change the answer (see app.services.planning.machine).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from models.backend_devices import LlamaDevices, unknown_devices
+from models.hardware.backend_devices import LlamaDevices, unknown_devices
 
 PROBE_TIMEOUT_S = 30.0
 # ggml's GPU backends, as their libraries are named (libggml-cuda.so, ggml-vulkan.dll, ...).

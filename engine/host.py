@@ -1,11 +1,11 @@
 """The engine process: owns one loaded model, runs generation, reports events and memory.
 
 Started by EngineClient with multiprocessing (spawn). A reader thread takes requests off
-the pipe so a Cancel reaches the generation loop between two tokens (a load's, its next
+the pipe so a Cancel reaches the generation loop between two steps (a load's, its next
 progress report: load_watch.py); everything else is handled in order on the main thread.
-A backend that batches (GGUF) runs several replies at once: requests are taken between its
-steps, a new reply joins the running ones while a slot is free, and a load or unload waits
-until the replies before it have ended.
+One loop serves both backends (GGUF and PyTorch): each runs several replies at once, requests
+are taken between its steps, a new reply joins the running ones while a slot is free, and a
+load or unload waits until the replies before it have ended.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from queue import Empty, Queue
 
-from engine.backend import Backend, BackendError, BatchingBackend
+from engine.backend import Backend, BackendError
 from engine.load_watch import LoadWatch
 from engine.openmp_policy import choose_openmp_wait_policy
 from engine.process_log import open_process_log
@@ -87,7 +87,6 @@ class EngineHost:
         self._events = events
         self._send_lock = threading.Lock()
         self._backend: Backend | None = None
-        self._batching: BatchingBackend | None = None  # the backend, where it batches (checked once, at load)
         self._inbox: Queue[Request | None] = Queue()
         self._cancelled: set[int] = set()
         self._cancel_lock = threading.Lock()
@@ -96,7 +95,7 @@ class EngineHost:
         self._status: StatusFile | None = None
         self._last_report: MemoryReport | None = None
         self._queue: deque[Request | None] = deque()  # taken off the inbox, not handled yet (in order)
-        self._replies: dict[int, _ReplyOut] = {}  # replies running in a batching backend, by request id
+        self._replies: dict[int, _ReplyOut] = {}  # replies running in the backend, by request id
         self._last_step_report = 0.0
         self._stopping = False  # told to shut down: replies still running are cancelled
         self._loads = LoadWatch(self._send)  # the loads' progress and cancels
@@ -114,11 +113,11 @@ class EngineHost:
 
     def _idle(self) -> None:
         """The backend's idle work (next_turn.py), before waiting; a failure is only logged: it warms no more."""
-        if self._batching is None:
+        if self._backend is None:
             return
         try:
-            if self._batching.idle():
-                self._send_memory(self._batching.memory())
+            if self._backend.idle():
+                self._send_memory(self._backend.memory())
         except Exception:  # noqa: BLE001 - idle work must never take the engine down
             log.exception("idle work failed")
 
@@ -140,10 +139,10 @@ class EngineHost:
         """Handle queued requests in order while they can run now; False once told to shut down."""
         while self._queue:
             request = self._queue[0]
-            batching = self._batching if isinstance(request, GenerateRequest) else None
-            if batching is not None and batching.free_slots > 0:
+            backend = self._backend if isinstance(request, GenerateRequest) else None
+            if backend is not None and backend.free_slots > 0:
                 self._queue.popleft()
-                self._start(batching, request)  # type: ignore[arg-type]
+                self._start(backend, request)  # type: ignore[arg-type]
                 continue
             if self._replies:  # a full batch, or a load, unload or shutdown behind running replies: wait
                 if request is None or isinstance(request, ShutdownRequest):
@@ -170,7 +169,7 @@ class EngineHost:
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
-            self._backend = self._batching = None
+            self._backend = None
 
     # ------------------------------------------------------------ requests
 
@@ -193,8 +192,8 @@ class EngineHost:
     def _handle(self, request: Request) -> None:
         if isinstance(request, LoadRequest):
             self._load(request)
-        elif isinstance(request, GenerateRequest):
-            self._generate(request)
+        elif isinstance(request, GenerateRequest):  # no model: a loaded backend always has a slot with none running
+            raise BackendError("no_model", "No model is loaded.")
         elif isinstance(request, UnloadRequest):
             self.close()
             self._send(Unloaded())
@@ -210,7 +209,6 @@ class EngineHost:
         info = backend.load(request)
         self._loads.check(request.path, backend.close)  # a cancel after the last report (the context, pins)
         self._backend = backend
-        self._batching = backend if isinstance(backend, BatchingBackend) else None
         self._send(Loaded(info, time.perf_counter() - t0))
         if request.status_dir and (self._status is None or self._status.path.parent != Path(request.status_dir)):
             self.remove_status()
@@ -219,33 +217,8 @@ class EngineHost:
             self._status.set_model(request, info)
         self._send_memory(backend.memory())
 
-    def _generate(self, request: GenerateRequest) -> None:
-        """A reply on a backend that runs one at a time (PyTorch): from start to end, here."""
-        backend = self._backend
-        if backend is None:
-            raise BackendError("no_model", "No model is loaded.")
-        rid = request.request_id
-        out = _ReplyOut(rid, self._send)
-        last_report = time.monotonic()
-
-        def emit(text: str, reasoning: bool = False) -> None:
-            nonlocal last_report
-            out.emit(text, reasoning)
-            if time.monotonic() - last_report >= MEMORY_REPORT_INTERVAL_S:
-                last_report = time.monotonic()
-                self._send_memory(backend.memory())
-
-        try:
-            done = backend.generate(request, emit, lambda: self._is_cancelled(rid))
-        finally:
-            out.flush()
-            with self._cancel_lock:
-                self._cancelled.discard(rid)
-        self._send(done)
-        self._send_memory(backend.memory())
-
-    def _start(self, backend: BatchingBackend, request: GenerateRequest) -> None:
-        """Start a reply in the batching backend, beside those running."""
+    def _start(self, backend: Backend, request: GenerateRequest) -> None:
+        """Start a reply in the backend, beside those running."""
         rid = request.request_id
         out = _ReplyOut(rid, self._send)
         if self._guarded(request, lambda: backend.submit(request, out.emit, lambda: self._is_cancelled(rid))):
@@ -255,8 +228,8 @@ class EngineHost:
 
     def _step(self) -> None:
         """One batch of the running replies; each that ended gets its last text and its Done or Error."""
-        backend = self._batching
-        assert backend is not None  # replies run only in a batching backend
+        backend = self._backend
+        assert backend is not None  # replies run only in a loaded backend
         for rid, outcome in backend.step():
             out = self._replies.pop(rid)
             out.flush()
@@ -308,7 +281,7 @@ class EngineHost:
     def _new_backend(self, path: str) -> Backend:
         """A backend for the model at `path`: a Hugging Face folder (config.json) runs on PyTorch, else GGUF."""
         folder = Path(path).expanduser()
-        # models.folder_plan.is_model_folder's test, inline: importing that module (the hub client)
+        # models.plan.folder_plan.is_model_folder's test, inline: importing that module (the hub client)
         # would add 0.4 s to every engine start.
         if folder.is_dir() and (folder / "config.json").is_file():
             # Before torch loads OpenMP: its threads spin between ops when the cores are idle (what makes a

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from models.load_options import KvType, SpeculativeOptions, TorchOptions
+from models.plan.load_options import KvType, SpeculativeOptions, TorchOptions
 
 # ---------------------------------------------------------------- requests (client -> engine)
 
@@ -72,7 +72,7 @@ class SamplingParams:
 
 
 # Replies at once on one loaded model (the window's chat and `tailor serve`'s clients share them), and
-# the most that may be asked: each is a sequence of one llama.cpp context.
+# the most that may be asked: each is a sequence of one llama.cpp context, or of the PyTorch engine's batch.
 DEFAULT_PARALLEL = 4
 MAX_PARALLEL = 64
 
@@ -111,8 +111,9 @@ class LoadRequest:
     forecast: dict | None = None
     # Speculative decoding, for either engine (each refuses, by name, a mode it cannot run).
     speculation: SpeculativeOptions = SpeculativeOptions()
-    # Replies the GGUF engine runs at once, batched in one context sharing its KV cache (`tailor serve
-    # --parallel`); 1 for recurrent, hybrid and sliding-window models, whatever is asked.
+    # Replies the engine runs at once, batched and sharing its KV cache (`tailor serve --parallel`): the
+    # GGUF engine's sequences of one context (1 for recurrent, hybrid and sliding-window models, whatever
+    # is asked), the PyTorch engine's sequences of one LLMEngine step.
     n_parallel: int = DEFAULT_PARALLEL
     # Where a GGUF draft model goes: the plan leaves room for it there. None: on the GPU when every
     # layer of the model is there, else on the CPU.
@@ -170,7 +171,7 @@ class ModelInfo:
     has_chat_template: bool
     # One line when the model did not load as planned (fewer GPU layers: the GPU was gone or full).
     notice: str | None = None
-    # What the chat template speaks (engine/reasoning_formats.py, engine/tool_formats.py): the name
+    # What the chat template speaks (engine/reply/reasoning_formats.py, engine/reply/tool_formats.py): the name
     # of its reasoning format and of its tool-call format; None: it has none.
     reasoning_format: str | None = None
     tool_format: str | None = None

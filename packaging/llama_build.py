@@ -14,7 +14,7 @@ comes through it as before, which is what lets CI and `make test` reuse it.
 
 The CUDA build (see packaging/README.md):
 - loads ggml's backends at run time (GGML_BACKEND_DL): libggml-cuda.so is only dlopen'ed, so where the
-  driver or a GPU is missing the same wheel runs on its CPU backend (engine/gguf/backends.py loads them);
+  driver or a GPU is missing the same wheel runs on its CPU backend (engine/gguf/ggml_libraries.py loads them);
 - one portable CPU backend (GGML_NATIVE=OFF, no GGML_CPU_ALL_VARIANTS: the AMX variant it would pick on
   some virtual machines dies with SIGILL);
 - unversioned library names and everything installed into llama_cpp/lib, so each library exists once

@@ -22,9 +22,9 @@ def _inside(path: str | Path) -> bool:
 def test_the_user_folders_of_this_process_are_the_sessions(monkeypatch: pytest.MonkeyPatch):
     import huggingface_hub.constants
 
-    from app.services.load_planner import LoadPlanner
     from app.services.paths import AppPaths
-    from models.hf_cache import hub_cache_dir
+    from app.services.planning.load_planner import LoadPlanner
+    from models.hub.cache import hub_cache_dir
 
     monkeypatch.delenv("TAILOR_HOME")  # the fallback: the platform's folders, as a user without it has
     paths = AppPaths.default()
@@ -35,7 +35,7 @@ def test_the_user_folders_of_this_process_are_the_sessions(monkeypatch: pytest.M
 
 
 def test_the_window_settings_without_tailor_home_are_the_sessions(qapp, monkeypatch: pytest.MonkeyPatch):
-    from app.gui.first_run import app_settings
+    from app.gui.common.app_settings import app_settings
 
     monkeypatch.delenv("TAILOR_HOME")
     settings = app_settings()
@@ -44,7 +44,7 @@ def test_the_window_settings_without_tailor_home_are_the_sessions(qapp, monkeypa
 
 def test_a_child_process_sees_the_same_folders(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("TAILOR_HOME")  # the platform's folders: under the session's HOME
-    code = ("import json, pathlib; from models.hf_cache import hub_cache_dir; from app.services.paths import AppPaths;"
+    code = ("import json, pathlib; from models.hub.cache import hub_cache_dir; from app.services.paths import AppPaths;"
             "print(json.dumps([str(pathlib.Path.home()), str(hub_cache_dir()), str(AppPaths.default().cache_dir)]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1], timeout=60)

@@ -1,25 +1,42 @@
 """What a chat's branches let you do: answer again beside the old reply, edit any of your messages,
 step between versions (‹ 2/3 ›), copy a branch into a new chat. A part of ChatSession (session.py).
 
-The store keeps every version (store_tree.py); these decide which branch the chat shows and start
+The store keeps every version (app/services/history/tree.py); these decide which branch the chat shows and start
 the reply that continues it. Nothing here runs while a reply is being written.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from app.chat.hints import BUSY_HINT
-from app.services.store import Conversation, StoreError
+from app.chat.listener import SessionListener
+from app.services.history.store import ChatStore, Conversation, Message, StoreError
 
-if TYPE_CHECKING:
-    from app.chat.session import ChatSession
+
+class BranchingSession(Protocol):
+    """What the branch actions use of the ChatSession they are part of (session.py)."""
+
+    store: ChatStore
+    listener: SessionListener
+    current: Conversation | None
+
+    @property
+    def busy(self) -> bool: ...
+
+    def open_conversation(self, conversation_id: int, find: str = "") -> None: ...
+
+    def _can_start(self) -> bool: ...
+
+    def _start_reply(self, conversation_id: int) -> None: ...
+
+    def _outgrows(self, messages: list[Message], text: str, editing: bool, edit_of: int | None = None) -> bool: ...
 
 
 class BranchActions:
     """ChatSession's branch actions (a base class of it: they use its store, listener and replies)."""
 
-    def regenerate(self: ChatSession) -> bool:
+    def regenerate(self: BranchingSession) -> bool:
         """Answer the open conversation's last user message again; the reply it had stays, as another
         version of it (‹ 1/2 ›)."""
         if self.current is None or not self._can_start():
@@ -34,7 +51,7 @@ class BranchActions:
         self._start_reply(self.current.id)
         return True
 
-    def edit_message(self: ChatSession, message_id: int, text: str) -> bool:
+    def edit_message(self: BranchingSession, message_id: int, text: str) -> bool:
         """Send `text` in place of one of your messages on the branch shown (not only the last): a new
         branch starts there and is answered; the old one stays, as the other version of that message."""
         text = text.strip()
@@ -53,12 +70,12 @@ class BranchActions:
         self._start_reply(self.current.id)
         return True
 
-    def edit_last_user_message(self: ChatSession, text: str) -> bool:
+    def edit_last_user_message(self: BranchingSession, text: str) -> bool:
         """`edit_message` of the last user message of the branch shown."""
         users = [m for m in self.store.list_messages(self.current.id) if m.role == "user"] if self.current else []
         return bool(users) and self.edit_message(users[-1].id, text)
 
-    def show_version(self: ChatSession, message_id: int) -> bool:
+    def show_version(self: BranchingSession, message_id: int) -> bool:
         """Show the branch through this version of a message (the newest one under it); not while a reply
         is being written."""
         if self.current is None or self.busy:
@@ -69,7 +86,7 @@ class BranchActions:
         self.open_conversation(self.current.id)
         return True
 
-    def branch_to_new_chat(self: ChatSession, message_id: int) -> Conversation | None:
+    def branch_to_new_chat(self: BranchingSession, message_id: int) -> Conversation | None:
         """A new chat holding the branch shown up to `message_id`, opened; None when that cannot be."""
         try:
             copy = self.store.copy_branch(message_id)
@@ -82,7 +99,7 @@ class BranchActions:
         self.open_conversation(copy.id)
         return copy
 
-    def _show_hit(self: ChatSession, message_id: int) -> None:
+    def _show_hit(self: BranchingSession, message_id: int) -> None:
         """Show the branch through a search hit, unless the branch shown holds it already."""
         if all(m.id != message_id for m in self.store.list_messages(self.current.id)):
             try:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.services.store import Message
+from app.services.history.store import Message
 
 MESSAGE_OVERHEAD = 8  # role markers and separators a chat template adds around each message
 # Letter runs, single digits, whitespace runs, single ASCII symbols, single non-ASCII characters.
@@ -35,7 +35,7 @@ def estimate_tokens(text: str) -> int:
     none (it joins the next word), other whitespace 4 characters a token, and non-ASCII text
     3/4 of a token per UTF-8 byte; then 10 % more. Against the starter model's tokenizer it
     comes out 1.0–1.2 times the real count for French, German, Chinese, digits and hex, and
-    1.5–1.9 times for English prose, code and Russian (tests/app/test_context_guard.py).
+    1.5–1.9 times for English prose, code and Russian (tests/app/chat/test_context_guard.py).
     """
     n = 0.0
     for match in _PIECE.finditer(text):

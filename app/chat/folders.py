@@ -7,7 +7,7 @@ redraws; a history that cannot be written says so (`history_failed`) and nothing
 from __future__ import annotations
 
 from app.chat.listener import SessionListener
-from app.services.store import ChatStore, Folder, StoreError
+from app.services.history.store import ChatStore, Folder, StoreError
 
 
 class ChatFolders:

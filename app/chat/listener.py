@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from app.chat.context_guard import ContextShortfall
-from app.services.store import Conversation, Message, Version
+from app.services.history.store import Conversation, Message, Version
 from engine.protocol import Done, Error, Loaded, MemoryReport
-from models.plan import Plan
+from models.plan.decision_tree import Plan
 
 
 class SessionListener(Protocol):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.services.load_planner import LoadSettings
-from app.services.store import ChatSettings
-from models.folder_plan import is_model_folder
+from app.services.history.store import ChatSettings
+from app.services.load_settings import LoadSettings
+from models.plan.folder_plan import is_model_folder
+
+_DEFAULTS = LoadSettings()
 
 
 def load_settings_of(
@@ -19,14 +21,13 @@ def load_settings_of(
     settings count only for a model folder (`model_path`): two chats that differ only in them do
     not reload a GGUF model when you switch between them.
     """
+    load = replace(settings.load, pinned_prompts=pinned_prompts)
     # The cap counts only for Auto: changing it under a fixed context reloads nothing.
-    cap = {"auto_ctx_cap": settings.auto_ctx_cap} if settings.n_ctx is None else {}
-    speculation = settings.speculation
+    if load.n_ctx is not None:
+        load = replace(load, auto_ctx_cap=_DEFAULTS.auto_ctx_cap)
     # The draft model counts only while "Draft model" is chosen: the engines refuse a draft with another mode.
-    if speculation.mode != "draft":
-        speculation = replace(speculation, draft_path=None)
-    load = LoadSettings(settings.n_ctx, settings.kv_type, settings.flash_attn, pinned_prompts,
-                        speculation=speculation, **cap)
+    if load.speculation.mode != "draft":
+        load = replace(load, speculation=replace(load.speculation, draft_path=None))
     if model_path is not None and not is_model_folder(model_path):
-        return load
-    return replace(load, torch=settings.torch)
+        load = replace(load, torch=_DEFAULTS.torch)
+    return load

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Protocol
 
 from app.chat.listener import SessionListener
-from app.services.load_planner import LoadSettings, PlannedLoad
+from app.services.load_settings import LoadSettings
+from app.services.planning.load_planner import PlannedLoad
 from engine.interface import Engine, EngineNotRunning
 from engine.protocol import Error, Loaded, LoadProgress
-from models.plan import Plan
+from models.plan.decision_tree import Plan
 
 Wanted = tuple[str, LoadSettings]  # (model path, settings asked for)
 

@@ -5,7 +5,7 @@ No Qt: the chat view shows these, the tests read them.
 
 from __future__ import annotations
 
-from app.services.store import Message
+from app.services.history.store import Message
 
 
 def _count(tokens: int) -> str:

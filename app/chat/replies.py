@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from app.chat.listener import SessionListener, TimerFactory
 from app.chat.stats_line import format_stats
-from app.services.store import ChatStore, StoreError
+from app.services.history.store import ChatStore, StoreError
 from engine.interface import Engine, EngineNotRunning
 from engine.protocol import ChatMessage, Done, Error, ReplyShape, SamplingParams, Token
 

@@ -21,8 +21,7 @@ from app.chat.load_settings import load_settings_of
 from app.chat.model_state import ModelState, Planner, Wanted, not_running
 from app.chat.replies import Replies
 from app.chat.stats_line import format_stats
-from app.services.load_planner import LoadSettings
-from app.services.store import (
+from app.services.history.store import (
     DEFAULT_TITLE,
     ChatSettings,
     ChatStore,
@@ -31,9 +30,10 @@ from app.services.store import (
     Preset,
     StoreError,
 )
+from app.services.load_settings import LoadSettings
 from engine.interface import Engine, EngineNotRunning
 from engine.protocol import Done, Error, Event, Loaded, LoadProgress, MemoryReport, Token, Unloaded
-from models.plan import Plan
+from models.plan.decision_tree import Plan
 
 
 class ChatSession(BranchActions):
@@ -367,11 +367,12 @@ class ChatSession(BranchActions):
         if self.current is None or not short.can_reload:
             return False
         settings = self.current.settings
-        if settings.n_ctx is None:
-            larger = replace(settings, auto_ctx_cap=max(settings.auto_ctx_cap, short.max_context))
+        load = settings.load
+        if load.n_ctx is None:
+            larger = replace(load, auto_ctx_cap=max(load.auto_ctx_cap, short.max_context))
         else:
-            larger = replace(settings, n_ctx=short.max_context)
-        self.update_settings(larger)
+            larger = replace(load, n_ctx=short.max_context)
+        self.update_settings(replace(settings, load=larger))
         if short.editing and short.edit_of is not None:
             return self.edit_message(short.edit_of, short.text)
         return self.send(short.text)

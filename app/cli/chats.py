@@ -10,7 +10,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from app.services.chat_export import (
+from app.services.history.store import ChatStore, Folder
+from app.services.history.timestamps import checked_time, iso_time
+from app.services.paths import AppPaths
+from app.services.transfer.export import (
     UnknownChatError,
     display_title,
     find_chat_id,
@@ -18,12 +21,9 @@ from app.services.chat_export import (
     json_chunks,
     load_chats,
 )
-from app.services.chat_export_files import FORMATS, render, write_export_file, write_export_folder
-from app.services.chat_import import ChatImportError, ImportResult, folder_key, import_file, probe_file
-from app.services.paths import AppPaths
-from app.services.store import ChatStore, Folder
-from app.services.timestamps import checked_time, iso_time
-from app.services.user_files import TargetRefused, check_target
+from app.services.transfer.export_files import FORMATS, render, write_export_file, write_export_folder
+from app.services.transfer.importer import ChatImportError, ImportResult, folder_key, import_file, probe_file
+from app.services.transfer.user_files import TargetRefused, check_target
 
 _CHAT_HELP = "the chat's number (as `tailor chats ls` shows) or its UUID"
 

@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from app.services.machine import detect_machine
-from app.services.profile_text import format_profile
-from models.hardware import NvmlApi
+from app.services.planning.machine import detect_machine
+from app.services.planning.profile_text import format_profile
+from models.hardware.profile import NvmlApi
 
 
 def add_hw_parser(subparsers: Any) -> argparse.ArgumentParser:

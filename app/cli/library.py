@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from app.services.paths import AppPaths
-from models.store import ImportedModel, Library, LocalFile, LocalRepo, LocalRevision, ModelStore, StoreError
+from models.library import ImportedModel, Library, LocalFile, LocalRepo, LocalRevision, ModelStore, StoreError
 from models.units import human_size
 
 

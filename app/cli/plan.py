@@ -7,17 +7,17 @@ import importlib.util
 import json
 from typing import Any
 
-from app.services.machine import detect_machine
-from app.services.plan_text import format_plan
-from models.errors import InvalidModelFile
-from models.folder_plan import folder_candidate, is_model_folder, plan_folder
-from models.hardware import NvmlApi, profile_for
-from models.hub import HubClient, HubError
-from models.plan import make_plan
-from models.plan_candidates import Candidate
-from models.plan_context import AUTO_CONTEXT_CAP
-from models.plan_machine import Machine
-from models.plan_sources import gguf_file_candidate, repo_candidates
+from app.services.planning.machine import detect_machine
+from app.services.planning.plan_text import format_plan
+from models.formats.errors import InvalidModelFile
+from models.hardware.profile import NvmlApi, profile_for
+from models.hub.client import HubClient, HubError
+from models.plan.candidates import Candidate
+from models.plan.context import AUTO_CONTEXT_CAP
+from models.plan.decision_tree import make_plan
+from models.plan.folder_plan import folder_candidate, is_model_folder, plan_folder
+from models.plan.machine import Machine
+from models.plan.sources import gguf_file_candidate, repo_candidates
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 
@@ -96,7 +96,7 @@ def run_plan(args: argparse.Namespace, nvml: NvmlApi | None = None) -> int:
     return 0
 
 
-def _profile(args: argparse.Namespace, nvml: NvmlApi | None):  # noqa: ANN202 - models.hardware.HardwareProfile
+def _profile(args: argparse.Namespace, nvml: NvmlApi | None):  # noqa: ANN202 - models.hardware.profile.HardwareProfile
     if args.vram is None and args.gpu_name is None and args.cc is None and args.ram is None:
         return detect_machine(nvml)
     try:

@@ -13,8 +13,8 @@ from app.services.chat_defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
+from app.services.history.store import ChatStore, Preset
 from app.services.paths import AppPaths
-from app.services.store import ChatStore, Preset
 
 
 class PresetError(Exception):

@@ -7,20 +7,20 @@ import sys
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
-from app.services.draft_finder import library_drafts
-from app.services.machine import detect_machine
 from app.services.paths import AppPaths
-from app.services.pull_plan import build_request, torch_available, with_extras
-from models.download_types import DownloadError, Progress
-from models.downloads import Downloader
-from models.draft_suggestions import DraftSuggestion, draft_for
-from models.errors import InvalidModelFile
-from models.hardware import HardwareProfile
-from models.hub import HubClient, HubError, RepoDetails
-from models.plan import make_plan
-from models.plan_machine import Machine
-from models.plan_sources import repo_candidates
-from models.repo_files import group_files
+from app.services.planning.draft_finder import library_drafts
+from app.services.planning.machine import detect_machine
+from app.services.planning.pull_plan import build_request, torch_available, with_extras
+from models.download.downloader import Downloader
+from models.download.request import DownloadError, Progress
+from models.formats.errors import InvalidModelFile
+from models.hardware.profile import HardwareProfile
+from models.hub.client import HubClient, HubError, RepoDetails
+from models.hub.draft_suggestions import DraftSuggestion, draft_for
+from models.hub.repo_files import group_files
+from models.plan.decision_tree import make_plan
+from models.plan.machine import Machine
+from models.plan.sources import repo_candidates
 
 
 class PullError(Exception):

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from models.hub import HubClient, HubError, RepoSummary
+from models.hub.client import HubClient, HubError, RepoSummary
 
 # Tags worth showing in one line: formats and quantizations, not every language and task.
 TAGS_OF_INTEREST = ("gguf", "awq", "gptq", "fp8", "safetensors", "imatrix", "conversational", "text-generation")

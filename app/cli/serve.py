@@ -10,17 +10,21 @@ from app.server.config import DEFAULT_PORT, DEFAULT_QUEUE_TIMEOUT_S, ServerConfi
 from app.server.own_engine import ModelLoadError, OwnEngine
 from app.server.runner import ServerStartError, serve_forever
 from app.services.chat_defaults import DEFAULT_N_CTX
-from app.services.draft_finder import library_drafts
-from app.services.load_planner import LoadSettings
+from app.services.load_settings import LoadSettings
 from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
+from app.services.planning.draft_finder import library_drafts
 from engine.protocol import DEFAULT_PARALLEL, MAX_PARALLEL
 from engine.starter import StarterModelMissing, starter_model_path
 
 
 def add_serve_parser(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="serve a model over an OpenAI-compatible API (127.0.0.1 by default)")
-    serve.add_argument("--model", type=Path, help="GGUF file (default: the built-in starter model)")
+    serve.add_argument(
+        "--model", type=Path,
+        help="GGUF file, or a Hugging Face model folder (safetensors, AWQ) for the PyTorch engine "
+        "(default: the built-in starter model)",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port; 0 picks a free one (%(default)s)")
     serve.add_argument(

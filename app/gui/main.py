@@ -9,20 +9,21 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app.gui.app_icon import app_icon
 from app.gui.chat_controller import ChatController
-from app.gui.crash_dialog import CrashReporter
-from app.gui.first_run import app_settings, maybe_show_first_run
+from app.gui.common.app_icon import app_icon
+from app.gui.common.app_settings import app_settings
+from app.gui.dialogs.crash import CrashReporter
+from app.gui.dialogs.preferences import apply_preferences_at_start
+from app.gui.dialogs.welcome import maybe_show_first_run
 from app.gui.main_window import MainWindow
-from app.gui.preferences_dialog import apply_preferences_at_start
 from app.gui.single_instance import SingleInstance, bring_to_front, server_name
-from app.services.draft_finder import library_drafts
-from app.services.load_planner import LoadPlanner
+from app.services.history.backup import start_daily_backup
+from app.services.history.opening import Connector, open_sqlite
+from app.services.history.store import ChatStore, StoreDamagedError, StoreError
 from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
-from app.services.store import ChatStore, StoreDamagedError, StoreError
-from app.services.store_backup import start_daily_backup
-from app.services.store_open import Connector, open_sqlite
+from app.services.planning.draft_finder import library_drafts
+from app.services.planning.load_planner import LoadPlanner
 from engine.client import EngineClient
 from engine.starter import StarterModelMissing, starter_model_path
 
@@ -105,7 +106,7 @@ def _run(app: QApplication, args: argparse.Namespace, paths: AppPaths, instance:
         return 1
     instance.activation_requested.connect(lambda: bring_to_front(window))
     window.show()
-    maybe_show_first_run(window, app_settings())
+    maybe_show_first_run(app_settings(), window.help_menu.show_welcome)
     if problem:
         window.banner.show_problem(problem, False)
     else:

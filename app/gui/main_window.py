@@ -1,38 +1,55 @@
 """MainWindow: conversations on the left, the chat in the middle, one side panel with tabs on the right
-(chat settings, memory and performance, the model plan; it collapses to an icon rail)."""
+(chat settings, memory and performance, the model plan; it collapses to an icon rail).
+
+The window is the composition root of app/gui: it builds each feature with what that feature needs (the
+session, the controller, the widgets it works on) and wires them in one place, `_connect_signals`. No
+feature knows the window: each offers signals and slots, and the window connects them.
+"""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QPushButton
+from PySide6.QtWidgets import QMainWindow
 
-from app.chat.hints import BUSY_HINT
-from app.gui.banner import Banner
+from app.gui.banners.history_banner import HistoryBanner
+from app.gui.banners.problem_banner import Banner
 from app.gui.chat_controller import ChatController
-from app.gui.chat_transfer import ChatTransfer
-from app.gui.chat_view import ChatView
-from app.gui.composer import Composer
-from app.gui.context_dialog import ContextPrompt
-from app.gui.conversation_list import ConversationList
-from app.gui.crash_dialog import open_log_folder
-from app.gui.first_run import FirstRunDialog, app_settings
-from app.gui.history_banner import HistoryBanner, allow_changes
-from app.gui.model_picker import install_model_picker
+from app.gui.chat_list.conversation_list import ConversationList
+from app.gui.common.app_settings import app_settings
+from app.gui.common.plan_view import PlanLabel, PlanPage
+from app.gui.common.status_labels import FittingLabel
+from app.gui.composer.context_prompt import ContextPrompt
+from app.gui.composer.message_box import Composer
+from app.gui.composer.send_stop import SendStop
+from app.gui.composer.sending import Sending
+from app.gui.dialogs.help_menu import HelpMenu
+from app.gui.dialogs.preferences import new_chat_defaults, preferences_action
+from app.gui.model_picker.picker import ModelPicker
 from app.gui.models_window.manager_window import ModelManager
-from app.gui.plan_view import PlanLabel, PlanPage
-from app.gui.preferences_dialog import install_preferences
-from app.gui.server_menu import ServerMenu
-from app.gui.settings_panel import SettingsPanel
-from app.gui.status_labels import FittingLabel
+from app.gui.server.menu import REMOTE_MEMORY, ServerMenu
+from app.gui.side_panel.memory.page import MemoryPage
+from app.gui.side_panel.settings.panel import SettingsPanel
+from app.gui.transcript.view import ChatView
+from app.gui.transfer.chat_transfer import ChatTransfer
 from app.gui.window_geometry import restore_window, save_window
-from app.gui.window_layout import PLAN, build_layout, build_view_menu
-from app.gui.window_links import link_branches, link_folders
+from app.gui.window_layout import (
+    PLAN,
+    LayoutState,
+    ViewMenu,
+    chat_column,
+    chat_header,
+    main_splitter,
+    readable_chat,
+    side_panel,
+)
+from app.services.history.store import Conversation, HistoryProblem, Message
 from app.services.paths import AppPaths
-from app.services.store import Conversation, Message
 from engine.protocol import MemoryReport
+from models.library import ModelStore
 
 NOTICE_MS = 8000
+COPIED_MS = 3000
 
 
 class MainWindow(QMainWindow):
@@ -45,40 +62,52 @@ class MainWindow(QMainWindow):
     def __init__(self, controller: ChatController):
         super().__init__()
         self.controller = controller  # its signals: what the chat says
-        self._submitting = False
         self.session = controller.session  # its methods: what the user does
         self.setWindowTitle("Tailor")
+        self._build_parts()
+        self._build_layout()
+        self._build_actions()
+        self._build_status_bar()
+        self._build_features()
+        self._connect_signals()
+        self.settings_panel.set_model_path(self.session.model_path)
+        self.settings_panel.set_presets(self.session.store.list_presets())
+        self._open_initial()
+        restore_window(self, self.layout_state, app_settings())  # its size, splitter and side panel as last closed
+        self.composer.setFocus()
+
+    # ------------------------------------------------------------ building
+
+    def _build_parts(self) -> None:
+        """The chat list, the transcript, the message box and its Send/Stop, the chat settings, the banners."""
         self.conversations = ConversationList()
         self.chat = ChatView()
         self.composer = Composer()
         self.settings_panel = SettingsPanel()
         self.banner = Banner()
         self.history_banner = HistoryBanner(self.session.store, self)  # the history read-only, full or damaged
-        self.send_button = QPushButton("Send")
-        self.stop_button = QPushButton("Stop")  # in the Send button's place while a reply streams
-        self.stop_button.setEnabled(False)
-        self.stop_button.setToolTip("Stop the reply (Esc)")
-        build_layout(self)  # the splitter: chat list | chat column | side panel (window_layout)
-        self._build_actions()
-        self.view_menu = build_view_menu(self)
-        # Each shortens itself to whole parts or words that fit, the full text in its tooltip.
-        self.model_label = FittingLabel("No model")
-        self.stats_label = FittingLabel("")
-        self.memory_label = FittingLabel("")
-        self.plan_label = PlanLabel("")
-        self.statusBar().addWidget(self.model_label, 1)
-        self.statusBar().addWidget(self.plan_label, 1)
-        self.statusBar().addPermanentWidget(self.stats_label)
-        self.statusBar().addPermanentWidget(self.memory_label)
-        self._connect()
-        self.model_picker = install_model_picker(self)  # the loaded model, switching, load progress with Cancel
-        self.context_prompt = ContextPrompt(self)  # asks before a chat that outgrows its context is sent
-        self.server_menu = ServerMenu(self)  # serve the loaded model; chat with a remote server
-        self.chat_transfer = ChatTransfer(self)  # Chat → Export… and Import…
-        self.preferences_action = install_preferences(self)  # Chat → Preferences… (Ctrl+,); new chats take its defaults
-        self._open_initial()
-        restore_window(self, app_settings())  # its size, splitter and side panel as last closed
-        self.composer.setFocus()
+        self.send_stop = SendStop()  # Send, or Stop while a reply streams
+        # What the box sends: a message, or one of yours again as its new version (pending settings saved first).
+        self.sending = Sending(self.session, self.composer, self.settings_panel.commit, parent=self)
+
+    def _build_layout(self) -> None:
+        """The splitter: the chat list | the chat column | the side panel (window_layout.py); the model picker
+        at the top of the chat column."""
+        self.chat_header, self.chat_header_layout = chat_header()  # the model picker's row
+        self.readable = readable_chat(self.chat, self.composer, self.send_stop)
+        self.chat_column = chat_column(self.chat_header, self.history_banner, self.banner, readable=self.readable)
+        self.memory_page = MemoryPage(self.controller, self.session.plan)
+        self.plan_page = PlanPage()
+        self.plan_page.show_plan(self.session.plan)
+        self.side_panel = side_panel(self.settings_panel, self.memory_page, self.plan_page)
+        self.splitter = main_splitter(self.conversations, self.chat_column, self.side_panel)
+        self.layout_state = LayoutState(self.splitter, self.side_panel)
+        self.setCentralWidget(self.splitter)
+        # The loaded model, switching, load progress with Cancel. Made once the splitter is in the window, with
+        # the window as its parent: Tab reaches it after the side panel.
+        self.model_picker = ModelPicker(self.controller, ModelStore(AppPaths.default().data_dir), parent=self)
+        self.chat_header_layout.addWidget(self.model_picker, 1)
+        self.model_picker.refresh_models()
 
     def _action(self, text: str, shortcut: QKeySequence | str, slot: object) -> QAction:
         action = QAction(text, self, shortcut=QKeySequence(shortcut))
@@ -88,73 +117,150 @@ class MainWindow(QMainWindow):
         return action
 
     def _build_actions(self) -> None:
+        """The Chat, View and Help menus, with their shortcuts."""
         self.new_action = self._action("New chat", "Ctrl+N", self.new_conversation)
-        self.stop_action = self._action("Stop", "Esc", self.stop)
+        self.stop_action = self._action("Stop", "Esc", self.sending.stop)
         self.regenerate_action = self._action("Regenerate", "Ctrl+R", self.session.regenerate)
         self.copy_action = self._action("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply)
         self.focus_action = self._action("Focus message box", "Ctrl+L", self.composer.setFocus)
-        self.edit_action = self._action("Edit last message", "Ctrl+E", self.edit_last_message)
-        self.open_action = self._action("Open model…", "Ctrl+O", self._choose_model)
-        self.open_folder_action = self._action("Open model folder…", "Ctrl+Shift+O", self._choose_model_folder)
+        self.edit_action = self._action("Edit last message", "Ctrl+E", self.sending.edit_last_message)
+        self.open_action = self._action("Open model…", "Ctrl+O", self.model_picker.choose_file)
+        self.open_folder_action = self._action("Open model folder…", "Ctrl+Shift+O", self.model_picker.choose_folder)
         self.plan_action = self._action("Model plan…", "Ctrl+I", self.show_plan)
         self.models_action = self._action("Models…", "Ctrl+M", self.show_models)
         self.model_manager: ModelManager | None = None
-        menu = self.menuBar().addMenu("&Chat")
-        menu.addActions([self.new_action, self.open_action, self.open_folder_action, self.plan_action, self.models_action])
-        menu.addSeparator()
-        menu.addActions([self.stop_action, self.regenerate_action, self.edit_action, self.copy_action])
-        self.welcome_action = QAction("Welcome…", self)
-        self.welcome_action.triggered.connect(self.show_welcome)
-        self.welcome: FirstRunDialog | None = None
-        help_menu = self.menuBar().addMenu("&Help")
-        help_menu.addAction(self.welcome_action)
-        # The folder of the tailor-*.log and engine-*.log files (one per process): what a bug report needs.
-        self.open_log_action = help_menu.addAction(
-            "Open log folder", lambda: open_log_folder(AppPaths.default().app_log)
-        )
+        self.chat_menu = self.menuBar().addMenu("&Chat")
+        self.chat_menu.addActions([self.new_action, self.open_action, self.open_folder_action, self.plan_action,
+                                   self.models_action])
+        self.chat_menu.addSeparator()
+        self.chat_menu.addActions([self.stop_action, self.regenerate_action, self.edit_action, self.copy_action])
+        self.help_menu = HelpMenu(self)  # Welcome…, Open log folder
+        self.menuBar().addMenu(self.help_menu)
+        # View: the side panel's tabs (Ctrl+Shift+M: memory; Ctrl+I: the plan), and the panel itself (Ctrl+B).
+        self.view_menu = ViewMenu(self.side_panel, self.plan_action, self)
+        self.menuBar().insertMenu(self.help_menu.menuAction(), self.view_menu)
 
-    def _connect(self) -> None:
-        c, s = self.controller, self.session
+    def _build_status_bar(self) -> None:
+        # Each shortens itself to whole parts or words that fit, the full text in its tooltip.
+        self.model_label = FittingLabel("No model")
+        self.stats_label = FittingLabel("")
+        self.memory_label = FittingLabel("")
+        self.plan_label = PlanLabel("")
+        self.statusBar().addWidget(self.model_label, 1)
+        self.statusBar().addWidget(self.plan_label, 1)
+        self.statusBar().addPermanentWidget(self.stats_label)
+        self.statusBar().addPermanentWidget(self.memory_label)
+
+    def _build_features(self) -> None:
+        """The context question, the Server menu, Export and Import, Preferences."""
+        # Asks before a chat that outgrows its context is sent.
+        self.context_prompt = ContextPrompt(self.session, self.composer, self)
+        # Serve the loaded model; chat with a remote server.
+        self.server_menu = ServerMenu(self.controller, self)
+        self.menuBar().addMenu(self.server_menu.menu)
+        self.statusBar().addPermanentWidget(self.server_menu.toggle.label)
+        # Chat → Export… and Import…
+        self.chat_transfer = ChatTransfer(self.session, self)
+        self.statusBar().addPermanentWidget(self.chat_transfer.progress)
+        self._add_to_chat_menu(self.chat_transfer.export_action, self.chat_transfer.import_action)
+        # Chat → Preferences… (Ctrl+,); new chats take its defaults (ChatSession.new_conversation asks).
+        preferences = app_settings()
+        self.preferences_action = preferences_action(self, preferences)
+        self._add_to_chat_menu(self.preferences_action)
+        self.session.new_chat_settings = lambda base: new_chat_defaults(preferences, base)
+
+    def _add_to_chat_menu(self, *actions: QAction) -> None:
+        """After a separator; their shortcuts work anywhere in the window."""
+        self.addActions(list(actions))
+        self.chat_menu.addSeparator()
+        self.chat_menu.addActions(list(actions))
+
+    # ------------------------------------------------------------ wiring
+
+    def _connect_signals(self) -> None:
+        """Every wire of the window, in one place: what the chat says goes to the parts that show it; what the
+        user asks of them goes to the session, or to the window's slots below."""
+        self._connect_chat()
+        self._connect_requests()
+        self._connect_features()
+
+    def _connect_chat(self) -> None:
+        """What the chat says (the controller's signals) to the chat list, the transcript, the side panel, the
+        banners and the status bar."""
+        c, s, view = self.controller, self.session, self.chat
         c.conversations_changed.connect(self.refresh_list)
         c.conversation_opened.connect(self._on_opened)
-        c.message_added.connect(self.chat.append_message)
-        c.stream_started.connect(self.chat.begin_stream)
-        c.stream_text.connect(self.chat.append_stream)
-        c.stream_reasoning.connect(self.chat.append_reasoning)
-        c.stream_finished.connect(self.chat.end_stream)
-        c.busy_changed.connect(self._on_busy)
+        c.message_added.connect(view.append_message)
+        c.stream_started.connect(view.begin_stream)
+        c.stream_text.connect(view.append_stream)
+        c.stream_reasoning.connect(view.append_reasoning)
+        c.stream_finished.connect(view.end_stream)
+        c.busy_changed.connect(self.send_stop.set_busy)
         c.model_changed.connect(self.model_label.setText)
         # Every model switch (and a failed load that goes back to the last good one) says so here.
         c.model_changed.connect(lambda _text: self.settings_panel.set_model_path(s.model_path))
-        self.settings_panel.set_model_path(s.model_path)
         c.context_loaded.connect(self.settings_panel.show_loaded_context)
         c.loaded.connect(lambda event: self.settings_panel.show_model_info(event.info))
         c.stats_changed.connect(self.stats_label.setText)  # its tooltip is the whole line
-        c.notice.connect(lambda text: self.statusBar().showMessage(text, NOTICE_MS))
+        c.notice.connect(self._say)
         c.problem.connect(self.banner.show_problem)
         c.problem_cleared.connect(self.banner.hide)
-        self.banner.reload_button.clicked.connect(s.reload_engine)
-        self.history_banner.reopened.connect(self._reopen_history)
         c.history_failed.connect(self._on_history_failed)
         c.memory.connect(self._on_memory)
+        c.planned.connect(self.plan_page.show_plan)
         c.planned.connect(self.plan_label.show_plan)
-        self.composer.submitted.connect(self.submit)
-        self.send_button.clicked.connect(lambda: self.submit(self.composer.toPlainText()))
-        self.stop_button.clicked.connect(self.stop)
-        self.conversations.selected.connect(self._select)
-        self.conversations.new_requested.connect(self.new_conversation)
-        self.conversations.rename_requested.connect(s.rename_conversation)
-        self.conversations.delete_requested.connect(s.delete_conversation)
-        self.conversations.search_changed.connect(lambda _text: self.refresh_list())
-        self.settings_panel.settings_changed.connect(s.update_settings)
-        self.settings_panel.preset_saved.connect(lambda p: self.settings_panel.set_presets(s.save_preset(p)))
-        self.settings_panel.preset_deleted.connect(lambda n: self.settings_panel.set_presets(s.delete_preset(n)))
-        self.settings_panel.set_presets(s.store.list_presets())
-        link_branches(self)  # ‹ 2/3 ›, Edit message, Branch to new chat, search hits
-        link_folders(self)
+        c.versions_changed.connect(view.set_versions)  # ‹ 2/3 ›
+        c.search_hit.connect(view.show_hit)  # the words a chat was opened for, marked
+        c.busy_changed.connect(view.set_busy)
+
+    def _connect_requests(self) -> None:
+        """What the user asks of the message box, the transcript, the chat list, the chat settings and the
+        banners: to the session (pins and folders: its ChatFolders), or to the window's slots."""
+        s, view, chats, panel = self.session, self.chat, self.conversations, self.settings_panel
+        self.composer.submitted.connect(self.sending.submit)
+        self.send_stop.send_button.clicked.connect(lambda: self.sending.submit(self.composer.toPlainText()))
+        self.send_stop.stop_button.clicked.connect(self.sending.stop)
+        self.sending.notice.connect(self._say)
+        view.version_requested.connect(s.show_version)
+        view.edit_requested.connect(self.sending.edit_message)
+        view.branch_requested.connect(s.branch_to_new_chat)
+        view.regenerate_requested.connect(s.regenerate)
+        view.copied.connect(lambda text: self._say(text, COPIED_MS))
+        chats.selected.connect(self._select)
+        chats.new_requested.connect(self.new_conversation)
+        chats.rename_requested.connect(s.rename_conversation)
+        chats.delete_requested.connect(s.delete_conversation)
+        chats.search_changed.connect(lambda _text: self.refresh_list())
+        chats.pin_requested.connect(s.folders.pin)
+        chats.move_requested.connect(s.folders.move)
+        chats.folder_delete_requested.connect(s.folders.delete)
+        chats.folder_create_requested.connect(self._create_folder)
+        chats.folder_rename_requested.connect(self._rename_folder)
+        panel.settings_changed.connect(s.update_settings)
+        panel.preset_saved.connect(lambda p: panel.set_presets(s.save_preset(p)))
+        panel.preset_deleted.connect(lambda n: panel.set_presets(s.delete_preset(n)))
+        self.banner.reload_button.clicked.connect(s.reload_engine)
+        self.history_banner.reopened.connect(self._reopen_history)
+
+    def _connect_features(self) -> None:
+        """The model picker, the context question, the Server menu, Export and Import, the welcome."""
+        c = self.controller
+        self.model_picker.more_requested.connect(self.show_models)
+        c.context_outgrown.connect(self.context_prompt.ask)
+        self.context_prompt.settings_changed.connect(self.settings_panel.set_settings)
+        self.context_prompt.new_chat_requested.connect(self.new_conversation)
+        self.server_menu.notice.connect(self._say)
+        self.server_menu.remote_status.connect(lambda _status: self.memory_label.setText(REMOTE_MEMORY))
+        self.server_menu.remote_status.connect(self.memory_page.show_remote)
+        self.server_menu.local_status.connect(lambda: self.memory_label.setText(""))
+        c.memory.connect(self.server_menu.show_memory)  # after _on_memory: while remote, "Memory: remote" stays
+        self.chat_transfer.notice.connect(self._say)
+        self.chat_transfer.chats_changed.connect(self.refresh_list)
+        self.help_menu.chat_requested.connect(self._chat_now)
+        self.help_menu.model_requested.connect(lambda repo_id: self.show_models().open_repo(repo_id))
 
     def _open_initial(self) -> None:
-        allow_changes(self, self.session.store.problem)
+        self._allow_changes(self.session.store.problem)
         existing = self.session.list_conversations()
         if existing:
             self.session.open_conversation(existing[0].id)
@@ -162,11 +268,28 @@ class MainWindow(QMainWindow):
         elif self.session.store.writable:
             self.session.new_conversation()
 
+    def _allow_changes(self, problem: HistoryProblem | None) -> None:
+        """Turn sending and every other change of the history off (with the reason) or back on."""
+        allowed = problem is None
+        self.conversations.set_editable(allowed)
+        self.settings_panel.setEnabled(allowed)
+        self.send_stop.send_button.setEnabled(allowed)
+        for action in (self.new_action, self.regenerate_action, self.edit_action):
+            action.setEnabled(allowed)
+        self.composer.setEnabled(allowed)
+        if allowed:
+            self.send_stop.send_button.setToolTip("")
+            self.composer.set_editing(None)  # its own placeholder again
+        else:
+            reason = f"Sending is off: {problem.reason}."
+            self.send_stop.send_button.setToolTip(reason)
+            self.composer.setPlaceholderText(reason)
+
     @Slot()
     def _on_history_failed(self) -> None:
         """A write was refused while the window ran (the disk filled up): read-only from now on, saying why."""
         self.history_banner.show_state()
-        allow_changes(self, self.session.store.problem)
+        self._allow_changes(self.session.store.problem)
 
     def _reopen_history(self) -> None:
         """The store opened its file again (recovered, or made writable): show it afresh."""
@@ -177,6 +300,10 @@ class MainWindow(QMainWindow):
         self.refresh_list()
 
     # ------------------------------------------------------------ slots
+
+    def _say(self, text: str, ms: int = NOTICE_MS) -> None:
+        """A notice in the status bar, for `ms` milliseconds."""
+        self.statusBar().showMessage(text, ms)
 
     @Slot()
     def refresh_list(self) -> None:
@@ -189,10 +316,7 @@ class MainWindow(QMainWindow):
 
     def _on_opened(self, conversation: Conversation, messages: list[Message]) -> None:
         self.chat.set_messages(messages)
-        editing = self.composer.editing_id
-        if editing is not None and all(m.id != editing for m in messages) and not self._submitting:
-            self.composer.set_editing(None)  # the text stays: the message it was to replace is not shown now
-            self.statusBar().showMessage("Not editing any more: that message is not in the chat shown.", NOTICE_MS)
+        self.sending.chat_shown(messages)  # an edit of a message not shown now ends
         self.settings_panel.set_settings(conversation.settings)
         self.setWindowTitle(f"Tailor — {conversation.title}")
         self.refresh_list()
@@ -213,40 +337,14 @@ class MainWindow(QMainWindow):
         if report.kv_tokens_total:
             self.memory_label.setText(f"KV cache {report.kv_tokens_used} / {report.kv_tokens_total} tokens")
 
-    def _on_busy(self, busy: bool) -> None:
-        """While a reply streams Stop takes the Send button's place; focus on the one goes to the other."""
-        had_focus = self.send_stop.currentWidget().hasFocus()
-        self.stop_button.setEnabled(busy)
-        self.send_stop.setCurrentWidget(self.stop_button if busy else self.send_button)
-        if had_focus:
-            self.send_stop.currentWidget().setFocus()
+    def _create_folder(self, name: str, move_chat: int | None) -> None:
+        folder = self.session.folders.create(name)
+        if folder is not None and move_chat is not None:
+            self.session.folders.move(move_chat, folder.id)
 
-    @Slot(str)
-    def submit(self, text: str) -> None:
-        """Send the composer's text (or the edited message, as its new version)."""
-        self.settings_panel.commit()
-        editing = self.composer.editing_id
-        self._submitting = True  # the chat opens again on its new branch: that ends no edit
-        try:
-            if editing is not None:
-                accepted = self.session.edit_message(editing, text)
-            elif self.composer.editing:
-                accepted = self.session.edit_last_user_message(text)
-            else:
-                accepted = self.session.send(text)
-        finally:
-            self._submitting = False
-        if accepted:
-            self.composer.clear()
-            self.composer.set_editing(None)
-
-    @Slot()
-    def stop(self) -> None:
-        if self.session.busy:
-            self.session.stop()
-        elif self.composer.editing:
-            self.composer.set_editing(None)
-            self.composer.clear()
+    def _rename_folder(self, folder_id: int, name: str) -> None:
+        if not self.session.folders.rename(folder_id, name):
+            self.refresh_list()  # the name was refused (the status bar says why): the old one again
 
     @Slot()
     def show_plan(self) -> PlanPage:
@@ -260,23 +358,16 @@ class MainWindow(QMainWindow):
         if self.model_manager is None:
             self.model_manager = ModelManager(self.session.load_model, parent=self)
         chat = self.settings_panel.settings()  # the repo page plans at the open chat's context and KV type
-        self.model_manager.repo_page.set_plan_settings(chat.n_ctx, chat.auto_ctx_cap, chat.kv_type)
+        self.model_manager.repo_page.set_plan_settings(chat.load.n_ctx, chat.load.auto_ctx_cap, chat.load.kv_type)
         self.model_manager.show()
         self.model_manager.raise_()
         self.model_manager.activateWindow()
         return self.model_manager
 
-    @Slot()
-    def show_welcome(self) -> FirstRunDialog:
-        """Open (or raise) the welcome: this machine, the built-in model, a recommended download."""
-        if self.welcome is None:
-            self.welcome = FirstRunDialog(self)
-            self.welcome.chat_requested.connect(self._chat_now)
-            self.welcome.model_requested.connect(lambda repo_id: self.show_models().open_repo(repo_id))
-        self.welcome.show()
-        self.welcome.raise_()
-        self.welcome.activateWindow()
-        return self.welcome
+    @Slot(str)
+    def submit(self, text: str) -> None:
+        """Send `text` as if typed in the box and sent (or, while editing, as the edited message's new version)."""
+        self.sending.submit(text)
 
     def _chat_now(self) -> None:
         self.activateWindow()
@@ -286,44 +377,13 @@ class MainWindow(QMainWindow):
         reply = self.session.last_reply()
         if reply:
             QGuiApplication.clipboard().setText(reply)
-            self.statusBar().showMessage("Copied the last reply.", NOTICE_MS)
-
-    @Slot()
-    def edit_last_message(self) -> None:
-        current = self.session.current
-        mine = [m for m in self.session.store.list_messages(current.id) if m.role == "user"] if current else []
-        if mine and not self.session.busy:
-            self.composer.set_editing(mine[-1].content, mine[-1].id)
-
-    @Slot(int)
-    def edit_message(self, message_id: int) -> None:
-        """Put one of your messages into the box; Enter sends it as its new version (a new branch from there)."""
-        message = self.session.store.get_message(message_id)
-        if self.session.busy:
-            self.statusBar().showMessage(BUSY_HINT, NOTICE_MS)
-        elif message is not None and message.role == "user":
-            self.composer.set_editing(message.content, message.id)
-
-    def _choose_model(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Open a GGUF model", "", "GGUF models (*.gguf);;All files (*)"
-        )
-        if path:
-            self.session.load_model(path)
-
-    def _choose_model_folder(self) -> None:
-        """A Hugging Face model folder (safetensors, dense or AWQ): the PyTorch engine runs it."""
-        path = QFileDialog.getExistingDirectory(self, "Open a model folder (config.json, *.safetensors)")
-        if path:
-            self.session.load_model(path)
+            self._say("Copied the last reply.")
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
         self.settings_panel.commit()
-        save_window(self, app_settings())
+        save_window(self, self.layout_state, app_settings())
         self.memory_page.shutdown()
-        if self.welcome is not None:
-            self.welcome.close()
-            self.welcome.jobs.wait()
+        self.help_menu.shutdown()
         if self.model_manager is not None:
             self.model_manager.shutdown()
             self.model_manager.close()

@@ -8,13 +8,11 @@ the chat and the side panel, the side panel's open tab and whether it was collap
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtCore import QByteArray, QRect, QSettings
 from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QWidget
 
-if TYPE_CHECKING:
-    from app.gui.main_window import MainWindow
+from app.gui.window_layout import LayoutState
 
 SHARE = 0.8
 MIN_WIDTH, MIN_HEIGHT = 1024, 640
@@ -34,15 +32,16 @@ def first_geometry(available: QRect) -> QRect:
     return rect
 
 
-def restore_window(window: MainWindow, settings: QSettings) -> None:
-    """Put the window back as it was closed; on a first start, size it to the screen."""
-    panel = window.side_panel
+def restore_window(window: QWidget, layout: LayoutState, settings: QSettings) -> None:
+    """Put the window and its splitter (`layout`) back as they were closed; on a first start, size the
+    window to the screen."""
+    panel = layout.panel
     tab = settings.value(TAB_KEY, "", type=str)
     if tab in panel.rail_buttons:
         panel.tabs.setCurrentIndex(list(panel.rail_buttons).index(tab))
     width = settings.value(PANEL_WIDTH_KEY, 0, type=int)
     if width > 0:
-        window.layout_state.panel_width = width
+        layout.panel_width = width
     panel.set_collapsed(settings.value(COLLAPSED_KEY, False, type=bool))
     geometry = settings.value(GEOMETRY_KEY, QByteArray(), type=QByteArray)
     if geometry.isEmpty() or not window.restoreGeometry(geometry):
@@ -50,13 +49,13 @@ def restore_window(window: MainWindow, settings: QSettings) -> None:
         window.setGeometry(first_geometry(screen.availableGeometry()))
     state = settings.value(SPLITTER_KEY, QByteArray(), type=QByteArray)
     if not state.isEmpty():
-        window.splitter.restoreState(state)
+        layout.splitter.restoreState(state)
 
 
-def save_window(window: MainWindow, settings: QSettings) -> None:
+def save_window(window: QWidget, layout: LayoutState, settings: QSettings) -> None:
     settings.setValue(GEOMETRY_KEY, window.saveGeometry())
-    settings.setValue(SPLITTER_KEY, window.splitter.saveState())
-    settings.setValue(TAB_KEY, window.side_panel.current_key())
-    settings.setValue(COLLAPSED_KEY, window.side_panel.is_collapsed())
-    settings.setValue(PANEL_WIDTH_KEY, window.layout_state.panel_width)
+    settings.setValue(SPLITTER_KEY, layout.splitter.saveState())
+    settings.setValue(TAB_KEY, layout.panel.current_key())
+    settings.setValue(COLLAPSED_KEY, layout.panel.is_collapsed())
+    settings.setValue(PANEL_WIDTH_KEY, layout.panel_width)
     settings.sync()

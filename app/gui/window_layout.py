@@ -1,5 +1,6 @@
 """The window's layout: the chat list | the chat column | the side panel, in one splitter.
 
+Each part is built here and handed back: the window keeps what it builds.
 The chat column never gets narrower than CHAT_MIN_WIDTH, and on a wide window its transcript and
 message box stay about READABLE_CHARS characters of the chat's font wide, centred (lines much
 longer than that are hard to read). Above them, `chat_header` holds what belongs to the top of
@@ -8,28 +9,19 @@ the chat (the model picker), then the banners.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QAction, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QMenu,
-    QSizePolicy,
     QSplitter,
-    QStackedWidget,
     QStyle,
     QVBoxLayout,
     QWidget,
 )
 
-from app.gui.memory_dock import TITLE as MEMORY_TITLE
-from app.gui.memory_dock import MemoryPage
-from app.gui.plan_view import PlanPage
-from app.gui.side_panel import FitWidthScroll, SidePanel, Tab
-
-if TYPE_CHECKING:
-    from app.gui.main_window import MainWindow
+from app.gui.side_panel.memory.page import TITLE as MEMORY_TITLE
+from app.gui.side_panel.panel import FitWidthScroll, SidePanel, Tab
 
 CHAT_MIN_WIDTH = 480
 READABLE_CHARS = 100
@@ -116,91 +108,93 @@ class LayoutState:
         self.splitter.setSizes([chats, chat, panel])
 
 
-def build_chat_column(window: MainWindow) -> QWidget:
-    """The model picker's header, the banners, then the transcript and the message box (readable, centred)."""
-    window.send_stop = QStackedWidget()  # Send, or Stop while a reply streams: the same place
-    window.send_stop.addWidget(window.send_button)
-    window.send_stop.addWidget(window.stop_button)
-    window.send_stop.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+def chat_header() -> tuple[QWidget, QHBoxLayout]:
+    """The row above the banners (the model picker goes there), and its layout."""
+    header = QWidget()
+    header.setObjectName("chatHeader")
+    layout = QHBoxLayout(header)
+    layout.setContentsMargins(0, 0, 0, 0)
+    return header, layout
+
+
+def readable_chat(chat: QWidget, composer: QWidget, send_stop: QWidget) -> ReadableColumn:
+    """The transcript above the message box and its Send/Stop button, readable and centred."""
     row = QHBoxLayout()
-    row.addWidget(window.composer, 1)
-    row.addWidget(window.send_stop, 0, Qt.AlignmentFlag.AlignBottom)
-    window.chat_header = QWidget()
-    window.chat_header.setObjectName("chatHeader")
-    window.chat_header_layout = QHBoxLayout(window.chat_header)
-    window.chat_header_layout.setContentsMargins(0, 0, 0, 0)
-    window.readable = ReadableColumn(window.chat)
-    window.readable.column.addWidget(window.chat, 1)
-    window.readable.column.addLayout(row)
+    row.addWidget(composer, 1)
+    row.addWidget(send_stop, 0, Qt.AlignmentFlag.AlignBottom)
+    readable = ReadableColumn(chat)
+    readable.column.addWidget(chat, 1)
+    readable.column.addLayout(row)
+    return readable
+
+
+def chat_column(*tops: QWidget, readable: ReadableColumn) -> QWidget:
+    """The chat column, at least CHAT_MIN_WIDTH wide: `tops` (the header, the banners), then `readable`."""
     column = QWidget()
     column.setObjectName("chatColumn")
     column.setMinimumWidth(CHAT_MIN_WIDTH)
     layout = QVBoxLayout(column)
-    layout.addWidget(window.chat_header)
-    layout.addWidget(window.history_banner)
-    layout.addWidget(window.banner)
-    layout.addWidget(window.readable, 1)
+    for top in tops:
+        layout.addWidget(top)
+    layout.addWidget(readable, 1)
     return column
 
 
-def build_side_panel(window: MainWindow) -> SidePanel:
+def side_panel(settings: QWidget, memory: QWidget, plan: QWidget) -> SidePanel:
     """Chat settings, Memory & performance, Model plan: one panel, one tab each."""
     panel = SidePanel()
-    panel.add_page(SETTINGS, FitWidthScroll(window.settings_panel))
-    window.memory_page = MemoryPage(window.controller, window.session.plan)
-    panel.add_page(MEMORY, window.memory_page)
-    window.plan_page = PlanPage()
-    window.plan_page.show_plan(window.session.plan)
-    window.controller.planned.connect(window.plan_page.show_plan)
-    panel.add_page(PLAN, window.plan_page)
+    panel.add_page(SETTINGS, FitWidthScroll(settings))
+    panel.add_page(MEMORY, memory)
+    panel.add_page(PLAN, plan)
     panel.set_shortcut_hint(PANEL_SHORTCUT)
     return panel
 
 
-def build_layout(window: MainWindow) -> None:
-    window.chat_column = build_chat_column(window)
-    window.side_panel = build_side_panel(window)
-    window.conversations.setMinimumWidth(LIST_MIN_WIDTH)
-    splitter = window.splitter = QSplitter()
+def main_splitter(chats: QWidget, column: QWidget, panel: SidePanel) -> QSplitter:
+    """The chat list | the chat column | the side panel; the chat takes what is left over."""
+    chats.setMinimumWidth(LIST_MIN_WIDTH)
+    splitter = QSplitter()
     splitter.setObjectName("mainSplitter")
-    splitter.addWidget(window.conversations)
-    splitter.addWidget(window.chat_column)
-    splitter.addWidget(window.side_panel)
+    splitter.addWidget(chats)
+    splitter.addWidget(column)
+    splitter.addWidget(panel)
     splitter.setCollapsible(1, False)
     splitter.setCollapsible(2, False)  # it has its own collapsed form: the rail
     splitter.setStretchFactor(1, 1)
     splitter.setSizes(list(DEFAULT_SIZES))
-    window.layout_state = LayoutState(splitter, window.side_panel)
-    window.setCentralWidget(splitter)
+    return splitter
 
 
-def build_view_menu(window: MainWindow) -> QMenu:
-    """View: each tab of the side panel (Ctrl+Shift+M: memory; Ctrl+I: the plan), and the panel itself (Ctrl+B)."""
-    panel = window.side_panel
-    window.settings_tab_action = QAction(SETTINGS.name, window)
-    window.settings_tab_action.triggered.connect(lambda: panel.show_tab(SETTINGS.key))
-    window.memory_action = _checkable(window, MEMORY_TITLE, "Ctrl+Shift+M", lambda: panel.toggle_tab(MEMORY.key))
-    window.panel_action = _checkable(window, "Side panel", PANEL_SHORTCUT, panel.toggle_collapsed)
+class ViewMenu(QMenu):
+    """View: each tab of the side panel (Ctrl+Shift+M: memory; `plan_action`: the plan), and the panel itself
+    (Ctrl+B); its shortcuts work anywhere in `window`.
 
-    def sync() -> None:
-        window.memory_action.setChecked(panel.showing(MEMORY.key))
-        window.panel_action.setChecked(not panel.is_collapsed())
+    Args:
+        panel: the side panel.
+        plan_action: the window's Model plan… (Ctrl+I).
+        window: the window (the shortcuts' widget, and the menu's parent).
+    """
 
-    panel.changed.connect(sync)
-    sync()
-    view = QMenu("&View", window)
-    view.addActions([window.settings_tab_action, window.memory_action, window.plan_action])
-    view.addSeparator()
-    view.addAction(window.panel_action)
-    help_menu = next((a for a in window.menuBar().actions() if a.text() == "&Help"), None)
-    if help_menu is not None:
-        window.menuBar().insertMenu(help_menu, view)
-    else:
-        window.menuBar().addMenu(view)
-    return view
+    def __init__(self, panel: SidePanel, plan_action: QAction, window: QWidget):
+        super().__init__("&View", window)
+        self.panel = panel
+        self.settings_tab_action = QAction(SETTINGS.name, window)
+        self.settings_tab_action.triggered.connect(lambda: panel.show_tab(SETTINGS.key))
+        self.memory_action = _checkable(window, MEMORY_TITLE, "Ctrl+Shift+M", lambda: panel.toggle_tab(MEMORY.key))
+        self.panel_action = _checkable(window, "Side panel", PANEL_SHORTCUT, panel.toggle_collapsed)
+        panel.changed.connect(self.sync)
+        self.sync()
+        self.addActions([self.settings_tab_action, self.memory_action, plan_action])
+        self.addSeparator()
+        self.addAction(self.panel_action)
+
+    def sync(self) -> None:
+        """Check what the panel shows."""
+        self.memory_action.setChecked(self.panel.showing(MEMORY.key))
+        self.panel_action.setChecked(not self.panel.is_collapsed())
 
 
-def _checkable(window: MainWindow, text: str, shortcut: str, slot: object) -> QAction:
+def _checkable(window: QWidget, text: str, shortcut: str, slot: object) -> QAction:
     action = QAction(text, window, shortcut=QKeySequence(shortcut), checkable=True)
     action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
     action.triggered.connect(lambda _checked: slot())

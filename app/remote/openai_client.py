@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,14 +19,13 @@ import httpx
 
 from app.remote.bounded_http import MAX_ERROR_BODY, MAX_JSON_BODY, Capped, interrupt, read_capped, size_text
 from app.remote.reply_guard import IDLE_TIMEOUT_S, TAIL_EVENTS, TAIL_S, IdleStream, ReplyGuard
+from app.remote.reply_tally import ReplyCounts, ReplyTally
 from app.remote.sse_reader import MalformedStream, read_events
 from engine.protocol import (
     ChatMessage,
-    Done,
     Error,
     Event,
     FinishReason,
-    GenerationStats,
     SamplingParams,
     Token,
 )
@@ -108,31 +106,13 @@ class RemoteChat:
         At `sampling.max_tokens` tokens the reply ends as length-limited whatever the server
         does (see ReplyGuard). `effort`: the server's reasoning_effort (none: its default).
         """
-        body: dict[str, Any] = {
-            "model": self.endpoint.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "max_tokens": sampling.max_tokens,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if sampling.seed is not None:
-            body["seed"] = sampling.seed
-        if sampling.stop:
-            body["stop"] = list(sampling.stop)
-        if effort is not None:
-            body["reasoning_effort"] = effort
-        t0 = time.perf_counter()
-        pieces: list[str] = []
-        thoughts: list[str] = []
-        thought_tokens = 0  # reasoning pieces taken: the count when the server gives none (as a local one's)
+        body = self._request_body(messages, sampling, effort)
+        tally = ReplyTally(request_id)
         finish: FinishReason = "length"
         usage = _Usage()
         guard = ReplyGuard(sampling.max_tokens, self.endpoint.idle_timeout_s)
         cut = False  # the guard ended the reply: the server's figures, if any, are not of what we kept
         tail: threading.Timer | None = None
-        t_first = t_last = t_answer = None
         try:
             with self._http.stream("POST", f"{self.endpoint.base}/chat/completions", json=body) as response:
                 if response.status_code >= 400:
@@ -144,34 +124,14 @@ class RemoteChat:
                     if "error" in event:
                         raise RemoteError(f"{self._where()} failed mid-reply: {_error_text(event)}")
                     usage = _Usage.of(event) or usage
-                    for text, shown, reason in _choices(event):
-                        if text and guard.full:
-                            cut = True  # a token past max_tokens: the server ignores the limit
-                            break
-                        if text:
-                            kept = guard.take(text)
-                            now = time.perf_counter()
-                            t_first = t_first or now
-                            t_last = now
-                            if shown and kept:
-                                t_answer = t_answer or now
-                                pieces.append(kept)
-                                yield Token(request_id, kept)
-                            elif not shown:  # the server's reasoning_content: streamed apart
-                                thought_tokens += 1
-                                if kept:
-                                    thoughts.append(kept)
-                                    yield Token(request_id, kept, reasoning=True)
-                        if reason:
-                            finish = "stop" if reason == "stop" else "length"
+                    tokens, cut, reason = _take_choices(event, tally, guard)
+                    yield from tokens
+                    finish = reason or finish
                     if cut:
                         finish = "length"
                         break
                     if guard.full:  # read what a correct server sends after its last token, briefly
-                        if tail is None:
-                            tail = threading.Timer(TAIL_S, interrupt, (response,))
-                            tail.daemon = True
-                            tail.start()
+                        tail = tail or _interrupt_later(response)
                         tail_events += 1
                         if tail_events > TAIL_EVENTS:
                             break
@@ -187,28 +147,29 @@ class RemoteChat:
         finally:
             if tail is not None:  # should it still fire, a pooled connection it shut down is seen closed, not reused
                 tail.cancel()
-        t_end = time.perf_counter()
-        t_first = t_first or t_end
-        gen = guard.tokens if cut or usage.completion is None else usage.completion
-        reasoning_tokens = thought_tokens
-        # The server's figure, unless the guard cut the reply or it says 0 beside reasoning that came (a
-        # server that fills OpenAI's field without counting).
-        if not cut and usage.reasoning is not None and (usage.reasoning or not thought_tokens):
-            reasoning_tokens = usage.reasoning
-        decode_s = (t_last or t_end) - t_first
-        stats = GenerationStats(
-            ttft_s=t_first - t0,
-            prompt_tokens=usage.prompt,  # None: the server did not say
-            cached_tokens=usage.cached,
-            gen_tokens=gen,
-            prefill_tok_s=0.0,  # not known from outside the server
-            decode_tok_s=(gen - 1) / decode_s if gen > 1 and decode_s > 0 else 0.0,
-            reasoning_tokens=reasoning_tokens,
-            # As the local engine times it: from the first token to the answer's first (or the end).
-            reasoning_s=(t_answer or t_end) - t_first if thought_tokens else 0.0,
-        )
-        yield Done(request_id, "".join(pieces), finish, stats, reasoning="".join(thoughts),
-                   reasoning_closed=bool(pieces) or not thoughts)
+        # The server's figures, unless the guard cut the reply: then they are not of what was kept.
+        generated = guard.tokens if cut or usage.completion is None else usage.completion
+        yield tally.done(finish, ReplyCounts(generated, usage.prompt, usage.cached, None if cut else usage.reasoning))
+
+    def _request_body(self, messages: Sequence[ChatMessage], sampling: SamplingParams,
+                      effort: str | None) -> dict[str, Any]:
+        """The streamed /chat/completions request: only the fields a user set beyond the usual ones."""
+        body: dict[str, Any] = {
+            "model": self.endpoint.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "max_tokens": sampling.max_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
+        if effort is not None:
+            body["reasoning_effort"] = effort
+        return body
 
     # ------------------------------------------------------------ errors in words
 
@@ -296,6 +257,31 @@ class _Usage:
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _interrupt_later(response: httpx.Response) -> threading.Timer:
+    """Interrupt `response` TAIL_S from now: what a correct server sends after the last token comes at once."""
+    timer = threading.Timer(TAIL_S, interrupt, (response,))
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _take_choices(event: dict[str, Any], tally: ReplyTally, guard: ReplyGuard) -> tuple[list[Token], bool,
+                                                                                         FinishReason | None]:
+    """The tokens one event's choices add (within the guard's budget), whether a token came past max_tokens
+    (the server ignores the limit: the reply is cut there), and the finish reason the event gave, if any."""
+    tokens: list[Token] = []
+    finish: FinishReason | None = None
+    for text, shown, reason in _choices(event):
+        if text and guard.full:
+            return tokens, True, finish
+        token = tally.heard(guard.take(text), shown) if text else None
+        if token is not None:
+            tokens.append(token)
+        if reason:
+            finish = "stop" if reason == "stop" else "length"
+    return tokens, False, finish
 
 
 def _choices(event: dict[str, Any]) -> Iterator[tuple[str, bool, str | None]]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from app.services.draft_finder import DraftFinder
-from app.services.load_planner import LoadPlanner, LoadSettings, PlannedLoad
+from app.services.load_settings import LoadSettings
+from app.services.planning.draft_finder import DraftFinder
+from app.services.planning.load_planner import LoadPlanner, PlannedLoad
 from engine.client import EngineClient
 from engine.protocol import Error, Event, Loaded, ModelInfo
 

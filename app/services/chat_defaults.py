@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from models.plan_context import AUTO_CONTEXT_CAP
+from models.plan.context import AUTO_CONTEXT_CAP
 
 # Small models drift (SmolLM2-135M answers "What is the capital of France?" in broken French
 # about half the time without one); a short, neutral system prompt keeps them on task.

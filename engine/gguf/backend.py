@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.backend import BackendError
+from engine.backend import BackendError, run_alone
 from engine.chat_template import ChatTemplate, ChatTemplateError
 from engine.device_memory import DeviceMeter
-from engine.gguf.backends import load_backends
 from engine.gguf.devices import read_devices
 from engine.gguf.draft_model import DraftModel
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
+from engine.gguf.ggml_libraries import load_backends
 from engine.gguf.llama_handle import LlamaHandle, LlamaSettings, gpu_offload_supported
 from engine.gguf.llama_sampler import GrammarRefused, Sampler
 from engine.gguf.load_checks import check_load_request, default_threads
@@ -39,9 +39,10 @@ from engine.gguf.sampling import make_sampler
 from engine.gguf.speculation import DEFAULT_DRAFT_TOKENS, DraftPolicy
 from engine.load_watch import ProgressFn
 from engine.protocol import Done, GenerateRequest, LoadRequest, MemoryReport, ModelInfo, SamplingParams
-from engine.reply_shape import ShapedPrompt, TemplateFormats, shape_prompt
-from engine.reply_stream import ReplyStream, check_fits, render_pinned
-from models.load_options import SpeculativeOptions
+from engine.reply.prompt import render_pinned
+from engine.reply.shape import ShapedPrompt, TemplateFormats, shape_prompt
+from engine.reply.stream import ReplyStream, check_fits
+from models.plan.load_options import SpeculativeOptions
 
 log = logging.getLogger(__name__)
 
@@ -330,14 +331,8 @@ class GgufBackend:
     def generate(
         self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]
     ) -> Done:
-        """One reply from start to end (steps every reply running beside it too)."""
-        self.submit(request, emit, cancelled)
-        while True:
-            for request_id, outcome in self.step():
-                if request_id == request.request_id:
-                    if isinstance(outcome, BackendError):
-                        raise outcome
-                    return outcome
+        """One reply from start to end (steps every reply running beside it too): engine/backend.py's run_alone."""
+        return run_alone(self, request, emit, cancelled)
 
     def _drafter(self, prompt: list[int]) -> Drafter:
         """What drafts for this reply: the draft model ("draft"), the conversation ("lookup"), or for

@@ -9,8 +9,8 @@ from __future__ import annotations
 import ctypes
 import logging
 
-from models.backend_devices import DEVICE_KINDS, BackendDevice, LlamaDevices
-from models.cpu_repack import parse_system_info
+from models.hardware.backend_devices import DEVICE_KINDS, BackendDevice, LlamaDevices
+from models.plan.cpu_repack import parse_system_info
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class _GgmlDevices:
 def read_devices() -> LlamaDevices:
     """The devices llama.cpp here can use. Never raises: a failure is the answer's `error`."""
     try:
-        from engine.gguf.backends import (
+        from engine.gguf.ggml_libraries import (
             cuda_fallback_reason,
             llama_lib_dir,
             load_backends,

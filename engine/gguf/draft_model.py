@@ -18,7 +18,7 @@ from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.llama_handle import LlamaHandle, LlamaSettings
 from engine.gguf.llama_sampler import Sampler
 from engine.gguf.prefix_cache import common_prefix_len
-from models.load_options import MAX_VOCAB_SIZE_DIFFERENCE
+from models.plan.load_options import MAX_VOCAB_SIZE_DIFFERENCE
 
 
 def vocabulary_difference(model: LlamaHandle, draft: LlamaHandle) -> str | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from models.errors import InvalidModelFile as _ReadError
-from models.local_file import open_regular_file
+from models.formats.errors import InvalidModelFile as _ReadError
+from models.formats.local_file import open_regular_file
 
 GGUF_MAGIC = b"GGUF"
 # magic, version, tensor count, metadata count

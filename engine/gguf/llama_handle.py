@@ -4,7 +4,7 @@ llama-cpp-python's `Llama` creates its context with a single sequence id and has
 more, so the engine opens llama.cpp through the library's ctypes bindings itself: one small class
 per C resource (model, context, batch, sampler chain), each freeing what it holds once, and a
 `LlamaHandle` that frees a load's three in reverse order through one ExitStack. No engine file
-but these `llama_*` ones imports llama_cpp (tests/engine/test_llama_handle.py checks), so an upgrade of
+but these `llama_*` ones imports llama_cpp (tests/engine/gguf/test_llama_handle.py checks), so an upgrade of
 llama-cpp-python touches this file alone.
 
 The parameters are those `llama_cpp.Llama(verbose=False)` gave the engine before (the same test

@@ -9,7 +9,7 @@ import psutil
 from engine.backend import BackendError
 from engine.gguf.llama_handle import MAX_DEVICES
 from engine.protocol import LoadRequest
-from models.layer_split import split_points
+from models.plan.layer_split import split_points
 
 # ggml type ids of the KV cache types offered.
 KV_CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}

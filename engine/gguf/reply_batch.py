@@ -12,7 +12,7 @@ takes another kernel from 64 queries in a batch on (tiled, and it rounds otherwi
 model's logits moved by 0.72 measured), so a prompt batched with others, or tokens batched with a
 prompt, would not give what they give alone. Decoded as here (each prompt in the chunks it has
 alone, the generating tokens together: one query each), every reply's logits are bit for bit those
-of the same reply alone, wherever its cells lie in the cache (tests/engine/test_parallel_replies.py).
+of the same reply alone, wherever its cells lie in the cache (tests/engine/gguf/test_parallel_replies.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from engine.gguf.prefix_reuse import MIN_RESTORE_GAIN, PrefixReuse
 from engine.gguf.sampling import make_sampler
 from engine.gguf.speculation import DraftPolicy
 from engine.protocol import Done, FinishReason, GenerateRequest
-from engine.reply_stream import ReplyStream
+from engine.reply.stream import ReplyStream
 
 Drafter = Callable[[Sequence[int], int], list[int]]  # (the conversation so far, how many at most) -> drafts
 Outcome = Done | BackendError

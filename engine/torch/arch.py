@@ -134,7 +134,7 @@ def load_model(
     stop the load: the open shards are closed).
 
     `awq_int4`: 4-bit AWQ and GPTQ weights stay 4-bit in the int4 kernel (default: on CUDA; on the
-    CPU they are dequantized, unless they would not fit: models/folder_plan.py cpu_weights decides).
+    CPU they are dequantized, unless they would not fit: models/plan/folder_plan.py cpu_weights decides).
     FP8 weights stay 8-bit on a GPU of compute capability 8.9 or more, else are upcast to `dtype`.
 
     Raises:

@@ -1,10 +1,13 @@
 """The PyTorch backend: a Hugging Face model folder (dense or AWQ safetensors) behind the engine host.
 
 It renders the chat template in the same sandbox as the GGUF backend, tokenizes with the
-`tokenizers` package, and runs requests through LLMEngine (paged KV cache with prefix caching,
-so the next turn of a conversation prefills only what is new). A greedy request may be
-decoded speculatively (prompt lookup or a draft model), which leaves its output unchanged.
-Loading is session.py; what a reply looks like to the user is engine/reply_stream.py.
+`tokenizers` package, and runs replies through LLMEngine (paged KV cache with prefix caching,
+so the next turn of a conversation prefills only what is new). Up to the load's n_parallel replies
+run at once, continuously batched: a reply joins at the next step and leaves when it ends, each
+streaming its own text (running_reply.py). A greedy reply may be decoded speculatively (prompt lookup
+or a draft model), which leaves its output unchanged; drafts are verified per sequence inside the
+batch, so speculation runs beside other replies too. Loading is session.py; what a reply looks like
+to the user is engine/reply/stream.py.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from engine.backend import BackendError
+from engine.backend import BackendError, run_alone
 from engine.device_memory import DeviceMeter
 from engine.load_watch import ProgressFn
 from engine.openmp_policy import ThreadGovernor
@@ -28,12 +31,14 @@ from engine.protocol import (
     ModelInfo,
     SamplingParams,
 )
-from engine.reply_shape import ShapedPrompt, shape_prompt
-from engine.reply_stream import ReplyStream, check_fits
+from engine.reply.shape import ShapedPrompt, shape_prompt
+from engine.reply.stream import ReplyStream, check_fits
 from engine.torch.hf_tokenizer import IncrementalDecoder
 from engine.torch.kv_pool import BLOCK_SIZE
+from engine.torch.llm_engine import LLMEngine
 from engine.torch.load_settings import DEFAULT_SPECULATIVE_TOKENS
 from engine.torch.memory_report import EMPTY, TorchMemory, measure, report
+from engine.torch.running_reply import RunningReply
 from engine.torch.sequence import SamplingOptions
 from engine.torch.session import TorchSession, open_session
 
@@ -58,7 +63,8 @@ class TorchBackend:
         self._meter = DeviceMeter()
         self._session: TorchSession | None = None
         self._governor: ThreadGovernor | None = None
-        # Share of speculative drafts the model accepted in the latest reply (None: no drafts).
+        self._replies: dict[int, RunningReply] = {}  # the replies running, by engine sequence id
+        # Share of speculative drafts the model accepted in the latest reply that ended (None: no drafts).
         self.last_acceptance_rate: float | None = None
 
     @property
@@ -75,61 +81,107 @@ class TorchBackend:
 
     def close(self) -> None:
         self._session = None
+        self._replies.clear()
         if self._device.type == "cuda":
             torch.cuda.empty_cache()
 
-    def generate(
-        self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]
-    ) -> Done:
+    # ------------------------------------------------------------ replies
+
+    @property
+    def free_slots(self) -> int:
+        """How many more replies can start now: the load's n_parallel, less those running."""
+        s = self._session
+        return 0 if s is None else s.engine.config.max_num_seqs - len(self._replies)
+
+    def submit(self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]) -> None:
+        """Start a reply beside those running; it joins the engine's batch at the next step. BackendError when
+        it cannot run (no model, no template, a shape this engine cannot give, too long, every slot taken)."""
         session = self._session
         if session is None:
             raise BackendError("no_model", "No model is loaded.")
-        engine, spec = session.engine, session.spec
+        if self.free_slots <= 0:
+            raise BackendError("busy", f"All {session.engine.config.max_num_seqs} reply slots are in use.")
+        engine = session.engine
         t_start = time.perf_counter()
         shaped = self._shaped(session, request)
         tokens = self._prompt_tokens(session, request, shaped)
         check_fits(len(tokens), engine.config.max_model_len)
         seq_id = engine.add_request(tokens, sampling_options(request.sampling))
-        proposed0, accepted0 = (spec.proposed, spec.accepted) if spec is not None else (0, 0)
-        reply = ReplyStream(request, len(tokens), emit, t_start, shaped)
-        decoder = IncrementalDecoder(session.tokenizer)
-        finish: FinishReason = "length"
-        cached: int | None = None
-        done = False
-        governor = self._governor
-        while not done:
-            if governor is not None:
-                governor.look(time.monotonic())
-            if cancelled():
+        seq = engine.get_sequence(seq_id)
+        assert seq is not None  # live, or ended at once (a prompt the KV pool cannot hold): the next step says
+        self._replies[seq_id] = RunningReply(
+            request, seq, ReplyStream(request, len(tokens), emit, t_start, shaped),
+            IncrementalDecoder(session.tokenizer), cancelled, speculative=session.spec is not None,
+        )
+
+    def step(self) -> list[tuple[int, Done | BackendError]]:
+        """One engine step of every running reply (up to n_parallel sequences decoded together, prompts
+        prefilled in chunks beside them); (request id, Done or BackendError) of those that ended."""
+        session = self._session
+        if session is None or not self._replies:
+            return []
+        if self._governor is not None:
+            self._governor.look(time.monotonic())
+        engine = session.engine
+        ended: list[RunningReply] = []
+        for seq_id, reply in list(self._replies.items()):
+            if reply.cancelled():
                 engine.abort(seq_id)
-                finish = "cancelled"
-                break
-            for out in engine.step():
-                if out.seq_id != seq_id:
+                ended.append(self._end(seq_id, "cancelled"))
+        if self._replies:
+            try:
+                outputs = engine.step()
+            except Exception as exc:  # noqa: BLE001 - a failed step ends its replies, not the engine process
+                log.exception("an engine step failed")
+                return self._outcomes(ended + self._fail_all(engine, exc))
+            eos = engine.config.eos_token_ids
+            for out in outputs:
+                reply = self._replies.get(out.seq_id)
+                if reply is None:
+                    continue  # ended already: an abort reported, or tokens past its stop string
+                ending = reply.take(out, eos)
+                if ending is None:
                     continue
-                if out.finish_reason == "error":
-                    raise BackendError("context_overflow", out.error or "the request could not run")
-                if cached is None:
-                    seq = engine.get_sequence(seq_id)
-                    cached = seq.num_cached_tokens if seq is not None else 0
-                reply.token()
-                if out.token_id is not None and not (out.finished and out.token_id in engine.config.eos_token_ids):
-                    reply.add(decoder.feed(out.token_id))
-                if out.finished:
-                    finish = "stop" if out.finish_reason == "stop" else "length"
-                    done = True
-                elif reply.stopped:
-                    engine.abort(seq_id)
-                    finish, done = "stop", True
-                if done:
-                    break
-        while engine.has_unfinished():  # report the abort, free its blocks
-            engine.step()
-        proposed = spec.proposed - proposed0 if spec is not None else 0
-        self.last_acceptance_rate = (spec.accepted - accepted0) / proposed if spec is not None and proposed else None
-        if self.last_acceptance_rate is not None:
-            log.info("reply %d: %d drafts, %.0f%% accepted", request.request_id, proposed, 100 * self.last_acceptance_rate)
-        return reply.done(finish, cached or 0, decoder.flush(), self.last_acceptance_rate)
+                if not out.finished:
+                    engine.abort(out.seq_id)  # a stop string: the sequence would go on
+                ended.append(self._end(out.seq_id, ending))
+        if not self._replies:
+            while engine.has_unfinished():  # report the aborts (their blocks are free already)
+                engine.step()
+        return self._outcomes(ended)
+
+    def idle(self) -> int:
+        """Nothing to warm between requests: a finished reply's blocks stay in the prefix cache as they are."""
+        return 0
+
+    def generate(
+        self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]
+    ) -> Done:
+        """One reply from start to end (steps every reply running beside it too): engine/backend.py's run_alone."""
+        return run_alone(self, request, emit, cancelled)
+
+    def _end(self, seq_id: int, ending: FinishReason | BackendError) -> RunningReply:
+        reply = self._replies.pop(seq_id)
+        reply.finish(ending)
+        if isinstance(reply.outcome, Done):
+            self.last_acceptance_rate = reply.acceptance
+            if reply.acceptance is not None:
+                log.info("reply %d: %d drafts, %.0f%% accepted", reply.request.request_id,
+                         reply.seq.num_drafts_proposed, 100 * reply.acceptance)
+        return reply
+
+    def _fail_all(self, engine: LLMEngine, exc: Exception) -> list[RunningReply]:
+        """End every running reply with an internal error; their sequences are aborted (blocks freed)."""
+        error = BackendError("internal", f"The PyTorch engine failed a step: {type(exc).__name__}: {exc}")
+        ended = []
+        for seq_id in list(self._replies):
+            engine.abort(seq_id)
+            ended.append(self._end(seq_id, error))
+        return ended
+
+    @staticmethod
+    def _outcomes(ended: list[RunningReply]) -> list[tuple[int, Done | BackendError]]:
+        return [(r.request.request_id, r.outcome) for r in ended if r.outcome is not None]
 
     @staticmethod
     def _shaped(session: TorchSession, request: GenerateRequest) -> ShapedPrompt | None:

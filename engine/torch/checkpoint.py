@@ -13,8 +13,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from engine.torch.model_config import CheckpointError, read_json_file
-from models.errors import InvalidModelFile
-from models.local_file import check_regular_file
+from models.formats.errors import InvalidModelFile
+from models.formats.local_file import check_regular_file
 
 INDEX_NAME = "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")

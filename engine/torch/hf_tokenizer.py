@@ -12,10 +12,10 @@ from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
 
 from engine.chat_template import ChatTemplate, ChatTemplateError
-from engine.reply_shape import TemplateFormats
+from engine.reply.shape import TemplateFormats
 from engine.torch.model_config import CheckpointError, read_json_file
-from models.errors import InvalidModelFile
-from models.local_file import check_regular_file
+from models.formats.errors import InvalidModelFile
+from models.formats.local_file import check_regular_file
 
 # Tokens before the unsent ones that IncrementalDecoder.flush decodes with them: decoders that treat
 # the start of a text apart (SentencePiece drops its leading space) see the unsent tokens mid-text.

@@ -1,7 +1,7 @@
 """How many KV blocks the PyTorch engine's pool gets: the same rule the plan forecasts with.
 
 On a GPU the user's share of the memory free after the weights, less room for a full batch's
-activations; on the CPU the user's budget, or models/folder_plan.py's default (1 GiB, at most a quarter of free RAM).
+activations; on the CPU the user's budget, or models/plan/folder_plan.py's default (1 GiB, at most a quarter of free RAM).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 
 from engine.protocol import LoadRequest
 from engine.torch.arch import CausalLM
-from models.folder_plan import default_cpu_kv_bytes
-from models.plan_budget import PAGED_BLOCK_SIZE
+from models.plan.budget import PAGED_BLOCK_SIZE
+from models.plan.folder_plan import default_cpu_kv_bytes
 
 BLOCK_SIZE = PAGED_BLOCK_SIZE
 # Tokens one engine step may evaluate: bounds a prefill chunk and the activations it needs.

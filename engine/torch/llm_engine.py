@@ -54,6 +54,8 @@ class LLMEngine:
         self._live: dict[int, Sequence] = {}
         self._recently_finished: dict[int, Sequence] = {}
         self._pending: list[StepOutput] = []  # ends decided between steps, reported by the next step
+        # The sequences the latest step computed, in batch order: which requests were batched together.
+        self.last_batch: tuple[int, ...] = ()
 
     def add_request(self, prompt_ids: SequenceOf[int], sampling: SamplingOptions | None = None) -> int:
         """Queue a request and return its id. A prompt that cannot run (empty, longer than the
@@ -90,6 +92,7 @@ class LLMEngine:
         outputs, self._pending = self._pending, []
         self._recently_finished = {o.seq_id: self._recently_finished[o.seq_id] for o in outputs}
         batch = self.scheduler.schedule()
+        self.last_batch = tuple(c.seq.seq_id for c in batch.chunks)
         for seq in batch.finished:
             outputs.append(StepOutput(seq.seq_id, None, True, seq.finish_reason, seq.error))
             self._retire(seq)

@@ -16,7 +16,7 @@ from engine.protocol import LoadRequest
 from engine.torch.arch import CausalLM, load_model
 from engine.torch.hf_tokenizer import HfTokenizer
 from engine.torch.model_config import CheckpointError, ModelConfig
-from models.load_options import SPECULATIVE_MODES
+from models.plan.load_options import SPECULATIVE_MODES
 
 DEFAULT_SPECULATIVE_TOKENS = 4
 

@@ -17,8 +17,8 @@ from engine.torch.quant_config import (
     QuantConfig,
     parse_quantization,
 )
-from models.errors import InvalidModelFile
-from models.hf_config import read_json_document
+from models.formats.errors import InvalidModelFile
+from models.formats.hf_config import read_json_document
 
 __all__ = ["AWQ_GROUP_SIZES", "AwqConfig", "CheckpointError", "Fp8Config", "GptqConfig", "ModelConfig", "RopeConfig"]
 

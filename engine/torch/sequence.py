@@ -61,6 +61,8 @@ class Sequence:
         "num_preemptions",
         "block_hashes",
         "num_registered_blocks",
+        "num_drafts_proposed",
+        "num_drafts_accepted",
     )
 
     def __init__(self, seq_id: int, prompt_token_ids: list[int], sampling: SamplingOptions | None = None):
@@ -79,6 +81,10 @@ class Sequence:
         # so kept across preemption) and how many leading blocks of block_table it has registered.
         self.block_hashes: list[int] = []
         self.num_registered_blocks = 0
+        # Speculative decoding's drafts for this sequence and how many the target kept (a reply's own
+        # acceptance rate, whatever ran beside it).
+        self.num_drafts_proposed = 0
+        self.num_drafts_accepted = 0
 
     def __repr__(self) -> str:
         return (

@@ -16,9 +16,9 @@ import torch
 
 from engine.backend import BackendError
 from engine.load_watch import ProgressFn
-from engine.protocol import LoadRequest, LoadStage, ModelInfo
-from engine.reply_stream import render_pinned
-from engine.torch.arch import CausalLM, load_model
+from engine.protocol import MAX_PARALLEL, LoadRequest, LoadStage, ModelInfo
+from engine.reply.prompt import render_pinned
+from engine.torch.arch import CausalLM, LoadedModel, load_model
 from engine.torch.attention import KVCache
 from engine.torch.config import EngineConfig
 from engine.torch.hf_tokenizer import HfTokenizer
@@ -29,13 +29,11 @@ from engine.torch.model_config import CheckpointError, ModelConfig
 from engine.torch.model_runner import ModelRunner
 from engine.torch.sequence import SamplingOptions
 from engine.torch.speculative import Drafter, DraftModelDrafter, PromptLookupDrafter, SpeculativeRunner
-from models.errors import InvalidModelFile
-from models.folder_plan import cpu_ram_budget, cpu_weights, folder_candidate, int4_file_bytes
+from models.formats.errors import InvalidModelFile
+from models.plan.folder_plan import cpu_ram_budget, cpu_weights, folder_candidate, int4_file_bytes
 from models.units import gb
 
 log = logging.getLogger(__name__)
-
-MAX_NUM_SEQS = 8
 
 
 @dataclass(slots=True)
@@ -94,24 +92,38 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
     engine_config = EngineConfig(
         num_kv_blocks=kv.num_blocks,
         block_size=BLOCK_SIZE,
-        max_num_seqs=MAX_NUM_SEQS,
+        # The replies that run at once (`tailor serve --parallel`): the host starts no more than this.
+        max_num_seqs=max(1, min(request.n_parallel, MAX_PARALLEL)),
         max_num_batched_tokens=MAX_BATCHED_TOKENS,
         max_model_len=max_len,
         eos_token_ids=tuple(sorted(set(config.eos_token_ids) | tokenizer.eos_ids)),
         num_speculative_tokens=spec.tokens,
     )
     runner = ModelRunner(model, kv, engine_config)
-    speculative = None
-    if spec.tokens > 0:
-        drafter: Drafter = PromptLookupDrafter()
-        if draft is not None:
-            try:
-                drafter = DraftModelDrafter(draft, engine_config, kv.num_blocks, BLOCK_SIZE)
-            except torch.OutOfMemoryError:
-                raise BackendError("invalid_model", f"no room on {device} for the draft's KV cache") from None
-        speculative = SpeculativeRunner(runner, drafter)
+    speculative = _speculative(draft, runner, engine_config, device) if spec.tokens > 0 else None
     engine = LLMEngine(engine_config, speculative or runner)
-    info = ModelInfo(
+    info = _model_info(directory, loaded, tokenizer, max_len)
+    session = TorchSession(model, tokenizer, kv, runner, engine, speculative, info)
+    _pin(session, request.pinned_prompts)
+    return session
+
+
+def _speculative(draft: CausalLM | None, runner: ModelRunner, config: EngineConfig,
+                 device: torch.device) -> SpeculativeRunner:
+    """The runner that drafts `config.num_speculative_tokens` a step: from the draft model when there is one, else prompt lookup."""
+    drafter: Drafter = PromptLookupDrafter()
+    if draft is not None:
+        try:
+            drafter = DraftModelDrafter(draft, config, config.num_kv_blocks, BLOCK_SIZE)
+        except torch.OutOfMemoryError:
+            raise BackendError("invalid_model", f"no room on {device} for the draft's KV cache") from None
+    return SpeculativeRunner(runner, drafter)
+
+
+def _model_info(directory: Path, loaded: LoadedModel, tokenizer: HfTokenizer, max_len: int) -> ModelInfo:
+    """What the engine tells the front ends of the loaded folder."""
+    model, config = loaded.model, loaded.config
+    return ModelInfo(
         path=str(directory),
         name=directory.name,
         architecture=config.family + config.quant_label,
@@ -123,9 +135,6 @@ def open_session(request: LoadRequest, device: torch.device, auto_speculative_to
         reasoning_format=tokenizer.formats.reasoning.name if tokenizer.formats.reasoning else None,
         tool_format=tokenizer.formats.tools.name if tokenizer.formats.tools else None,
     )
-    session = TorchSession(model, tokenizer, kv, runner, engine, speculative, info)
-    _pin(session, request.pinned_prompts)
-    return session
 
 
 def _layer_progress(

@@ -164,6 +164,8 @@ class SpeculativeRunner:
             accepted[i] = len(tokens) - 1
             self.proposed += len(drafts)
             self.accepted += len(tokens) - 1
+            c.seq.num_drafts_proposed += len(drafts)
+            c.seq.num_drafts_accepted += len(tokens) - 1
             results.append(tokens)
         self.drafter.observe(batch, accepted)
         return results

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,13 +11,21 @@ import pytest
 from app.gui.main import build_window
 from app.gui.main_window import MainWindow
 from app.services.chat_defaults import DEFAULT_SYSTEM_PROMPT
-from app.services.store import ChatSettings
+from app.services.history.store import ChatSettings
+from app.services.load_settings import LoadSettings
 from engine.protocol import LoadRequest
 
 # Short, repeatable replies keep the suite quick on two cores.
-QUICK = ChatSettings(system_prompt=DEFAULT_SYSTEM_PROMPT, temperature=0.0, max_tokens=24, n_ctx=2048)
-LONG = ChatSettings(system_prompt=DEFAULT_SYSTEM_PROMPT, temperature=0.7, max_tokens=400, n_ctx=2048)
+QUICK = ChatSettings(system_prompt=DEFAULT_SYSTEM_PROMPT, temperature=0.0, max_tokens=24,
+                     load=LoadSettings(n_ctx=2048))
+LONG = ChatSettings(system_prompt=DEFAULT_SYSTEM_PROMPT, temperature=0.7, max_tokens=400,
+                    load=LoadSettings(n_ctx=2048))
 LONG_PROMPT = "Write a very long story about a dragon who learns to bake bread."
+
+
+def with_load(settings: ChatSettings, **changes: object) -> ChatSettings:
+    """`settings` with these fields of its load settings (ChatSettings.load) changed."""
+    return replace(settings, load=replace(settings.load, **changes))
 
 
 @pytest.fixture

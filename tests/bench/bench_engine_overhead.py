@@ -26,11 +26,12 @@ PROMPT = "Write a long story about a dragon who learns to bake bread."
 
 # The bare side: the same prompt rendered by the model's own template, llama.cpp's
 # generate loop with nothing around it; decode rate timed first token to last. Its settings
-# are the plan `tailor chat` makes (app/cli/main.py), as the engine passes them to llama.cpp.
+# are the plan `tailor chat` makes (app/cli/chat.py), as the engine passes them to llama.cpp.
 BARE = r"""
 import json, sys, tempfile, time
 import llama_cpp
-from app.services.load_planner import LoadPlanner, LoadSettings
+from app.services.planning.load_planner import LoadPlanner
+from app.services.load_settings import LoadSettings
 from engine.chat_template import ChatTemplate
 from engine.gguf.load_checks import KV_CACHE_TYPES, default_threads
 from engine.protocol import ChatMessage

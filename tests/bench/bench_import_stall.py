@@ -25,8 +25,8 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from app.gui import chat_transfer  # noqa: E402
 from app.gui.chat_controller import ChatController  # noqa: E402
 from app.gui.main_window import MainWindow  # noqa: E402
-from app.services.load_planner import LoadPlanner  # noqa: E402
-from app.services.store import ChatStore  # noqa: E402
+from app.services.history.store import ChatStore  # noqa: E402
+from app.services.planning.load_planner import LoadPlanner  # noqa: E402
 from tests.bench.bench_ui_stall import TARGET_MS, ScriptedClient  # noqa: E402
 from tests.fixtures.chatgpt.generate import write_export  # noqa: E402
 

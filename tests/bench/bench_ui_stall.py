@@ -26,9 +26,9 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app.gui.chat_controller import ChatController  # noqa: E402
 from app.gui.main_window import MainWindow  # noqa: E402
-from app.services.load_planner import LoadPlanner  # noqa: E402
+from app.services.history.store import ChatStore  # noqa: E402
 from app.services.markdown_render import wait_for_warm_up  # noqa: E402
-from app.services.store import ChatStore  # noqa: E402
+from app.services.planning.load_planner import LoadPlanner  # noqa: E402
 from engine.protocol import Done, Event, GenerationStats, Loaded, ModelInfo, Token  # noqa: E402
 
 TARGET_MS = 50.0

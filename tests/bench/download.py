@@ -26,8 +26,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from models.download_types import DownloadFile, DownloadRequest
-from models.downloads import Downloader
+from models.download.downloader import Downloader
+from models.download.request import DownloadFile, DownloadRequest
 from tests.fixtures.fault_server import serve_faulty
 
 RUNS = 3
@@ -60,8 +60,8 @@ def _hub_runs(source: Path, tmp_path: Path, size: int) -> tuple[list[float], lis
     """Alternating runs of hf_hub_download and of our Downloader through the hub's CDN redirect."""
     from huggingface_hub import hf_hub_download
 
-    from app.services.pull_plan import build_request
-    from models.hub import HubClient
+    from app.services.planning.pull_plan import build_request
+    from models.hub.client import HubClient
 
     child = subprocess.Popen([sys.executable, "-c", _HUB, str(source)], stdout=subprocess.PIPE, text=True,
                              cwd=ROOT, env={**os.environ, "HF_HUB_DISABLE_XET": "1"})

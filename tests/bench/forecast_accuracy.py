@@ -19,9 +19,9 @@ from pathlib import Path
 
 from engine.gguf.devices import read_devices
 from engine.starter import starter_model_path
-from models.cpu_repack import cpu_repack_of
-from models.forecast import ForecastSettings, forecast, shape_from_gguf
-from models.gguf_header import read_gguf_header
+from models.formats.gguf_header import read_gguf_header
+from models.plan.cpu_repack import cpu_repack_of
+from models.plan.forecast import ForecastSettings, forecast, shape_from_gguf
 from tests.fixtures.llama_buffers import LlamaBufferProbe
 from tests.fixtures.tiny_families import corpus
 from tests.fixtures.tiny_gguf import TinySpec, borrow_tokenizer, write_tiny_llama

@@ -46,8 +46,8 @@ def _status(field: str) -> int:
 
 def child(export: str, warm_up: str, db: str) -> None:
     """In the child: import `warm_up`, then `export`, into the history `db`; print the figures as JSON."""
-    from app.services.chat_import import import_file
-    from app.services.store import ChatStore
+    from app.services.history.store import ChatStore
+    from app.services.transfer.importer import import_file
 
     store = ChatStore(db)
     cold = _status("VmRSS")

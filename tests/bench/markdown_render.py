@@ -14,7 +14,7 @@ import statistics
 import time
 
 from app.services.markdown_render import render_block, render_markdown
-from tests.app.test_markdown_render import _reply
+from tests.app.services.test_markdown_render import _reply
 
 RUNS = 20
 

@@ -76,7 +76,8 @@ def _agrees(kind: str, reported: int, llama: int | None) -> str:
 
 def accuracy() -> float:
     """Print reported vs forecast vs llama.cpp per case; return the worst forecast error."""
-    from app.services.load_planner import LoadPlanner, LoadSettings
+    from app.services.load_settings import LoadSettings
+    from app.services.planning.load_planner import LoadPlanner
 
     model = starter_model_path()
     worst = 0.0
@@ -121,9 +122,10 @@ def panel_cost() -> float:
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
-    from app.gui.main_thread import MainThread
-    from app.gui.memory_panel import MemoryPanel
-    from app.services.load_planner import LoadPlanner, LoadSettings
+    from app.gui.common.main_thread import MainThread
+    from app.gui.side_panel.memory.panel import MemoryPanel
+    from app.services.load_settings import LoadSettings
+    from app.services.planning.load_planner import LoadPlanner
     from engine.client import EngineClient
     from engine.protocol import Done, Loaded, MemoryReport
 

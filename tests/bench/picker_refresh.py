@@ -19,14 +19,14 @@ import time
 from pathlib import Path
 
 from app.chat.load_settings import load_settings_of
-from app.gui.model_picker_list import choices, models_on_disk
-from app.services.draft_finder import DraftFinder, library_ggufs
-from app.services.load_planner import LoadPlanner
-from app.services.plan_cache import PlanCache
-from app.services.store import ChatSettings
+from app.gui.model_picker.picker_list import choices, models_on_disk
+from app.services.history.store import ChatSettings
+from app.services.planning.draft_finder import DraftFinder, library_ggufs
+from app.services.planning.load_planner import LoadPlanner
+from app.services.planning.plan_cache import PlanCache
 from engine.starter import starter_model_path
-from models.hardware import profile_for
-from models.store import ModelStore
+from models.hardware.profile import profile_for
+from models.library import ModelStore
 
 MODELS = 12
 RUNS = 10

@@ -28,7 +28,7 @@ import httpx
 from app.server.config import ServerConfig
 from app.server.own_engine import OwnEngine
 from app.server.runner import ServerThread
-from app.services.load_planner import LoadSettings
+from app.services.load_settings import LoadSettings
 from engine.protocol import ChatMessage, Done, Error, Event, SamplingParams, Token
 from engine.starter import starter_model_path
 

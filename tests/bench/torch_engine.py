@@ -13,7 +13,7 @@ On a CUDA device (skipped, with a line saying so, elsewhere):
     / peak bandwidth) and vs the same model in dense fp16. The model has TinyLlama-1.1B's shape and
     random weights (decode speed does not depend on the values; nothing is downloaded), unless
     TAILOR_BENCH_GPU_DENSE and TAILOR_BENCH_GPU_AWQ name a real dense folder and its AWQ copy.
-    The peak is TAILOR_BENCH_PEAK_GBS (the card's spec sheet, GB/s; models/gpu_catalog.py has no
+    The peak is TAILOR_BENCH_PEAK_GBS (the card's spec sheet, GB/s; models/hardware/gpu_catalog.py has no
     bandwidths) or else a measured device-to-device copy (what the memory achieves, below the spec).
 
     python -m tests.bench.torch_engine      # TAILOR_BENCH_THREADS (default 2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from engine.device_memory import DeviceMeter, build_report
-from models.hardware import GIB
+from models.hardware.profile import GIB
 from tests.fixtures.fake_nvml import FakeNvml, rtx_3060, rtx_4090
 
 MIB = 1024**2

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.forecast import ForecastSettings, forecast, shape_from_gguf
-from models.gguf_header import read_gguf_header
+from models.formats.gguf_header import read_gguf_header
+from models.plan.forecast import ForecastSettings, forecast, shape_from_gguf
 from tests.bench.forecast_accuracy import CONTEXTS, KV_CONFIGS, TINY
 from tests.fixtures.tiny_gguf import TinySpec, Tokenizer, borrow_tokenizer, write_tiny_llama
 
@@ -69,7 +69,7 @@ def find_vocab(deps: Path, work: Path) -> tuple[Tokenizer, str]:
 def silence_control_tokens(path: Path, tokenizer: Tokenizer) -> int:
     """Zero the control tokens' rows of the output layer (the embedding where it is tied), in place.
 
-    Found through models.gguf_header rather than gguf.GGUFReader, which takes seconds to parse a
+    Found through models.formats.gguf_header rather than gguf.GGUFReader, which takes seconds to parse a
     49k-token vocabulary."""
     ids = np.array([i for i, t in enumerate(tokenizer.token_types) if t == CONTROL_TOKEN], dtype=np.int64)
     header = read_gguf_header(path)
@@ -86,8 +86,8 @@ def silence_control_tokens(path: Path, tokenizer: Tokenizer) -> int:
 
 def load_llama_backends() -> None:
     """Register ggml's backends where they are separate libraries (the CUDA wheel builds them with
-    GGML_BACKEND_DL: llama-cpp-python alone loads none, engine/gguf/backends.py does)."""
-    from engine.gguf.backends import load_backends
+    GGML_BACKEND_DL: llama-cpp-python alone loads none, engine/gguf/ggml_libraries.py does)."""
+    from engine.gguf.ggml_libraries import load_backends
 
     load_backends()
 

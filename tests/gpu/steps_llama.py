@@ -86,7 +86,7 @@ def devices(ctx: CheckContext) -> Outcome:
 
 
 def devices_plan(ctx: CheckContext) -> Outcome:
-    return plan_only("engine.gguf.backends.load_backends(), then engine.gguf.devices.read_devices(): "
+    return plan_only("engine.gguf.ggml_libraries.load_backends(), then engine.gguf.devices.read_devices(): "
                      "llama_supports_gpu_offload() and a CUDA device with its memory in ggml's list")
 
 
@@ -328,7 +328,8 @@ def memory(ctx: CheckContext) -> Outcome:
     loads it: its per-process figure on cuda:0 against nvidia-smi's for the engine's pid, and its parts
     against the plan's forecast."""
     from app.cli.mem import final_report
-    from app.services.load_planner import LoadPlanner, LoadSettings
+    from app.services.load_settings import LoadSettings
+    from app.services.planning.load_planner import LoadPlanner
     from engine.client import EngineClient
     from engine.protocol import ChatMessage, Done, Error, Loaded, SamplingParams
 
@@ -387,7 +388,7 @@ def _number(text: str) -> bool:
 
 def memory_plan(ctx: CheckContext) -> Outcome:
     return plan_only(
-        "an engine process (engine.client.EngineClient) loads the twin as app.services.load_planner plans it, replies 16 "
+        "an engine process (engine.client.EngineClient) loads the twin as app.services.planning.load_planner plans it, replies 16 "
         "tokens; its memory report's cuda:0 process bytes (weights + KV + compute + other, from NVML) against "
         f"`nvidia-smi --query-compute-apps=pid,used_memory` for the engine's pid, within {SMI_TOLERANCE:.0%}; "
         "the reported parts against the plan's forecast")

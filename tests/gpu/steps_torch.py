@@ -23,7 +23,7 @@ from tests.gpu.wheels import folder_bytes
 SMALL_SHAPE = dict(vocab_size=320, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.02)
 SMALL_TOKENS = 8
-# Spec-sheet memory bandwidth, GB/s, by the name torch gives the card (models/gpu_catalog.py has none).
+# Spec-sheet memory bandwidth, GB/s, by the name torch gives the card (models/hardware/gpu_catalog.py has none).
 SPEC_GBS = {"H200": 4800, "H100 80GB HBM3": 3350, "H100 SXM": 3350, "H100 NVL": 3900, "H100 PCIe": 2000,
             "A100-SXM4-80GB": 2039, "A100 80GB PCIe": 1935, "A100-SXM4-40GB": 1555, "A100-PCIE-40GB": 1555}
 AWQ_OVER_DENSE = 1.0  # AWQ int4 decodes at least as fast as dense fp16
@@ -34,7 +34,7 @@ FRACTIONS = (0.25, 0.5)
 POOL_TOLERANCE = 0.03
 # Tests that need the starter model (94 MiB, not carried): left out where it is not installed; the llama
 # steps check the same on the starter's twin.
-STARTER_TESTS = ("tests/engine/test_memory_report.py::test_offloaded_layers_are_reported_on_the_gpu",)
+STARTER_TESTS = ("tests/engine/gguf/test_memory_report.py::test_offloaded_layers_are_reported_on_the_gpu",)
 NOT_COLLECTED = ("app", "packaging", "gpu")  # Qt, the bundle, and this check itself
 MANIFEST = "models.json"
 
@@ -225,7 +225,7 @@ def pool(ctx: CheckContext) -> Outcome:
     from engine.protocol import ChatMessage, GenerateRequest, LoadRequest, SamplingParams
     from engine.torch.backend import TorchBackend
     from engine.torch.kv_pool import MAX_BATCHED_TOKENS
-    from models.load_options import TorchOptions
+    from models.plan.load_options import TorchOptions
 
     folder = _folders(ctx)["awq"]
     rows, problems = [], []

@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtCore import QSize
 from PySide6.QtGui import QImage
 
-from app.gui.app_icon import ICON_SIZES, app_icon, assets_dir
+from app.gui.common.app_icon import ICON_SIZES, app_icon, assets_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 DESKTOP = ROOT / "assets" / "tailor.desktop"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from app.gui.main_thread import MainThread
-from models.download_handle import Download
-from models.download_types import DownloadRequest, Progress, StateChanged
-from models.downloads import Downloader
+from app.gui.common.main_thread import MainThread
+from models.download.downloader import Downloader
+from models.download.handle import Download
+from models.download.request import DownloadRequest, Progress, StateChanged
 
 
 class DownloadBridge(QObject):

@@ -15,11 +15,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.common.theme import set_tone
 from app.gui.models_window.download_bridge import DownloadBridge
 from app.gui.models_window.formatting import human_eta, human_size
-from app.gui.theme import set_tone
-from models.download_handle import Download
-from models.download_types import DownloadRequest, Progress, StateChanged
+from models.download.handle import Download
+from models.download.request import DownloadRequest, Progress, State, StateChanged
 
 _STATE_WORDS = {"queued": "queued", "running": "downloading", "paused": "paused", "done": "done",
                 "failed": "failed", "cancelled": "cancelled"}
@@ -38,7 +38,10 @@ class DownloadRow(QFrame):
     def __init__(self, item: Download, bridge: DownloadBridge, parent: QWidget | None = None):
         super().__init__(parent)
         self.download_id = item.id
-        self.state = item.state
+        # Every download starts queued, and the row is made (bridge.started) before any of its events, all
+        # posted, reach the GUI thread: it follows them in order. Taking item.state instead could show a
+        # state its worker reached already, then step back to the "queued" still on its way.
+        self.state: State = "queued"
         self.total = item.total_bytes
         self.done_bytes = 0
         self.error_text = ""

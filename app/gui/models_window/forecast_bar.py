@@ -18,8 +18,8 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from app.gui.theme import mix, status_colors
-from app.services.plan_room import DeviceRoom, gib, room_line
+from app.gui.common.theme import mix, status_colors
+from app.services.planning.plan_room import DeviceRoom, gib, room_line
 
 PARTS = (("weights", "weights"), ("kv", "KV cache"), ("compute", "compute"), ("other", "other"))
 

@@ -21,9 +21,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.dialogs import confirm
+from app.gui.common.dialogs import confirm
 from app.gui.models_window.formatting import human_size
-from models.store import ImportedModel, Item, LocalFile, LocalRepo, ModelStore, StoreError
+from models.library import ImportedModel, Item, LocalFile, LocalRepo, ModelStore, StoreError
 
 ITEM_ROLE = 0x0100  # Qt.ItemDataRole.UserRole
 

@@ -9,17 +9,17 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
-from app.gui.jobs import Jobs
+from app.gui.common.jobs import Jobs
 from app.gui.models_window.download_bridge import DownloadBridge
 from app.gui.models_window.downloads_panel import DownloadsPanel
 from app.gui.models_window.library_page import LibraryPage
 from app.gui.models_window.repo_page import RepoPage, this_machine
 from app.gui.models_window.search_page import SearchPage
 from app.services.paths import AppPaths
-from models.download_types import DownloadRequest, StateChanged
-from models.hub import HubClient
-from models.plan_machine import Machine
-from models.store import ModelStore
+from models.download.request import DownloadRequest, StateChanged
+from models.hub.client import HubClient
+from models.library import ModelStore
+from models.plan.machine import Machine
 
 TAB_SEARCH, TAB_REPO, TAB_DOWNLOADS, TAB_LIBRARY = range(4)
 

@@ -1,7 +1,7 @@
 """The repo page's Why?: one file's plan with its numbers and reasons, in a dialog the user can read and copy.
 
-The text is `tailor plan`'s (app/services/plan_text.py) with the room left on each device under
-it (app/services/plan_room.py), so the window and the CLI say the same; it is selectable, and
+The text is `tailor plan`'s (app/services/planning/plan_text.py) with the room left on each device under
+it (app/services/planning/plan_room.py), so the window and the CLI say the same; it is selectable, and
 Copy puts all of it on the clipboard (to paste into an issue or a chat).
 """
 
@@ -21,9 +21,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.plan_room import DeviceRoom, format_rooms
-from app.services.plan_text import format_plan
-from app.services.pull_plan import GroupVerdict
+from app.services.planning.plan_room import DeviceRoom, format_rooms
+from app.services.planning.plan_text import format_plan
+from app.services.planning.pull_plan import GroupVerdict
 
 
 def plan_text(g: GroupVerdict, rooms: tuple[DeviceRoom, ...]) -> str:

@@ -27,16 +27,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.context_box import AutoCapBox, ContextBox
-from app.gui.jobs import Jobs
+from app.gui.common.context_box import AutoCapBox, ContextBox
+from app.gui.common.jobs import Jobs
+from app.gui.common.plan_view import fit_text
 from app.gui.models_window.forecast_bar import ForecastBar
 from app.gui.models_window.formatting import human_date, human_size
 from app.gui.models_window.plan_dialog import PlanDialog, plan_text
 from app.gui.models_window.search_page import describe_error
-from app.gui.plan_view import fit_text
-from app.services.machine import detect_machine
-from app.services.plan_room import DeviceRoom, device_rooms
-from app.services.pull_plan import (
+from app.services.planning.machine import detect_machine
+from app.services.planning.plan_room import DeviceRoom, device_rooms
+from app.services.planning.pull_plan import (
     GroupVerdict,
     RepoAssessment,
     assess_candidates,
@@ -44,10 +44,10 @@ from app.services.pull_plan import (
     read_candidates,
     with_extras,
 )
-from models.draft_suggestions import draft_for
-from models.hub import HubClient
-from models.plan_candidates import Candidate
-from models.plan_machine import Machine
+from models.hub.client import HubClient
+from models.hub.draft_suggestions import draft_for
+from models.plan.candidates import Candidate
+from models.plan.machine import Machine
 
 STAR = "★"
 COLUMNS = ("", "File", "Quant", "Size", "On this machine", "Memory forecast", "", "")
@@ -118,21 +118,7 @@ class RepoPage(QWidget):
                                                 | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
         self.draft_hint.linkActivated.connect(self.repo_requested)
         self.draft_hint.hide()
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.verticalHeader().hide()
-        # File names of one repo differ at the end (the quant level): elide in the middle, on one line.
-        self.table.setWordWrap(False)
-        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self.table.horizontalHeaderItem(COL_FORECAST).setToolTip(
-            "Each device's forecast: weights, KV cache (lighter or darker) and compute (grey) against its free "
-            "memory; the tick is what the plan may use of it, and a hatched part is over that limit")
-        head = self.table.horizontalHeader()
-        head.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)
-        for col in (COL_STAR, COL_QUANT, COL_SIZE, COL_VERDICT, COL_FORECAST, COL_WHY, COL_DOWNLOAD):
-            head.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        self.table = _files_table()
         layout = QVBoxLayout(self)
         layout.addWidget(self.header)
         layout.addLayout(controls)
@@ -342,3 +328,23 @@ class RepoPage(QWidget):
             return
         self.status.setText(describe_error(exc))
         self.loaded.emit()
+
+
+def _files_table() -> QTableWidget:
+    """The table of a repo's files (COLUMNS): read-only, whole rows selected, the name taking the room left."""
+    table = QTableWidget(0, len(COLUMNS))
+    table.setHorizontalHeaderLabels(COLUMNS)
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.verticalHeader().hide()
+    # File names of one repo differ at the end (the quant level): elide in the middle, on one line.
+    table.setWordWrap(False)
+    table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+    table.horizontalHeaderItem(COL_FORECAST).setToolTip(
+        "Each device's forecast: weights, KV cache (lighter or darker) and compute (grey) against its free "
+        "memory; the tick is what the plan may use of it, and a hatched part is over that limit")
+    head = table.horizontalHeader()
+    head.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)
+    for col in (COL_STAR, COL_QUANT, COL_SIZE, COL_VERDICT, COL_FORECAST, COL_WHY, COL_DOWNLOAD):
+        head.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+    return table

@@ -21,11 +21,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.engine_availability import mark_torch_choices
-from app.gui.jobs import Jobs
+from app.gui.common.engine_availability import mark_torch_choices
+from app.gui.common.jobs import Jobs
 from app.gui.models_window.formatting import human_date
 from engine.torch_available import awq_engine_status
-from models.hub import HubClient, HubError, RepoSummary
+from models.hub.client import HubClient, HubError, RepoSummary
 
 REPO_ROLE = Qt.ItemDataRole.UserRole
 FILTERS = (("GGUF", "gguf"), ("AWQ", "awq"), ("GPTQ", "gptq"), ("FP8", "fp8"), ("Any", None))

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from app.chat.session import ChatSession
-from app.services.load_planner import LoadPlanner
-from app.services.store import ChatSettings, ChatStore
+from app.services.history.store import ChatSettings, ChatStore
+from app.services.load_settings import LoadSettings
+from app.services.planning.load_planner import LoadPlanner
 from engine.starter import starter_model_path
-from models.hardware import profile_for
+from models.hardware.profile import profile_for
 from tests.fixtures.fake_engine import FakeEngine, HandTimer, Recorder
 
-FIXED = ChatSettings(n_ctx=2048)  # a fixed context: what a load asks for is known in advance
+FIXED = ChatSettings(load=LoadSettings(n_ctx=2048))  # a fixed context: what a load asks for is known in advance
 
 
 @dataclass

@@ -3,7 +3,8 @@ engines (a remote server and back) keeps the chat. Against a scripted engine and
 
 from __future__ import annotations
 
-from app.services.store import ChatSettings
+from app.services.history.store import ChatSettings
+from app.services.load_settings import LoadSettings
 from tests.fixtures.fake_engine import FakeEngine
 
 # ~11,000 bytes of prose: about 2,200 tokens, more than a 2,048 context holds with its reply.
@@ -19,18 +20,18 @@ def test_a_message_that_outgrows_the_context_is_held_back_then_sent_with_the_lar
     assert chat.session.send_with_larger_context(short)
     chat.engine.pump()
     assert chat.engine.loads[-1].n_ctx == short.max_context and len(chat.engine.prompts) == 1
-    assert chat.session.current.settings.n_ctx == short.max_context
-    assert chat.store.get_conversation(chat.session.current.id).settings.n_ctx == short.max_context
+    assert chat.session.current.settings.load.n_ctx == short.max_context
+    assert chat.store.get_conversation(chat.session.current.id).settings.load.n_ctx == short.max_context
 
 
 def test_auto_stays_auto_with_its_cap_raised(chat):
-    chat.session.update_settings(ChatSettings(n_ctx=None, auto_ctx_cap=2048))
+    chat.session.update_settings(ChatSettings(load=LoadSettings(n_ctx=None, auto_ctx_cap=2048)))
     chat.started()
     assert chat.engine.loads[-1].n_ctx == 2048 and chat.heard.last("context_loaded") == ("Context: Auto — 2,048 tokens",)
     assert not chat.session.send(LONG_TEXT)
     (short,) = chat.heard.last("context_outgrown")
     assert chat.session.send_with_larger_context(short)
-    settings = chat.session.current.settings
+    settings = chat.session.current.settings.load
     assert settings.n_ctx is None and settings.auto_ctx_cap == short.max_context
 
 

@@ -5,16 +5,17 @@ contexts up to 1,048,576 tokens, about 24 GiB of KV cache for the starter model.
 
 from __future__ import annotations
 
-from app.services.store import ChatSettings
+from app.services.history.store import ChatSettings
+from app.services.load_settings import LoadSettings
 
-HUGE = 1 << 20  # the most the settings panel offers (app/services/settings_fields.py)
+HUGE = 1 << 20  # the most the settings panel offers (app/services/history/settings_fields.py)
 
 
 def test_a_context_that_does_not_fit_is_refused_and_the_loaded_model_stays(chat):
     chat.started()
     chat.reply("Hi", "Hello")
     assert len(chat.engine.loads) == 1 and chat.heard.last("model_changed") == ("Scripted · context 2048",)
-    chat.session.update_settings(ChatSettings(n_ctx=HUGE))
+    chat.session.update_settings(ChatSettings(load=LoadSettings(n_ctx=HUGE)))
     chat.heard.clear()
 
     assert chat.session.send("Tell me more")  # the message is stored; the reply cannot start
@@ -29,13 +30,13 @@ def test_a_context_that_does_not_fit_is_refused_and_the_loaded_model_stays(chat)
     messages = chat.store.list_messages(chat.session.current.id)
     assert [(m.role, m.content) for m in messages][-1] == ("user", "Tell me more")
 
-    chat.session.update_settings(ChatSettings(n_ctx=2048))
+    chat.session.update_settings(ChatSettings(load=LoadSettings(n_ctx=2048)))
     request_id = chat.reply("Again, please", "Sure")  # the model loaded before answers: no reload
     assert len(chat.engine.loads) == 1 and chat.engine.prompts[request_id][-1].content == "Again, please"
 
 
 def test_a_first_load_that_does_not_fit_leaves_no_model_and_says_why(chat):
-    chat.session.update_settings(ChatSettings(n_ctx=HUGE))
+    chat.session.update_settings(ChatSettings(load=LoadSettings(n_ctx=HUGE)))
     chat.started()
     assert chat.engine.starts == 1 and chat.engine.loads == []
     assert chat.heard.last("model_changed") == ("No model loaded",)

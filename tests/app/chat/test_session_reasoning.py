@@ -7,7 +7,7 @@ import sqlite3
 from dataclasses import replace
 
 from app.chat.replies import SAVE_INTERVAL_S
-from app.services.store import ChatStore
+from app.services.history.store import ChatStore
 from engine.protocol import GenerationStats, ReplyShape
 from tests.app.chat.conftest import FIXED
 from tests.fixtures.fake_engine import STATS

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from app.chat.replies import SAVE_INTERVAL_S
 from app.chat.session import BUSY_HINT, DEAD_HINT
+from app.services.load_settings import LoadSettings
 from engine.protocol import Error, MemoryReport
 from tests.app.chat.conftest import FIXED
 
@@ -146,7 +148,7 @@ def test_deleting_the_chat_a_reply_streams_into_drops_its_late_events(chat):
 
 def test_a_new_context_length_loads_the_model_again_before_the_reply(chat):
     chat.started()
-    chat.session.update_settings(FIXED.__class__(n_ctx=1024))
+    chat.session.update_settings(replace(FIXED, load=LoadSettings(n_ctx=1024)))
     chat.session.send("Hello")
     assert chat.engine.prompts == {}  # the reply waits for the load
     chat.engine.pump()
@@ -230,7 +232,7 @@ def test_a_full_disk_while_streaming_is_said_once_and_the_reply_goes_on(chat, mo
     chat.session.send("Tell me a story.")
     chat.engine.pump()
     request_id = chat.engine.last_request
-    from app.services.store import StoreError
+    from app.services.history.store import StoreError
 
     def full(*_args):
         raise StoreError("database or disk is full")

@@ -15,7 +15,7 @@ import pytest
 from app.server.config import ServerConfig
 from app.server.own_engine import OwnEngine
 from app.server.runner import ServerThread
-from app.services.load_planner import LoadSettings
+from app.services.load_settings import LoadSettings
 
 LLAMA_ALIAS = "smollm2"
 

@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from app.chat.reasoning_text import finished_header
-from app.gui.endpoints_dialog import EndpointsDialog
+from app.gui.server.endpoints_dialog import EndpointsDialog
 from app.remote.endpoints import NO_KEYRING, EndpointStore, KeyStore
 from app.remote.openai_client import RemoteEndpoint
 from app.services.paths import AppPaths

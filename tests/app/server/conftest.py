@@ -13,7 +13,7 @@ import pytest
 from app.server.config import ServerConfig
 from app.server.own_engine import OwnEngine
 from app.server.runner import ServerThread
-from app.services.load_planner import LoadSettings
+from app.services.load_settings import LoadSettings
 
 MODEL = "SmolLM2-135M-Instruct.Q4_1"
 SYSTEM = {"role": "system", "content": "You are Tailor, a helpful assistant. Reply clearly and concisely."}

@@ -16,7 +16,7 @@ import pytest
 from app.server.config import ServerConfig
 from app.server.own_engine import OwnEngine
 from app.server.runner import ServerThread
-from app.services.load_planner import LoadSettings
+from app.services.load_settings import LoadSettings
 from tests.app.server.conftest import MODEL, SYSTEM
 
 QUESTIONS = ("What is the capital of France?", "Name three colours.", "Why is the sky blue?", "Count to five.")

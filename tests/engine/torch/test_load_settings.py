@@ -13,7 +13,7 @@ import torch
 from engine.backend import BackendError
 from engine.protocol import ChatMessage, GenerateRequest, LoadRequest, SamplingParams
 from engine.torch.backend import TorchBackend
-from models.load_options import SpeculativeOptions, TorchOptions
+from models.plan.load_options import SpeculativeOptions, TorchOptions
 from tests.fixtures.tiny_hf import write_first_layer_copy, write_tiny_model
 
 REWRITE = (ChatMessage("user", "Say it again: the quick brown fox jumps over the lazy dog. " * 3),)

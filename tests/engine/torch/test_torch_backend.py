@@ -220,7 +220,7 @@ def test_memory_report_counts_blocks_shared_by_two_requests(model_dir: Path) -> 
     b.load(LoadRequest(str(model_dir), n_ctx=256))
     assert (b.memory().kv_shared_tokens, b.memory().kv_shared_bytes) == (0, 0)
     assert b.session is not None
-    engine = b.session.engine  # two requests at once: the host runs one at a time, a batch needs the engine itself
+    engine = b.session.engine  # two requests stepped by hand, to look at the blocks between two steps
     prefix = list(range(3, 51))
     first = engine.add_request(prefix + [60, 61], SamplingOptions(max_tokens=50, ignore_eos=True))
     engine.step()  # the first prompt is prefilled: its full blocks are in the prefix cache

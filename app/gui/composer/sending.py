@@ -1,0 +1,94 @@
+"""What the message box sends, and its edits: a new message, or one of yours again as its new version.
+
+Enter (or Send) sends the box's text; while one of your messages is being edited, the text goes in its
+place, as a new version (a new branch from there). The box is cleared only once the session took the
+message. Esc stops a reply, else leaves the edit. An edit ends, its text kept, when the chat shown no
+longer holds the message it was to replace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from app.chat.hints import BUSY_HINT
+from app.chat.session import ChatSession
+from app.gui.composer.message_box import Composer
+from app.services.history.store import Message
+
+NOT_EDITING = "Not editing any more: that message is not in the chat shown."
+
+
+class Sending(QObject):
+    """Sends the composer's text through the session, and puts your messages into the box to edit.
+
+    Args:
+        session: the chat session.
+        composer: the message box.
+        before_send: called before each send (the chat settings' pending edits are saved with it).
+        parent: the Qt parent.
+
+    Signals:
+        notice(str): why nothing happened, for the status bar.
+    """
+
+    notice = Signal(str)
+
+    def __init__(self, session: ChatSession, composer: Composer, before_send: Callable[[], None],
+                 parent: QObject | None = None):
+        super().__init__(parent)
+        self.session, self.composer = session, composer
+        self._before_send = before_send
+        self._submitting = False
+
+    @Slot(str)
+    def submit(self, text: str) -> None:
+        """Send `text` (or, while editing, put it in the edited message's place as its new version)."""
+        self._before_send()
+        editing = self.composer.editing_id
+        self._submitting = True  # the chat opens again on its new branch: that ends no edit
+        try:
+            if editing is not None:
+                accepted = self.session.edit_message(editing, text)
+            elif self.composer.editing:
+                accepted = self.session.edit_last_user_message(text)
+            else:
+                accepted = self.session.send(text)
+        finally:
+            self._submitting = False
+        if accepted:
+            self.composer.clear()
+            self.composer.set_editing(None)
+
+    @Slot()
+    def stop(self) -> None:
+        """Stop the reply being written; with none, leave the edit (the box emptied)."""
+        if self.session.busy:
+            self.session.stop()
+        elif self.composer.editing:
+            self.composer.set_editing(None)
+            self.composer.clear()
+
+    @Slot()
+    def edit_last_message(self) -> None:
+        current = self.session.current
+        mine = [m for m in self.session.store.list_messages(current.id) if m.role == "user"] if current else []
+        if mine and not self.session.busy:
+            self.composer.set_editing(mine[-1].content, mine[-1].id)
+
+    @Slot(int)
+    def edit_message(self, message_id: int) -> None:
+        """Put one of your messages into the box; Enter sends it as its new version (a new branch from there)."""
+        message = self.session.store.get_message(message_id)
+        if self.session.busy:
+            self.notice.emit(BUSY_HINT)
+        elif message is not None and message.role == "user":
+            self.composer.set_editing(message.content, message.id)
+
+    def chat_shown(self, messages: list[Message]) -> None:
+        """A chat was opened with these messages: an edit of a message not among them ends (its text stays)."""
+        editing = self.composer.editing_id
+        if editing is not None and all(m.id != editing for m in messages) and not self._submitting:
+            self.composer.set_editing(None)
+            self.notice.emit(NOT_EDITING)

@@ -1,0 +1,389 @@
+"""ChatView: the transcript, a QTextBrowser that renders messages as Markdown (HTML: html.py).
+
+A streaming reply is coalesced: text is buffered and a timer re-renders only the tail of
+the document, from a remembered position, and only the last Markdown block of the reply
+(the blocks before it cannot change any more and were inserted once). The timer waits
+longer when rendering took long, so a fast model never floods the event loop.
+
+A reasoning model's thoughts sit in a collapsed block above the answer (app/gui/transcript/reasoning_block.py),
+its header counting seconds and tokens while they stream; a click, Enter or Space on the header
+shows them. Over a message the mouse brings Copy, Regenerate (the last reply) and Edit (yours) to its
+header (message_actions.py); its context menu has them too, with Copy with reasoning and Branch to new
+chat (actions.py). A reply ends with its stats line; a code block names its language and has a
+Copy link. A message with other versions has a ‹ 2/3 › bar beside its header (version_bar.py); a chat
+opened from a search marks the words found.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QEvent, QMimeData, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QContextMenuEvent, QKeyEvent, QResizeEvent, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import QTextBrowser, QWidget
+
+from app.chat.reasoning_text import finished_header
+from app.gui.transcript.actions import TranscriptActions
+from app.gui.transcript.html import (
+    LEAD,
+    ZWSP,
+    TranscriptColors,
+    anchor_cursors,
+    body_html,
+    has_reasoning,
+    header_html,
+    message_html,
+    note_html,
+    number_code_links,
+    spacer_format,
+    stats_html,
+    themed,
+)
+from app.gui.transcript.marks import TranscriptMarks
+from app.gui.transcript.message_actions import MessageActions
+from app.gui.transcript.reasoning_block import SCHEME, LiveReasoning, ReasoningBlock
+from app.gui.transcript.state import TranscriptState
+from app.gui.transcript.version_bar import VersionBars
+from app.services.history.store import Message, Version
+from app.services.markdown_render import render_block, split_blocks, warm_up_in_background
+
+MIN_INTERVAL_MS = 16
+MAX_INTERVAL_MS = 250
+
+
+class ChatView(QTextBrowser):
+    """The transcript of the open conversation.
+
+    What it shows is its `state` (TranscriptState), which its helpers read: `transcript_actions` (copying,
+    the context menu, links), `marks` (the ‹ 2/3 › bars, search marks) and `message_actions` (the hover bar).
+
+    Args:
+        parent: the Qt parent.
+
+    Signals:
+        version_requested(int): show this version of a message (a ‹ › button).
+        edit_requested(int): edit this message of yours (its Edit button or context menu).
+        branch_requested(int): copy the branch up to this message into a new chat.
+        regenerate_requested(): write the last reply again (its Regenerate button or context menu).
+        copied(str): something was put on the clipboard, said in words ("Copied the python code").
+    """
+
+    version_requested = Signal(int)
+    edit_requested = Signal(int)
+    branch_requested = Signal(int)
+    regenerate_requested = Signal()
+    copied = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setReadOnly(True)
+        self.setOpenLinks(False)
+        self.document().setUndoRedoEnabled(False)  # no history of every streamed frame
+        warm_up_in_background()
+        self._spacer = spacer_format()
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self.flush)
+        self._clock = QTimer(self, interval=500)  # the "Thinking… 3 s" counts on while no token comes
+        self._clock.timeout.connect(self._tick)
+        self._interval_ms = MIN_INTERVAL_MS
+        self.state = TranscriptState()
+        # Where the streaming reply's body and its last block start (kept as the document changes).
+        self._body, self._tail = QTextCursor(self.document()), QTextCursor(self.document())
+        self._body.setKeepPositionOnInsert(True)
+        self._tail.setKeepPositionOnInsert(True)
+        self._stable_blocks = 0
+        self._codes = 0  # the streaming reply's code blocks in its finished blocks (their Copy links' numbers)
+        self._transcript_colors: TranscriptColors | None = None  # for the palette shown now (_colors)
+        self.last_render_ms = 0.0
+        self.renders = 0
+        self.version_bars = VersionBars(self, self.state.headers.get)
+        self.version_bars.requested.connect(self.version_requested)
+        self.transcript_actions = TranscriptActions(self, self.state, self, self.toggle_reasoning)
+        self.anchorClicked.connect(self.transcript_actions.open_link)
+        self.marks = TranscriptMarks(self, self.state, self.version_bars)
+        self.message_actions = MessageActions(self, self.state, self, self.transcript_actions.copy_message)
+
+    @property
+    def reasoning_blocks(self) -> dict[int, ReasoningBlock]:
+        """Each shown reply's reasoning block, by message id."""
+        return self.state.reasoning_blocks
+
+    # ------------------------------------------------------------ whole messages
+
+    def set_messages(self, messages: list[Message]) -> None:
+        """Show these messages (replaces the transcript and ends any stream shown)."""
+        self._timer.stop()
+        self._clock.stop()
+        self.state.clear()
+        self.clear()
+        self.message_actions.hide()
+        self.version_bars.clear()  # the conversation's versions come next (set_versions)
+        self.setExtraSelections([])
+        run: list[str] = []  # messages without reasoning go in as one piece of HTML
+        for message in messages:
+            if has_reasoning(message):
+                if run:
+                    self._append_html("".join(run))
+                    run = []
+                self._append_message(message)
+            else:
+                self.state.messages[message.id] = message
+                run.append(message_html(message, self._colors()))
+        if run:
+            self._append_html("".join(run))
+        self.state.headers.update(anchor_cursors(self.document(), 0))
+        self._scroll_to_end(True)
+
+    def append_message(self, message: Message) -> None:
+        at_end = self._at_end()
+        start = self._end_cursor().position()
+        self._append_message(message)
+        self.state.headers.update(anchor_cursors(self.document(), start))
+        self._scroll_to_end(at_end)
+
+    def _append_message(self, message: Message) -> None:
+        self.state.messages[message.id] = message
+        if not has_reasoning(message):
+            self._append_html(message_html(message, self._colors()))
+            return
+        self._append_html(header_html(message.role, message.id, self._colors()))
+        self._add_block(self._end_cursor(), message.id, message.reasoning, finished_header(message))
+        self._append_html(body_html(message, self._colors()))
+
+    def _add_block(self, cursor: QTextCursor, message_id: int, text: str, header: str) -> ReasoningBlock:
+        cursor.insertBlock(self._spacer, QTextCharFormat())
+        block = self.state.reasoning_blocks[message_id] = ReasoningBlock(cursor, message_id, text, header)
+        cursor.setPosition(block.frame.lastPosition() + 1)  # the line below the frame: 1px, as between blocks
+        cursor.setBlockFormat(self._spacer)
+        return block
+
+    def plain_text(self) -> str:
+        return self.toPlainText().replace(ZWSP, "")
+
+    # ------------------------------------------------------------ streaming
+
+    def begin_stream(self, message: Message) -> None:
+        """Start showing a reply that will arrive with `append_reasoning` and `append_stream`."""
+        self.state.messages[message.id] = message
+        start = self._end_cursor().position()
+        self._append_html(header_html(message.role, message.id, self._colors()))
+        self.state.headers.update(anchor_cursors(self.document(), start))
+        self.version_bars.set_enabled(False)
+        cursor = self._end_cursor()
+        cursor.insertBlock(self._spacer, QTextCharFormat())
+        self._body.setPosition(cursor.position())
+        self._tail.setPosition(cursor.position())
+        self.state.stream_text = [message.content] if message.content else []
+        self.state.stream_id = message.id
+        self.state.thought = LiveReasoning(message.reasoning)
+        self._stable_blocks = self._codes = 0
+        self._interval_ms = MIN_INTERVAL_MS
+        self.state.streaming = True
+        self._schedule()
+
+    def append_reasoning(self, text: str, tokens: int, seconds: float) -> None:
+        """Add reasoning to the reply (`tokens` of it so far, begun `seconds` ago); shown on the next tick."""
+        if not self.state.streaming:
+            return
+        self.state.thought.add(text, tokens, seconds)
+        if self.state.thought.thinking and not self._clock.isActive():
+            self._clock.start()  # the header counts on while no token comes
+        self._schedule()
+
+    def append_stream(self, text: str) -> None:
+        """Add text to the reply; the view catches up on the next timer tick."""
+        if not self.state.streaming:
+            return
+        if text:
+            self.state.thought.answer_began()
+        self.state.stream_text.append(text)
+        self._schedule()
+
+    def end_stream(self, message: Message) -> None:
+        """Show the final text, state and reasoning of the reply that streamed."""
+        if not self.state.streaming:
+            self.append_message(message)
+            return
+        self._timer.stop()
+        self._clock.stop()
+        self.state.messages[message.id] = message
+        self.state.stream_text = [message.content]
+        self.state.thought.take()  # the message has the whole reasoning
+        self.flush(note=note_html(message.state, self._colors()) + stats_html(message, self._colors()))
+        block = self.state.reasoning_blocks.get(message.id)
+        if message.reasoning and block is None:
+            block = self._add_reasoning_block()
+        if block is not None:
+            block.set_text(message.reasoning)
+            block.set_header(self.state.thought.final_header(message))
+        self.state.streaming = False
+        self.state.stream_id = None
+        self.version_bars.set_enabled(not self.state.busy)
+
+    @property
+    def streaming(self) -> bool:
+        return self.state.streaming
+
+    def _schedule(self) -> None:
+        if not self._timer.isActive():
+            self._timer.start(self._interval_ms)
+
+    @Slot()
+    def _tick(self) -> None:
+        block = self.state.reasoning_blocks.get(self.state.stream_id) if self.state.streaming else None
+        if block is None or not self.state.thought.thinking:
+            self._clock.stop()
+            return
+        block.set_header(self.state.thought.header())
+
+    def _add_reasoning_block(self) -> ReasoningBlock:
+        """The streaming reply's reasoning block, at the start of its body (above any answer)."""
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(self._body.position())
+        block = self._add_block(cursor, self.state.stream_id, "", self.state.thought.header())
+        if not self._stable_blocks:  # the answer's last block now starts below it
+            self._tail.setPosition(block.frame.lastPosition() + 1)
+        return block
+
+    def _flush_reasoning(self) -> None:
+        """Bring the streaming reply's reasoning block up to date (made with its first reasoning)."""
+        block = self.state.reasoning_blocks.get(self.state.stream_id)
+        text = self.state.thought.take()
+        if block is None:
+            if not text:
+                return
+            block = self._add_reasoning_block()
+        block.append(text)
+        block.set_header(self.state.thought.header())
+
+    @Slot()
+    def flush(self, note: str = "") -> None:
+        """Re-render the tail: new finished blocks once, then the last (growing) block."""
+        if not self.state.streaming:
+            return
+        started = time.perf_counter()
+        at_end = self._at_end()
+        self._flush_reasoning()
+        text = "".join(self.state.stream_text)
+        self.state.stream_text = [text]
+        blocks = split_blocks(text)
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(self._tail.position())
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        cursor.setBlockFormat(self._spacer)
+        cursor.setCharFormat(QTextCharFormat())
+        stable = len(blocks) - 1
+        if stable > self._stable_blocks:
+            html = themed("".join(render_block(b, True) for b in blocks[self._stable_blocks : stable]), self._colors())
+            html, self._codes = number_code_links(html, self.state.stream_id, self._codes)
+            cursor.insertHtml(LEAD + html)
+            cursor.insertBlock(self._spacer, QTextCharFormat())
+            self._tail.setPosition(cursor.position())
+            self._stable_blocks = stable
+        tail = (number_code_links(themed(render_block(blocks[-1], True), self._colors()), self.state.stream_id, self._codes)[0]
+                if blocks else "")
+        if tail or note:
+            cursor.insertHtml(LEAD + tail + note)
+        self._scroll_to_end(at_end)
+        self.last_render_ms = (time.perf_counter() - started) * 1000
+        self.renders += 1
+        # Adaptive: give the event loop at least twice the time the render took.
+        self._interval_ms = int(min(MAX_INTERVAL_MS, max(MIN_INTERVAL_MS, 2 * self.last_render_ms)))
+
+    # ------------------------------------------------------------ reasoning blocks
+
+    def toggle_reasoning(self, message_id: int) -> bool:
+        """Show or hide a reply's reasoning; whether it has a block."""
+        block = self.state.reasoning_blocks.get(message_id)
+        if block is None:
+            return False
+        at_end = self._at_end()
+        block.toggle()
+        self._scroll_to_end(at_end and message_id == self.state.stream_id)
+        return True
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
+        """Enter or Space on a focused reasoning header (Tab moves between links) toggles it."""
+        keys = (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space)
+        href = self.textCursor().charFormat().anchorHref()
+        if event.key() in keys and self.textCursor().hasSelection() and href.startswith(f"{SCHEME}:"):
+            message_id = int(href.partition(":")[2])
+            if self.toggle_reasoning(message_id):
+                self.setTextCursor(self.state.reasoning_blocks[message_id].header_cursor())  # the focus stays
+            return
+        super().keyPressEvent(event)
+
+    # ------------------------------------------------------------ versions, search hits, busy (marks.py)
+
+    def set_versions(self, versions: dict[int, Version]) -> None:
+        """Each message's place among its versions (the open chat's, by id): a ‹ 2/3 › bar where there are more."""
+        self.marks.set_versions(versions)
+
+    def show_hit(self, message_id: int, query: str) -> bool:
+        """Scroll to a message and mark `query` in it (the chat was opened from a search); False when the
+        message is not shown."""
+        return self.marks.show_hit(message_id, query)
+
+    def set_busy(self, busy: bool) -> None:
+        """A reply is being written or waits for the model: the versions cannot be switched, nor a reply
+        regenerated or a message edited, meanwhile."""
+        self.state.busy = busy
+        self.version_bars.set_enabled(not busy and not self.state.streaming)
+        self.message_actions.schedule()  # its Regenerate and Edit follow
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt override)
+        self.transcript_actions.context_menu(event)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
+        """A new theme: the transcript's colours are in its HTML, so it is rendered again (a streaming reply
+        takes them at its next frame; what is above it at the next opening)."""
+        super().changeEvent(event)
+        if event.type() != QEvent.Type.PaletteChange:
+            return
+        self._transcript_colors = None
+        if not self.state.streaming and self.state.messages:
+            versions = {mid: bar.version for mid, bar in self.version_bars.bars.items()}
+            self.set_messages(list(self.state.messages.values()))
+            self.set_versions(versions)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self.version_bars.schedule()  # the bars keep to the right edge
+
+    # ------------------------------------------------------------ helpers
+
+    def _end_cursor(self) -> QTextCursor:
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        return cursor
+
+    def _append_html(self, html: str) -> None:
+        cursor = self._end_cursor()
+        if not self.document().isEmpty():
+            cursor.insertBlock(self._spacer, QTextCharFormat())
+        else:
+            cursor.setBlockFormat(self._spacer)
+        cursor.insertHtml(LEAD + html)
+
+    def _colors(self) -> TranscriptColors:
+        """The transcript's colours for the palette shown now (kept until the palette changes)."""
+        if self._transcript_colors is None:
+            self._transcript_colors = TranscriptColors.of(self.palette())
+        return self._transcript_colors
+
+    def _at_end(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() >= bar.maximum() - 8
+
+    def _scroll_to_end(self, wanted: bool) -> None:
+        if wanted:
+            bar = self.verticalScrollBar()
+            bar.setValue(bar.maximum())
+
+    def createMimeDataFromSelection(self) -> QMimeData:  # noqa: N802 (Qt override)
+        data = super().createMimeDataFromSelection()
+        if data.hasText():
+            data.setText(data.text().replace(ZWSP, ""))
+        return data

@@ -1,0 +1,178 @@
+"""What the chat history holds: conversations, messages, presets and their settings, and their rows."""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from app.services.chat_defaults import (
+    DEFAULT_CONTEXT,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_SYSTEM_PROMPT,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+)
+from app.services.history.settings_fields import (
+    CHAT_FIELDS,
+    LOAD_KEYS,
+    SPECULATION_FIELDS,
+    TORCH_FIELDS,
+    parse_settings,
+)
+from app.services.load_settings import LoadSettings
+from engine.protocol import Reasoning
+
+Role = Literal["system", "user", "assistant"]
+MessageState = Literal["complete", "streaming", "interrupted", "cancelled"]
+ROLES: tuple[str, ...] = ("system", "user", "assistant")
+MESSAGE_STATES: tuple[str, ...] = ("complete", "streaming", "interrupted", "cancelled")
+DEFAULT_TITLE = "New chat"
+
+
+@dataclass(slots=True)
+class ChatSettings:
+    """Per-conversation generation settings."""
+
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    # What a model load depends on: context (and Auto's cap), KV cache type, flash attention, speculative
+    # decoding (either engine; its draft_path is kept while another mode is chosen) and the PyTorch
+    # engine's options (a model folder; the GGUF backend ignores them). load_settings_of
+    # (app/chat/load_settings.py) makes of it what a load is asked for; pinned_prompts and n_parallel
+    # are the load's, not the chat's: they keep their defaults here and are not stored.
+    load: LoadSettings = LoadSettings(n_ctx=DEFAULT_CONTEXT)
+    # A reasoning model's thinking, sent with each reply (ReplyShape): no reload when it changes.
+    reasoning: Reasoning = "auto"
+    think_budget: int | None = None  # the most reasoning tokens; None: no cap
+
+    def to_json(self) -> str:
+        # Stored flat, as every release stored them (and still reads them): the load's fields, its
+        # TorchOptions' and its SpeculativeOptions' (under their stored keys) beside the chat's own,
+        # key for key as parse_settings reads them.
+        load = self.load
+        data = {key: getattr(load if key in LOAD_KEYS else self, key) for key in CHAT_FIELDS}
+        data.update({key: getattr(load.torch, key) for key in TORCH_FIELDS})
+        data.update({key: getattr(load.speculation, name) for name, (key, _) in SPECULATION_FIELDS.items()})
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> ChatSettings:
+        """Settings from stored JSON; unknown keys are dropped, missing ones get defaults."""
+        return cls(**_settings_fields(text or ""))
+
+
+@functools.lru_cache(maxsize=256)
+def _settings_fields(text: str) -> dict:
+    """ChatSettings' fields from stored JSON (never changed by the caller), each checked for its type and
+    range (app/services/history/settings_fields.py): a bad one gets its default. Most chats hold the same few
+    settings: read once each, 5,000 chats list in 10 ms instead of 60 (the sidebar reads them all)."""
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        data = {}  # a damaged value: the defaults, as for a chat that never changed its settings
+    return parse_settings(data).fields
+
+
+@dataclass(slots=True, frozen=True)
+class Preset:
+    """A named system prompt with its sampling settings; a pinned one is prefilled at model load."""
+
+    name: str
+    system_prompt: str
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    pinned: bool = False
+
+    def apply_to(self, settings: ChatSettings) -> ChatSettings:
+        """`settings` with this preset's prompt and sampling (load settings unchanged)."""
+        return replace(
+            settings,
+            system_prompt=self.system_prompt,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+        )
+
+
+DEFAULT_PRESET = Preset("Tailor", DEFAULT_SYSTEM_PROMPT, pinned=True)
+
+
+@dataclass(slots=True)
+class Conversation:
+    id: int
+    title: str
+    created: float
+    updated: float
+    settings: ChatSettings = field(default_factory=ChatSettings)
+    folder_id: int | None = None  # the folder it is in (None: none)
+    pinned: bool = False  # listed first
+
+
+@dataclass(slots=True, frozen=True)
+class Folder:
+    id: int
+    name: str
+    created: float
+
+
+@dataclass(slots=True)
+class Message:
+    id: int
+    conversation_id: int
+    role: Role
+    content: str
+    state: MessageState
+    stats: dict | None
+    created: float
+    # An assistant reply's reasoning, apart from its answer (`content`), which alone is sent back to
+    # the model; reasoning_closed is False when the reply ended while it still thought (cut off).
+    reasoning: str = ""
+    reasoning_closed: bool = True
+    # The message it follows in its chat's tree (None: a first message); a regenerated reply or an
+    # edited message is a sibling of the one it replaces (a version: ‹ 2/3 ›).
+    parent_id: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Version:
+    """Where a message stands among its versions (the messages under the same parent): `index` of `count`,
+    from 1; `ids` the versions' ids, oldest first."""
+
+    index: int
+    count: int
+    ids: tuple[int, ...]
+
+
+# The columns `message_of` reads, in its order.
+MESSAGE_COLUMNS = "id, conversation_id, role, content, state, stats, created, reasoning, reasoning_closed, parent_id"
+# The columns `conversation_of` reads, in its order.
+CONVERSATION_COLUMNS = "id, title, created, updated, settings, folder_id, pinned"
+
+
+def conversation_of(row: tuple) -> Conversation:
+    """A Conversation from a row of CONVERSATION_COLUMNS."""
+    return Conversation(row[0], row[1], row[2], row[3], ChatSettings.from_json(row[4]), row[5], bool(row[6]))
+
+
+def message_of(row: tuple) -> Message:
+    """A Message from a row of MESSAGE_COLUMNS."""
+    stats = json.loads(row[5]) if row[5] else None
+    return Message(row[0], row[1], row[2], row[3], row[4], stats, row[6], row[7] or "", bool(row[8]), row[9])
+
+
+def preset_row(preset: Preset) -> tuple[str, str, int]:
+    """The `presets` row of `preset`: name, its settings as JSON, pinned."""
+    fields = {k: getattr(preset, k) for k in ("system_prompt", "temperature", "top_p", "max_tokens")}
+    return preset.name, json.dumps(fields), int(preset.pinned)
+
+
+def preset_of(row: tuple) -> Preset:
+    """A Preset from `name, settings, pinned`."""
+    data = json.loads(row[1])
+    known = {k: v for k, v in data.items() if k in Preset.__dataclass_fields__ and k not in ("name", "pinned")}
+    return Preset(name=row[0], pinned=bool(row[2]), **known)

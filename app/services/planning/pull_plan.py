@@ -1,0 +1,163 @@
+"""What to download from a repo and how it fits this machine: shared by `tailor pull` and the window. No Qt.
+
+    details = client.repo_details(repo_id)
+    assessment = assess_repo(client, details, machine)      # a verdict per file group, the plan's pick
+    request = build_request(client, details, with_extras(details, group), "main")
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+from models.download.request import DownloadFile, DownloadRequest
+from models.hub.client import HubClient, RepoDetails
+from models.hub.repo_files import FileGroup, group_files
+from models.plan.candidates import Candidate
+from models.plan.context import AUTO_CONTEXT_CAP
+from models.plan.decision_tree import Plan, make_plan
+from models.plan.machine import Machine
+from models.plan.sources import repo_candidates
+
+# Small files a safetensors checkpoint needs beside its weights.
+CHECKPOINT_EXTRAS = (".json", ".txt", ".model", ".tiktoken", ".jinja")
+# Groups a user can download and run (projector files are shown, but get no verdict).
+_MODEL_FORMATS = ("gguf", "awq", "fp8", "gptq", "safetensors")
+
+
+def torch_available() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def with_extras(details: RepoDetails, group: FileGroup) -> tuple[str, ...]:
+    """The group's files, plus the config/tokenizer files a safetensors checkpoint needs."""
+    if group.format in ("gguf", "mmproj"):
+        return group.paths
+    extras = tuple(f.path for f in details.files if "/" not in f.path and f.path.endswith(CHECKPOINT_EXTRAS))
+    return group.paths + tuple(p for p in extras if p not in group.paths)
+
+
+def download_file(client: HubClient, details: RepoDetails, path: str) -> DownloadFile:
+    """The DownloadFile for one file of `details` (URL at the repo's commit, sha256, blob id)."""
+    f = details.file(path)
+    if f is None:
+        raise ValueError(f"{details.id} has no file {path}")
+    return DownloadFile(path, client.file_url(details.id, path, details.sha), f.size, f.sha256, f.sha256 or f.git_oid)
+
+
+def build_request(client: HubClient, details: RepoDetails, paths: tuple[str, ...], revision: str) -> DownloadRequest:
+    """A download of `paths` at the commit `details` was read at; `revision` is the ref to record."""
+    return DownloadRequest(
+        details.id,
+        details.sha,
+        tuple(download_file(client, details, p) for p in paths),
+        ref=None if revision == details.sha else revision,
+    )
+
+
+@dataclass(slots=True, frozen=True)
+class GroupVerdict:
+    """One file group of a repo as this machine sees it.
+
+    Attributes:
+        group: The files.
+        verdict: One short phrase ("fits fully on GPU at 4,096 context", "partial offload: 22/32
+            layers", "CPU · fits in RAM", "too large"), or why there is none.
+        recommended: The decision tree picks this group for this machine.
+        plan: The plan for this group alone (None when it cannot be planned).
+        reasons: Why: the whole tree's reasons for the recommended group, else this group's.
+    """
+
+    group: FileGroup
+    verdict: str
+    recommended: bool
+    plan: Plan | None
+    reasons: tuple[str, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class RepoAssessment:
+    details: RepoDetails
+    groups: tuple[GroupVerdict, ...]
+    plan: Plan | None  # the tree's pick over every candidate; None when nothing can be planned
+    note: str | None = None  # why there are no verdicts (e.g. the header could not be read)
+
+    @property
+    def recommended(self) -> GroupVerdict | None:
+        return next((g for g in self.groups if g.recommended), None)
+
+
+def verdict_text(plan: Plan, machine: Machine) -> str:
+    """The plan in a few words."""
+    if not plan.fits:
+        return "too large"
+    if not machine.has_gpu or plan.n_gpu_layers == 0:
+        return "CPU · fits in RAM"
+    if plan.n_gpu_layers > plan.n_layers:
+        return f"fits fully on GPU at {plan.context:,} context"
+    return f"partial offload: {plan.n_gpu_layers}/{plan.n_layers} layers"
+
+
+def assess_repo(client: HubClient, details: RepoDetails, machine: Machine, context: int | None = 4096,
+                torch_ok: bool | None = None, kv_type: str = "f16",
+                auto_context_cap: int = AUTO_CONTEXT_CAP) -> RepoAssessment:
+    """A verdict for every file group of the repo, and the decision tree's pick.
+
+    Reads one GGUF header over HTTP (see `repo_candidates`); `context` None is Context: Auto.
+
+    Raises:
+        HubError: the repo cannot be read (not found, gated, offline...).
+    """
+    candidates, note = read_candidates(client, details)
+    return assess_candidates(details, candidates, machine, context, torch_ok, kv_type, auto_context_cap, note)
+
+
+def read_candidates(client: HubClient, details: RepoDetails) -> tuple[list[Candidate], str | None]:
+    """The repo's candidates (one header read over HTTP), or none and why.
+
+    Raises:
+        HubError: the repo cannot be read (not found, gated, offline...).
+    """
+    try:
+        return repo_candidates(client, details.id, details.sha), None
+    except (ValueError, OSError) as exc:  # InvalidModelFile is a ValueError
+        return [], f"no verdicts: {exc}"
+
+
+def assess_candidates(details: RepoDetails, candidates: list[Candidate], machine: Machine,
+                      context: int | None = 4096, torch_ok: bool | None = None, kv_type: str = "f16",
+                      auto_context_cap: int = AUTO_CONTEXT_CAP, note: str | None = None) -> RepoAssessment:
+    """`assess_repo` for candidates already read: no network, so settings can change and re-plan."""
+    torch_ok = torch_available() if torch_ok is None else torch_ok
+    groups = group_files(details.files)
+
+    def plan_of(chosen: list[Candidate]) -> Plan:
+        return make_plan(machine, chosen, context=context, kv_type=kv_type, torch_ok=torch_ok,
+                         auto_context_cap=auto_context_cap)
+
+    best = plan_of(candidates) if candidates else None
+    by_files: dict[tuple[str, ...], Candidate] = {c.files: c for c in candidates}
+    out = []
+    for group in groups:
+        candidate = by_files.get(group.paths)
+        if candidate is None:
+            reason = _no_candidate_reason(group)
+            out.append(GroupVerdict(group, reason, False, None, (reason,)))
+            continue
+        plan = plan_of([candidate])
+        recommended = best is not None and best.files == group.paths
+        reasons = best.reasons if recommended and best is not None else plan.reasons
+        out.append(GroupVerdict(group, verdict_text(plan, machine), recommended, plan, tuple(reasons)))
+    if not candidates and note is None:
+        note = "the repo has no GGUF, AWQ, GPTQ or FP8 model files"
+    return RepoAssessment(details, tuple(out), best, note)
+
+
+def _no_candidate_reason(group: FileGroup) -> str:
+    if group.format == "mmproj":
+        return "vision projector (used with a model file)"
+    if not group.complete:
+        return "incomplete split set"
+    if group.format not in _MODEL_FORMATS:
+        return "not a model file"
+    return "not planned (no forecast for this format)"

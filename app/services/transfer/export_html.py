@@ -1,0 +1,79 @@
+"""Chats as one self-contained HTML page: inline CSS, no script, no external resource.
+
+Each chat shows the branch it shows in the window; a message of it that has other versions says so
+("version 2 of 3"), so nothing looks hidden (the JSON export holds every branch). Messages are rendered from Markdown by app/services/markdown_render.py, which escapes raw HTML in
+them (a message with `<script>` shows as text), drops unsafe link schemes and turns images into
+plain links, so the page loads nothing; code blocks keep pygments' inline colours. No Qt here.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from app.services.history.store import Message
+from app.services.markdown_render import highlight_code, render_markdown
+from app.services.transfer.export import ROLE_NAMES, ChatRecord, display_title, message_notes, meta_line
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 52rem; margin: 2rem auto;
+       padding: 0 1rem; line-height: 1.5; color: #1d1f23; background: #fff; }
+h1 { font-size: 1.6rem; margin: 2.5rem 0 0.2rem; }
+.meta { color: #667; font-size: 0.85rem; margin-bottom: 1rem; }
+.message { border-radius: 8px; padding: 0.4rem 1rem; margin: 0.8rem 0; }
+.user { background: #eef3ff; }
+.assistant { background: #f7f7f8; }
+.system { background: #fff8e6; }
+.role { font-weight: 600; font-size: 0.85rem; margin-top: 0.4rem; }
+.state { color: #a33; font-weight: normal; }
+.version { color: #667; font-weight: normal; }
+details { margin: 0.4rem 0; color: #556; }
+summary { cursor: pointer; font-size: 0.85rem; }
+pre { overflow-x: auto; border-radius: 6px; white-space: pre-wrap; }
+code { font-family: ui-monospace, "SF Mono", Consolas, monospace; }
+table { border-collapse: collapse; }
+hr { border: none; border-top: 1px solid #ddd; margin: 2rem 0; }
+"""
+
+
+def _message_html(message: Message, notes: list[str]) -> str:
+    state = message.state
+    note = "" if state == "complete" else f' <span class="state">({escape(state)})</span>'
+    note += "".join(f' <span class="version">· {escape(n)}</span>' for n in notes if n != state)
+    parts = [f'<div class="message {escape(message.role)}">',
+             f'<div class="role">{escape(ROLE_NAMES.get(message.role, message.role))}{note}</div>']
+    if message.reasoning:
+        summary = "Thought" + ("" if message.reasoning_closed else " (cut off)")
+        parts.append(f"<details><summary>{summary}</summary>\n{render_markdown(message.reasoning)}</details>")
+    parts.append(render_markdown(message.content) if message.content else "<p><em>(empty)</em></p>")
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def chat_html(record: ChatRecord) -> str:
+    """One chat as an HTML <section>: the branch it shows."""
+    c = record.conversation
+    shown, versions = record.branch(), record.versions()
+    head = [
+        "<section>",
+        f"<h1>{escape(display_title(c.title))}</h1>",
+        f'<div class="meta">{escape(meta_line(record, shown))}</div>',
+    ]
+    if c.settings.system_prompt:
+        head.append(f"<details><summary>System prompt</summary>\n{highlight_code(c.settings.system_prompt, '')}"
+                    "</details>")
+    body = [_message_html(m, message_notes(m, versions)) for m in shown]
+    return "\n".join([*head, *body, "</section>"])
+
+
+def to_html(records: list[ChatRecord]) -> str:
+    """The chats as one HTML document (the first chat's title as its title)."""
+    title = display_title(records[0].conversation.title) if len(records) == 1 else "Tailor chats"
+    sections = "\n<hr>\n".join(chat_html(r) for r in records)
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        # No script and nothing fetched, even if a message's link slipped through: the page says so itself.
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
+        f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"{sections}\n</body>\n</html>\n"
+    )
