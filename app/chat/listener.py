@@ -11,7 +11,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from app.chat.context_guard import ContextShortfall
+from app.chat.tool_permissions import PermissionAsk
 from app.services.history.store import Conversation, Message, Version
+from app.services.history.tool_steps import ToolCallRecord
 from engine.protocol import Done, Error, Loaded, MemoryReport
 from models.plan.decision_tree import Plan
 
@@ -51,6 +53,18 @@ class SessionListener(Protocol):
 
     def stream_finished(self, message: Message) -> None:
         """The final message of that reply (complete, cancelled or interrupted)."""
+
+    def tool_step(self, message: Message) -> None:
+        """The open conversation's streaming reply called tools: `message` is that reply so far, its
+        `tool_steps` ending with the new step (the text streamed since the last step is that step's text now;
+        its calls wait). What streams next comes after the step's calls."""
+
+    def tool_call_changed(self, message_id: int, step: int, call: ToolCallRecord) -> None:
+        """A call of step `step` (from 0) of the open conversation's streaming reply changed: it runs or ended."""
+
+    def tool_permission_asked(self, ask: PermissionAsk | None) -> None:
+        """Ask whether `ask.call` may run (answered with ChatSession.answer_permission); None: no question
+        stands any more (it was answered, or the reply stopped)."""
 
     def busy_changed(self, busy: bool) -> None:
         """A reply is being written or waits for the model (or no longer)."""

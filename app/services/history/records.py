@@ -21,6 +21,7 @@ from app.services.history.settings_fields import (
     TORCH_FIELDS,
     parse_settings,
 )
+from app.services.history.tool_steps import ToolStep
 from app.services.load_settings import LoadSettings
 from engine.protocol import Reasoning
 
@@ -136,6 +137,8 @@ class Message:
     # The message it follows in its chat's tree (None: a first message); a regenerated reply or an
     # edited message is a sibling of the one it replaces (a version: ‹ 2/3 ›).
     parent_id: int | None = None
+    # A reply that called tools: its steps, before `content` (what it wrote after the last of them).
+    tool_steps: tuple[ToolStep, ...] = ()
 
 
 @dataclass(slots=True, frozen=True)

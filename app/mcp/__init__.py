@@ -1,0 +1,1 @@
+"""MCP (Model Context Protocol) servers: their configuration, their connections and their tools. No Qt."""
