@@ -45,6 +45,9 @@ class ModelState:
         self.path = str(model_path)
         self.plan: Plan | None = None  # the plan of the last load asked for
         self.n_ctx = 0  # the context of the model loaded now; 0 when unknown (a remote server)
+        # Whether the model loaded now reads tools: its template has a tool-call format Tailor parses (a
+        # remote server's model is taken to: the server says when it does not).
+        self.takes_tools = False
         self.dead = False  # the engine died: nothing runs until Reload
         self._good: Wanted | None = None  # the last model that loaded, with its settings
         self._loaded: Wanted | None = None
@@ -113,6 +116,7 @@ class ModelState:
         self._loading = None
         self._good = self._loaded
         self.n_ctx = info.n_ctx
+        self.takes_tools = info.tool_format is not None or info.architecture == "remote"
         where = "remote" if info.architecture == "remote" else f"context {info.n_ctx}"
         self._label = f"{info.name} · {where}"
         self.listener.model_changed(self._label)

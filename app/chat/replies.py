@@ -5,6 +5,8 @@ the model pauses between tokens (a timer), so a crash or a kill -9 loses at most
 reasoning model's thoughts stream first (Tokens marked reasoning) and are saved the same way, apart
 from the answer; only the answer goes back to the model with the next message.
 A write the store refuses is said once (history_failed) and the reply goes on in the window.
+A reply whose chat has tools on may call them: it then pauses in a tool step (reply_tools.py) and goes
+on with their results, in the same message, until it answers without calls or reaches its step cap.
 """
 
 from __future__ import annotations
@@ -13,11 +15,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from app.chat.engine_history import engine_messages
 from app.chat.listener import SessionListener, TimerFactory
+from app.chat.reply_steps import ReplySteps
+from app.chat.reply_tools import ReplyTools
 from app.chat.stats_line import format_stats
+from app.chat.tool_rounds import ToolHost
+from app.chat.tool_set import ToolSet
 from app.services.history.store import ChatStore, StoreError
 from engine.interface import Engine, EngineNotRunning
-from engine.protocol import ChatMessage, Done, Error, ReplyShape, SamplingParams, Token
+from engine.protocol import Done, Error, ReplyShape, SamplingParams, Token
 
 SAVE_INTERVAL_S = 0.4  # a streaming reply reaches the database at least this often
 
@@ -43,6 +50,7 @@ class _Stream:
     thinking_since: float | None = None  # when the first reasoning Token came
     thinking_s: float = 0.0  # from it to the last reasoning Token
     last_save: float = field(default_factory=time.monotonic)
+    tools: ReplyTools | None = None  # the chat had tools on: the reply may call them
 
     @property
     def text(self) -> str:
@@ -61,7 +69,7 @@ class _Stream:
         return StreamSoFar(self.message_id, self.text, self.reasoning, len(self.thoughts), self.thinking_s)
 
 
-class Replies:
+class Replies(ReplySteps):
     """Starts, streams, saves and ends replies, one at a time.
 
     Args:
@@ -78,10 +86,16 @@ class Replies:
         self._stream: _Stream | None = None
         self.ignored: set[int] = set()  # request ids whose late events are dropped
         self._timer = make_timer(self.save_partial)
+        self.tool_host: ToolHost | None = None  # how tools run (None: this session runs none)
 
     @property
     def busy(self) -> bool:
         return self._stream is not None or self.pending is not None
+
+    @property
+    def streaming_conversation(self) -> int | None:
+        """The conversation a reply streams into now, if any."""
+        return self._stream.conversation_id if self._stream else None
 
     @property
     def partial_reply(self) -> str | None:
@@ -104,8 +118,15 @@ class Replies:
         self.listener.stream_started(replace(started, content="", reasoning=""))
         if so_far.reasoning:
             self.listener.stream_reasoning(so_far.reasoning, so_far.reasoning_tokens, so_far.reasoning_s)
+        stream = self._stream
+        if stream is not None and stream.tools is not None and stream.tools.steps:
+            message = self._message_so_far(stream)
+            if message is not None:
+                self.listener.tool_step(replace(message, content=""))
         if so_far.text:
             self.listener.stream_text(so_far.text)
+        if self.asking is not None:
+            self.listener.tool_permission_asked(self.asking)
 
     def wait_for_model(self, conversation_id: int) -> None:
         self.pending = conversation_id
@@ -119,8 +140,9 @@ class Replies:
 
     # ------------------------------------------------------------ starting and stopping
 
-    def begin(self, engine: Engine, conversation_id: int) -> None:
-        """Ask the engine for the reply of the conversation's last message.
+    def begin(self, engine: Engine, conversation_id: int, tools: ToolSet | None = None, tool_choice: str = "auto") -> None:
+        """Ask the engine for the reply of the conversation's last message; with `tools` (and a tool host),
+        the model may call them (`tool_choice` holds for the first request: "auto", "required" or a name).
 
         Raises:
             EngineNotRunning: the engine is gone (the caller reports it).
@@ -131,11 +153,11 @@ class Replies:
             self.listener.busy_changed(False)
             return
         settings = conversation.settings
-        history = [ChatMessage(m.role, m.content) for m in self.store.list_messages(conversation_id) if m.content]
-        if settings.system_prompt.strip():
-            history.insert(0, ChatMessage("system", settings.system_prompt))
+        history = engine_messages(self.store.list_messages(conversation_id), settings.system_prompt)
         sampling = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens)
-        shape = ReplyShape(reasoning=settings.reasoning, think_budget=settings.think_budget)
+        tools = tools if self.tool_host is not None else None
+        shape = ReplyShape(reasoning=settings.reasoning, think_budget=settings.think_budget,
+                           tools=tools.tools_json if tools else None, tool_choice=tool_choice if tools else "auto")
         try:
             request_id = engine.generate(history, sampling, shape=shape)
         except EngineNotRunning:
@@ -149,14 +171,21 @@ class Replies:
             self.listener.history_failed()
             return
         self._stream = _Stream(request_id, conversation_id, message.id)
+        if tools is not None and self.tool_host is not None:
+            self._stream.tools = ReplyTools(self.tool_host, tools, engine, history, sampling, shape,
+                                            settings.tool_step_cap, set(settings.allowed_tools))
         if self._is_open(conversation_id):
             self.listener.stream_started(message)
             self.listener.versions_changed(self.store.versions(conversation_id))  # a regenerated reply is one more
 
     def stop(self, engine: Engine) -> None:
         """Stop the reply being written (its Done arrives as 'cancelled')."""
-        if self._stream is not None:
-            _cancel(engine, self._stream.request_id)
+        stream = self._stream
+        if stream is not None and stream.tools is not None and stream.tools.round is not None:
+            self._finish(stream, "cancelled")  # between requests: the calls stop, nothing more is asked
+            self.listener.notice("Stopped.")
+        elif stream is not None:
+            _cancel(engine, stream.request_id)
             self.listener.notice("Stopping…")
         else:
             self.drop_pending()
@@ -166,6 +195,8 @@ class Replies:
         if self._stream and self._stream.conversation_id == conversation_id:
             stream, self._stream = self._stream, None
             self._timer.stop()
+            if stream.tools is not None:
+                stream.tools.cancel_round()
             self._drop(engine, stream.request_id)
             self.listener.busy_changed(False)
         if self.pending == conversation_id:
@@ -240,10 +271,20 @@ class Replies:
             stream.parts = [event.text]
         if event.reasoning and len(event.reasoning) >= len(stream.reasoning):
             stream.thoughts = [event.reasoning]
+        if stream.tools is not None and stream.tools.takes(event):
+            self._tool_step(stream, event, model)
+            return
+        self._end_with(stream, event, model)
+
+    def _end_with(self, stream: _Stream, event: Done, model: str | None, stopped_for: str | None = None) -> None:
         state = "cancelled" if event.finish_reason == "cancelled" else "complete"
         stats = event.stats.as_dict()  # with reasoning_s when it thought: the view's "Thought for 12 s"
         if model:
             stats["model"] = model
+        if stream.tools is not None and stream.tools.steps:
+            stats["tool_steps"] = len(stream.tools.steps)
+        if stopped_for:
+            stats["stopped_for"] = stopped_for
         closed = event.reasoning_closed or not stream.reasoning
         self._finish(stream, state, stats, closed)
         self.listener.stats_changed(format_stats(stats))
@@ -281,12 +322,18 @@ class Replies:
         self._timer.stop()
         text, reasoning = stream.text, stream.reasoning
         closed = stream.reasoning_closed if closed is None else closed
+        steps: dict = {}
+        if stream.tools is not None:
+            if stream.tools.round is not None and self._is_open(stream.conversation_id):
+                self.listener.tool_permission_asked(None)
+            stream.tools.cancel_round()
+            steps = {"tool_steps": tuple(stream.tools.steps)}
         saved = self._save(lambda: self.store.finish_message(
-            stream.message_id, text, state, stats, reasoning if reasoning else None, closed))
+            stream.message_id, text, state, stats, reasoning if reasoning else None, closed, **steps))
         message = self.store.get_message(stream.message_id)
         if message is not None and not saved:  # shown as it ended, though the file keeps what it had
             message = replace(message, content=text, state=state, stats=stats, reasoning=reasoning,
-                              reasoning_closed=closed)
+                              reasoning_closed=closed, **steps)
         if message is not None and self._is_open(stream.conversation_id):
             self.listener.stream_finished(message)
         self.listener.busy_changed(False)

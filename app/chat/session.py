@@ -20,7 +20,10 @@ from app.chat.listener import SessionListener, TimerFactory
 from app.chat.load_settings import load_settings_of
 from app.chat.model_state import ModelState, Planner, Wanted, not_running
 from app.chat.replies import Replies
+from app.chat.session_tools import SessionTools
 from app.chat.stats_line import format_stats
+from app.chat.tool_rounds import ToolFinished
+from app.mcp.types import ServerStatus
 from app.services.history.store import (
     DEFAULT_TITLE,
     ChatSettings,
@@ -36,7 +39,7 @@ from engine.protocol import Done, Error, Event, Loaded, LoadProgress, MemoryRepo
 from models.plan.decision_tree import Plan
 
 
-class ChatSession(BranchActions):
+class ChatSession(BranchActions, SessionTools):
     """The chat logic between the store, the engine and the views.
 
     Args:
@@ -154,8 +157,12 @@ class ChatSession(BranchActions):
             self.replies.drop_pending()
 
     def _begin(self, conversation_id: int) -> None:
+        conversation = self.store.get_conversation(conversation_id)
+        if conversation is not None and self._tools_starting(conversation.settings):
+            return  # the reply stays pending: on_server_status begins it
+        tools = self._tools_for(conversation.settings) if conversation is not None else None
         try:
-            self.replies.begin(self.model.engine, conversation_id)
+            self.replies.begin(self.model.engine, conversation_id, tools)
         except EngineNotRunning as exc:
             self._on_engine_died(not_running(exc))
 
@@ -165,8 +172,12 @@ class ChatSession(BranchActions):
         """One event of the engine (on the thread that drives the session)."""
         if isinstance(event, Token):
             self.replies.on_token(event)
+        elif isinstance(event, ToolFinished):
+            self._guarded(lambda: self.replies.on_tool_finished(event))
+        elif isinstance(event, ServerStatus):
+            self.on_server_status(event)
         elif isinstance(event, Done):
-            self.replies.on_done(event, self.model.answering)
+            self._guarded(lambda: self.replies.on_done(event, self.model.answering))
             self.listener.reply_done(event)
         elif isinstance(event, Error):
             self._on_error(event)

@@ -8,9 +8,12 @@ import json
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from app.chat.engine_history import step_messages
+from app.cli.chat_tools import CliTools, add_tool_arguments
 from app.cli.mem import final_report, memory_json
 from app.cli.plan import context_option
 from app.cli.preset import PresetError, apply_chat_preset
@@ -30,7 +33,7 @@ from app.services.paths import AppPaths
 from app.services.planning.draft_finder import library_drafts
 from app.services.planning.load_planner import LoadPlanner
 from engine.client import EngineClient, EngineNotRunning
-from engine.protocol import ChatMessage, Done, Error, Loaded, ModelInfo, SamplingParams, Token
+from engine.protocol import ChatMessage, Done, Error, Loaded, ModelInfo, ReplyShape, SamplingParams, Token
 from engine.starter import StarterModelMissing, starter_model_path
 from models.plan.decision_tree import Plan
 from models.plan.load_options import SPECULATIVE_MODES, SpeculativeOptions, TorchOptions
@@ -90,6 +93,7 @@ def add_chat_parser(subparsers: Any) -> None:
         help="PyTorch engine: share of the GPU memory left after the weights for the KV cache (%(default)s)",
     )
     add_reply_arguments(chat)
+    add_tool_arguments(chat)
     chat.add_argument("--json", action="store_true", help="after the reply, print one line of JSON stats")
     chat.add_argument(
         "--preset", help="take the system prompt and sampling from this preset (options you give win)"
@@ -137,14 +141,8 @@ def run_chat(args: argparse.Namespace) -> int:
         client.load(planned.request)
         info = _wait_loaded(client)
         print(f"tailor: {_loaded_line(info, args.ctx is None, planned.plan)}", file=sys.stderr)
-        request_id = client.generate(messages, sampling, shape=shape)
-        previous = signal.getsignal(signal.SIGINT)
-        interrupts = _ReplyInterrupts(client, request_id)
-        signal.signal(signal.SIGINT, interrupts)
-        try:
-            done = _stream(client, request_id, interrupts)
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        with CliTools.opened(args, paths, info, CliError) as tools:
+            done = _reply(client, messages, sampling, tools.shaped(shape) if tools else shape, tools)
         memory = final_report(client) if args.mem else None
     except EngineNotRunning as exc:
         raise CliError(str(exc)) from None
@@ -160,10 +158,36 @@ def run_chat(args: argparse.Namespace) -> int:
     return 130 if done.finish_reason == "cancelled" else 0
 
 
+def _reply(client: EngineClient, messages: list[ChatMessage], sampling: SamplingParams, shape: ReplyShape,
+           tools: CliTools | None) -> Done:
+    """Stream the reply; with tools, each request that ends with calls runs them and asks again, with their
+    results, until the model answers without calls or the step cap (tools.run_step) comes."""
+    while True:
+        request_id = client.generate(messages, sampling, shape=shape)
+        previous = signal.getsignal(signal.SIGINT)
+        interrupts = _ReplyInterrupts(client, request_id)
+        signal.signal(signal.SIGINT, interrupts)
+        try:
+            done = _stream(client, request_id, interrupts)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if tools is None or not tools.takes(done):
+            return done
+        step = tools.run_step(done)
+        if step is None:  # the cap
+            return done
+        messages = [*messages, *step_messages(step)]
+        shape = replace(shape, tool_choice="auto")
+
+
 def _check_options(args: argparse.Namespace) -> None:
     """Refuse options that contradict each other (CliError), and apply --preset to the rest."""
     if args.mem and not args.json:
         raise CliError("--mem adds a line to --json's output: use both")
+    if not args.mcp and (args.allow or args.allow_all or args.tool_choice != "auto"):
+        raise CliError("--allow, --allow-all and --tool-choice are for the tools of --mcp servers: add --mcp NAME")
+    if args.tool_steps < 1:
+        raise CliError(f"--tool-steps must be 1 or more, not {args.tool_steps}")
     if args.preset:
         try:
             apply_chat_preset(args)
