@@ -12,6 +12,7 @@ from app.cli.chat import CliError, add_chat_parser
 from app.cli.chats import ChatsError, add_chats_parsers
 from app.cli.hw import add_hw_parser
 from app.cli.library import add_library_parsers
+from app.cli.mcp import add_mcp_parser
 from app.cli.mem import add_mem_parser
 from app.cli.plan import PlanError, add_plan_parser
 from app.cli.preset import PresetError, add_preset_parser
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_mem_parser(sub)
     add_preset_parser(sub)
     add_chats_parsers(sub)
+    add_mcp_parser(sub)
     gui = sub.add_parser("gui", help="open the window (the default with no command)")
     gui.add_argument("--model", help="GGUF file to load (default: the built-in starter model)")
     gui.add_argument("--db", help="chat history file (default: in the user data folder)")

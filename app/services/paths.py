@@ -16,6 +16,17 @@ class AppPaths:
     data_dir: Path
     log_dir: Path
     cache_dir: Path
+    config_dir: Path | None = None  # files the user may edit by hand; None: the data folder
+
+    @property
+    def mcp_config(self) -> Path:
+        """The MCP servers (`mcpServers`, as Claude Desktop, LM Studio and Jan write it); app.mcp.config."""
+        return (self.config_dir or self.data_dir) / "mcp.json"
+
+    @property
+    def mcp_secrets(self) -> Path:
+        """The MCP servers' env values and headers where there is no usable system keyring (0600)."""
+        return (self.config_dir or self.data_dir) / "mcp-secrets.json"
 
     @property
     def chat_db(self) -> Path:
@@ -47,9 +58,11 @@ class AppPaths:
         home = os.environ.get("TAILOR_HOME")
         if home:
             root = Path(home)
-            return cls(data_dir=root / "data", log_dir=root / "logs", cache_dir=root / "cache")
+            return cls(data_dir=root / "data", log_dir=root / "logs", cache_dir=root / "cache",
+                       config_dir=root / "config")
         return cls(
             data_dir=Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)),
             log_dir=Path(platformdirs.user_log_dir(APP_NAME, appauthor=False)),
             cache_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)),
+            config_dir=Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)),
         )
