@@ -15,11 +15,11 @@ from PySide6.QtCore import QPoint, QUrl
 from PySide6.QtGui import QContextMenuEvent, QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QMenu, QTextBrowser
 
+from app.gui.common.tool_text import copy_with_steps
 from app.gui.transcript.html import CODE_SCHEME
 from app.gui.transcript.message_menu import add_message_actions
 from app.gui.transcript.state import TranscriptRequests, TranscriptState
 from app.gui.transcript.tool_steps_view import message_code_blocks
-from app.gui.transcript.tool_text import copy_with_steps
 
 
 class TranscriptActions:

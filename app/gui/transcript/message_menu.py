@@ -9,8 +9,8 @@ from __future__ import annotations
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMenu
 
+from app.gui.common.tool_text import copy_with_steps
 from app.gui.transcript.state import TranscriptRequests
-from app.gui.transcript.tool_text import copy_with_steps
 from app.services.history.store import Message
 
 

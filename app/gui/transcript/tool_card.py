@@ -29,7 +29,7 @@ from PySide6.QtGui import (
 )
 
 from app.gui.common.theme import mix, status_colors
-from app.gui.transcript.tool_text import call_verb, pretty_arguments, size_text, status_words
+from app.gui.common.tool_text import call_verb, pretty_arguments, size_text, status_words
 from app.services.history.tool_steps import ToolCallRecord
 
 SCHEME = "tailor-tool"

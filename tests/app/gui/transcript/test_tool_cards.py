@@ -11,8 +11,8 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication, QTextCursor
 
+from app.gui.common.tool_text import size_text
 from app.gui.transcript.tool_card import CUT_CHARS
-from app.gui.transcript.tool_text import size_text
 from app.gui.transcript.view import ChatView
 from app.services.history.store import Message
 from app.services.history.tool_steps import ToolCallRecord, ToolStep

@@ -1,6 +1,6 @@
-"""What the transcript says of a reply's tool calls: a card's header words, its arguments pretty-printed, and a
-reply copied with its steps. No Qt: the tool cards (tool_card.py) show these, the copy actions put them on the
-clipboard, the tests read them.
+"""What the window says of tool calls: a transcript card's header words, arguments pretty-printed (the cards and
+the permission question show them), and a reply copied with its steps. No Qt: the transcript's tool cards and
+app/gui/tools show these, the copy actions put them on the clipboard, the tests read them.
 """
 
 from __future__ import annotations
