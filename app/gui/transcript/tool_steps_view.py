@@ -24,7 +24,7 @@ from app.services.history.store import Message
 from app.services.history.tool_steps import ToolCallRecord, ToolStep
 from app.services.markdown_render import code_blocks, render_markdown
 
-CLOCK_MS = 1000  # a running call's "Running… 3 s" moves once a second
+CLOCK_MS = 500  # a running call's "Running… 3 s" moves with the seconds (checked twice a second)
 
 STEP_REASONING_HEADER = "Thought"
 
