@@ -1,6 +1,6 @@
 """What can be done with the chat view's messages: copy one, or one of its code blocks, regenerate the last
 reply, edit one of yours, branch; from the hover buttons (message_actions.py), the context menu
-(message_menu.py) and the links in the text (a code block's Copy, a reasoning header). A helper the view
+(message_menu.py) and the links in the text (a code block's Copy, a reasoning header, a tool card). A helper the view
 owns, reading what it shows from the view's TranscriptState (state.py).
 
 Copying happens here, with the clipboard, so the window has nothing to wire for it; regenerating, editing
@@ -15,12 +15,11 @@ from PySide6.QtCore import QPoint, QUrl
 from PySide6.QtGui import QContextMenuEvent, QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QMenu, QTextBrowser
 
-from app.chat.reasoning_text import copy_text
+from app.gui.common.tool_text import copy_with_steps
 from app.gui.transcript.html import CODE_SCHEME
 from app.gui.transcript.message_menu import add_message_actions
-from app.gui.transcript.reasoning_block import SCHEME
 from app.gui.transcript.state import TranscriptRequests, TranscriptState
-from app.services.markdown_render import code_blocks
+from app.gui.transcript.tool_steps_view import message_code_blocks
 
 
 class TranscriptActions:
@@ -30,26 +29,27 @@ class TranscriptActions:
         view: the chat view (its text and its context menu).
         state: what the view shows.
         requests: the view's signals (what is asked of the window; what was copied).
-        toggle_reasoning: shows or hides a reply's reasoning (a click on its header).
+        toggle: shows or hides what a link of the transcript's own opens (a reasoning header, a tool card, a
+            result's "Show all"), given the link; whether it was one.
     """
 
     def __init__(self, view: QTextBrowser, state: TranscriptState, requests: TranscriptRequests,
-                 toggle_reasoning: Callable[[int], bool]):
+                 toggle: Callable[[str], bool]):
         self._view, self._state, self._requests = view, state, requests
-        self._toggle_reasoning = toggle_reasoning
+        self._toggle = toggle
 
     def copy_message(self, message_id: int) -> None:
-        """Put a shown message on the clipboard: its text, a reply's answer alone (not its reasoning)."""
+        """Put a shown message on the clipboard: its text, a reply's tool steps and answer (not its reasoning)."""
         message = self._state.shown(message_id)
         if message is not None:
-            QGuiApplication.clipboard().setText(copy_text(message))
+            QGuiApplication.clipboard().setText(copy_with_steps(message))
             self._requests.copied.emit("Copied the reply" if message.role == "assistant" else "Copied the message")
 
     def copy_code(self, message_id: int, index: int) -> str | None:
         """Put a message's `index`-th code block on the clipboard, exactly its source text (a block still
         streaming: what it has so far, which may be more than the last frame showed); the code, or None."""
         message = self._state.shown(message_id)
-        blocks = code_blocks(message.content) if message is not None else []
+        blocks = message_code_blocks(message) if message is not None else []
         if not 0 <= index < len(blocks):
             return None
         lang, code = blocks[index]
@@ -81,11 +81,12 @@ class TranscriptActions:
         menu.deleteLater()
 
     def open_link(self, url: QUrl) -> None:
-        """A click (or Enter on a link Tab reached): a reasoning header, a code block's Copy, a web link."""
+        """A click (or Enter on a link Tab reached): a reasoning header, a tool card, a code block's Copy, a web
+        link."""
         target = url.path()
-        if url.scheme() == SCHEME and target.isdigit():
-            self._toggle_reasoning(int(target))
-        elif url.scheme() == CODE_SCHEME:
+        if self._toggle(url.toString()):
+            return
+        if url.scheme() == CODE_SCHEME:
             message_id, _, index = target.partition(".")
             if message_id.isdigit() and index.isdigit():
                 self.copy_code(int(message_id), int(index))

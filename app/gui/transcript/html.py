@@ -104,9 +104,11 @@ def number_code_links(html: str, message_id: int, start: int = 0) -> tuple[str, 
     return "".join(numbered), start + len(parts) - 1
 
 
-def body_html(message: Message, colors: TranscriptColors) -> str:
-    """A finished message's Markdown body, state note and stats line (below its reasoning, if any)."""
-    body, _ = number_code_links(themed(render_markdown(message.content, code_headers=True), colors), message.id)
+def body_html(message: Message, colors: TranscriptColors, code_start: int = 0) -> str:
+    """A finished message's Markdown body, state note and stats line (below its reasoning and tool steps, if
+    any: its code blocks' Copy links are numbered from `code_start`, after the steps')."""
+    body, _ = number_code_links(themed(render_markdown(message.content, code_headers=True), colors), message.id,
+                                code_start)
     return body + note_html(message.state, colors) + stats_html(message, colors)
 
 
@@ -123,6 +125,11 @@ def themed(html: str, colors: TranscriptColors) -> str:
 
 def has_reasoning(message: Message) -> bool:
     return message.role == "assistant" and bool(message.reasoning)
+
+
+def has_frames(message: Message) -> bool:
+    """Whether a message shows more than HTML: a reasoning block, or tool steps with their cards."""
+    return has_reasoning(message) or bool(message.tool_steps)
 
 
 def anchor_cursors(document: QTextDocument, start: int) -> dict[int, QTextCursor]:

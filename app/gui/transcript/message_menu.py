@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMenu
 
-from app.chat.reasoning_text import copy_text
+from app.gui.common.tool_text import copy_with_steps
 from app.gui.transcript.state import TranscriptRequests
 from app.services.history.store import Message
 
@@ -21,11 +21,11 @@ def add_message_actions(menu: QMenu, message: Message, view: TranscriptRequests,
     to the message into a new chat (`can_branch`); `view` is asked for those (its signals)."""
     menu.addSeparator()
     # `message` is what is shown now (a streaming reply with what it has so far): copied as it is.
-    menu.addAction("Copy message", lambda: QGuiApplication.clipboard().setText(copy_text(message)))
+    menu.addAction("Copy message", lambda: QGuiApplication.clipboard().setText(copy_with_steps(message)))
     if message.role == "assistant":
-        if message.reasoning:
+        if message.reasoning or any(step.reasoning for step in message.tool_steps):
             menu.addAction("Copy with reasoning",
-                           lambda: QGuiApplication.clipboard().setText(copy_text(message, with_reasoning=True)))
+                           lambda: QGuiApplication.clipboard().setText(copy_with_steps(message, with_reasoning=True)))
         if last:
             regenerate = menu.addAction("Regenerate reply", view.regenerate_requested.emit)
             regenerate.setEnabled(can_change)

@@ -2,7 +2,7 @@
 
 It is a frame of the chat view's document: its first line is the header, a link
 (`tailor-reasoning:<message id>`) that the view toggles on a click, Enter or Space; expanded, the
-reasoning follows as grey plain text. The frame keeps its place while the document changes around
+reasoning follows as grey plain text. (A reply's tool steps have blocks of their own, `tailor-reasoning:<id>.<step>`.) The frame keeps its place while the document changes around
 it, so a block is rewritten in place: its header as the counters move, its text as reasoning
 streams in (appended, never rendered again), its lines shown or removed on a toggle.
 """
@@ -66,10 +66,13 @@ class ReasoningBlock:
         message_id: the reply's id, in the header's link.
         text: the reasoning so far.
         header: the header's words ("Thinking… 3 s · 120 tokens").
+        key: what its link names, when not the reply's id: "<message id>.<step>" for the reasoning of one of
+            the reply's tool steps (tool_steps_view.py).
     """
 
-    def __init__(self, cursor: QTextCursor, message_id: int, text: str, header: str):
+    def __init__(self, cursor: QTextCursor, message_id: int, text: str, header: str, key: str | None = None):
         self.message_id = message_id
+        self.key = key or str(message_id)
         self.text = text
         self.header = header
         self.expanded = False
@@ -79,7 +82,7 @@ class ReasoningBlock:
 
     @property
     def href(self) -> str:
-        return f"{SCHEME}:{self.message_id}"
+        return f"{SCHEME}:{self.key}"
 
     def _header_format(self) -> QTextCharFormat:
         fmt = QTextCharFormat()

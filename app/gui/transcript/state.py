@@ -10,6 +10,7 @@ from PySide6.QtCore import SignalInstance
 from PySide6.QtGui import QTextCursor
 
 from app.gui.transcript.reasoning_block import LiveReasoning, ReasoningBlock
+from app.gui.transcript.tool_card import ToolCard
 from app.services.history.store import Message
 
 
@@ -29,7 +30,10 @@ class TranscriptState:
     Attributes:
         messages: what is shown, by id (the streaming reply as it began).
         headers: a cursor at each shown message's header, in the order shown (kept as the document changes).
-        reasoning_blocks: each shown reply's reasoning block, by message id.
+        reasoning_blocks: each shown reply's reasoning block, by message id (its reasoning after its tool steps).
+        step_reasoning: the reasoning blocks of the shown replies' tool steps, by "<message id>.<step>".
+        tool_cards: the shown replies' tool calls, by "<message id>.<step>.<call>".
+        steps_shown: how many of each shown reply's tool steps are in the document, by message id.
         stream_id: the streaming reply's id; None when none streams.
         stream_text: the streaming reply's text, in the pieces that came since the last frame.
         thought: the streaming reply's reasoning as it comes.
@@ -40,6 +44,9 @@ class TranscriptState:
     messages: dict[int, Message] = field(default_factory=dict)
     headers: dict[int, QTextCursor] = field(default_factory=dict)
     reasoning_blocks: dict[int, ReasoningBlock] = field(default_factory=dict)
+    step_reasoning: dict[str, ReasoningBlock] = field(default_factory=dict)
+    tool_cards: dict[str, ToolCard] = field(default_factory=dict)
+    steps_shown: dict[int, int] = field(default_factory=dict)
     stream_id: int | None = None
     stream_text: list[str] = field(default_factory=list)
     thought: LiveReasoning = field(default_factory=LiveReasoning)
@@ -52,6 +59,9 @@ class TranscriptState:
         self.stream_id = None
         self.messages.clear()
         self.reasoning_blocks.clear()
+        self.step_reasoning.clear()
+        self.tool_cards.clear()
+        self.steps_shown.clear()
         self.headers.clear()
 
     def shown_ids(self) -> list[int]:

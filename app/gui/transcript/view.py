@@ -7,7 +7,8 @@ longer when rendering took long, so a fast model never floods the event loop.
 
 A reasoning model's thoughts sit in a collapsed block above the answer (app/gui/transcript/reasoning_block.py),
 its header counting seconds and tokens while they stream; a click, Enter or Space on the header
-shows them. Over a message the mouse brings Copy, Regenerate (the last reply) and Edit (yours) to its
+shows them. A reply's tool steps come before its answer, each its text and its calls as collapsed cards
+(tool_steps_view.py, tool_card.py), rewritten in place as the calls run and end. Over a message the mouse brings Copy, Regenerate (the last reply) and Edit (yours) to its
 header (message_actions.py); its context menu has them too, with Copy with reasoning and Branch to new
 chat (actions.py). A reply ends with its stats line; a code block names its language and has a
 Copy link. A message with other versions has a ‹ 2/3 › bar beside its header (version_bar.py); a chat
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QEvent, QMimeData, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, QMimeData, QTimer, Signal, Slot
 from PySide6.QtGui import QContextMenuEvent, QKeyEvent, QResizeEvent, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
@@ -30,6 +31,7 @@ from app.gui.transcript.html import (
     TranscriptColors,
     anchor_cursors,
     body_html,
+    has_frames,
     has_reasoning,
     header_html,
     message_html,
@@ -39,12 +41,15 @@ from app.gui.transcript.html import (
     stats_html,
     themed,
 )
+from app.gui.transcript.links import TranscriptLinks
 from app.gui.transcript.marks import TranscriptMarks
 from app.gui.transcript.message_actions import MessageActions
-from app.gui.transcript.reasoning_block import SCHEME, LiveReasoning, ReasoningBlock
+from app.gui.transcript.reasoning_block import LiveReasoning, ReasoningBlock
 from app.gui.transcript.state import TranscriptState
+from app.gui.transcript.tool_steps_view import ToolSteps, take_thought
 from app.gui.transcript.version_bar import VersionBars
 from app.services.history.store import Message, Version
+from app.services.history.tool_steps import ToolCallRecord
 from app.services.markdown_render import render_block, split_blocks, warm_up_in_background
 
 MIN_INTERVAL_MS = 16
@@ -88,10 +93,11 @@ class ChatView(QTextBrowser):
         self._clock.timeout.connect(self._tick)
         self._interval_ms = MIN_INTERVAL_MS
         self.state = TranscriptState()
-        # Where the streaming reply's body and its last block start (kept as the document changes).
-        self._body, self._tail = QTextCursor(self.document()), QTextCursor(self.document())
-        self._body.setKeepPositionOnInsert(True)
-        self._tail.setKeepPositionOnInsert(True)
+        # Where the streaming reply's body, the part of it since its last tool step, and that part's last block
+        # start (kept as the document changes).
+        self._reply, self._body, self._tail = (QTextCursor(self.document()) for _ in range(3))
+        for cursor in (self._reply, self._body, self._tail):
+            cursor.setKeepPositionOnInsert(True)
         self._stable_blocks = 0
         self._codes = 0  # the streaming reply's code blocks in its finished blocks (their Copy links' numbers)
         self._transcript_colors: TranscriptColors | None = None  # for the palette shown now (_colors)
@@ -99,7 +105,9 @@ class ChatView(QTextBrowser):
         self.renders = 0
         self.version_bars = VersionBars(self, self.state.headers.get)
         self.version_bars.requested.connect(self.version_requested)
-        self.transcript_actions = TranscriptActions(self, self.state, self, self.toggle_reasoning)
+        self.tool_steps = ToolSteps(self.document(), self.state, self._colors, self._spacer, self)
+        self.links = TranscriptLinks(self, self.state, self.tool_steps, self._at_end, self._scroll_to_end)
+        self.transcript_actions = TranscriptActions(self, self.state, self, self.links.toggle)
         self.anchorClicked.connect(self.transcript_actions.open_link)
         self.marks = TranscriptMarks(self, self.state, self.version_bars)
         self.message_actions = MessageActions(self, self.state, self, self.transcript_actions.copy_message)
@@ -122,7 +130,7 @@ class ChatView(QTextBrowser):
         self.setExtraSelections([])
         run: list[str] = []  # messages without reasoning go in as one piece of HTML
         for message in messages:
-            if has_reasoning(message):
+            if has_frames(message):
                 if run:
                     self._append_html("".join(run))
                     run = []
@@ -144,12 +152,18 @@ class ChatView(QTextBrowser):
 
     def _append_message(self, message: Message) -> None:
         self.state.messages[message.id] = message
-        if not has_reasoning(message):
+        if not has_frames(message):
             self._append_html(message_html(message, self._colors()))
             return
         self._append_html(header_html(message.role, message.id, self._colors()))
-        self._add_block(self._end_cursor(), message.id, message.reasoning, finished_header(message))
-        self._append_html(body_html(message, self._colors()))
+        self._append_body(message)
+
+    def _append_body(self, message: Message) -> None:
+        """A finished reply's tool steps, reasoning, answer, note and stats line, at the end."""
+        codes = self.tool_steps.insert(self._end_cursor(), message) if message.tool_steps else 0
+        if has_reasoning(message):
+            self._add_block(self._end_cursor(), message.id, message.reasoning, finished_header(message))
+        self._append_html(body_html(message, self._colors(), codes))
 
     def _add_block(self, cursor: QTextCursor, message_id: int, text: str, header: str) -> ReasoningBlock:
         cursor.insertBlock(self._spacer, QTextCharFormat())
@@ -172,12 +186,16 @@ class ChatView(QTextBrowser):
         self.version_bars.set_enabled(False)
         cursor = self._end_cursor()
         cursor.insertBlock(self._spacer, QTextCharFormat())
+        self._reply.setPosition(cursor.position())
+        self._stable_blocks = self._codes = 0
+        if message.tool_steps:  # a reply that called tools before it was shown
+            self._codes = self.tool_steps.insert(cursor, message)
+            cursor.insertBlock(self._spacer, QTextCharFormat())
         self._body.setPosition(cursor.position())
         self._tail.setPosition(cursor.position())
         self.state.stream_text = [message.content] if message.content else []
         self.state.stream_id = message.id
         self.state.thought = LiveReasoning(message.reasoning)
-        self._stable_blocks = self._codes = 0
         self._interval_ms = MIN_INTERVAL_MS
         self.state.streaming = True
         self._schedule()
@@ -208,6 +226,9 @@ class ChatView(QTextBrowser):
         self._timer.stop()
         self._clock.stop()
         self.state.messages[message.id] = message
+        if (message.tool_steps or self.tool_steps.shown_steps(message.id)) and not self.tool_steps.sync(message):
+            self._show_again(message)  # steps came that were never shown: the reply is shown anew, whole
+            return
         self.state.stream_text = [message.content]
         self.state.thought.take()  # the message has the whole reasoning
         self.flush(note=note_html(message.state, self._colors()) + stats_html(message, self._colors()))
@@ -217,9 +238,42 @@ class ChatView(QTextBrowser):
         if block is not None:
             block.set_text(message.reasoning)
             block.set_header(self.state.thought.final_header(message))
+        self._stream_ended()
+
+    def _stream_ended(self) -> None:
         self.state.streaming = False
         self.state.stream_id = None
         self.version_bars.set_enabled(not self.state.busy)
+
+    def _show_again(self, message: Message) -> None:
+        """Replace the streaming reply's body by the finished reply's."""
+        self.tool_steps.cut(self._reply.position(), message.id)
+        self._append_body(message)
+        self._stream_ended()
+
+    # ------------------------------------------------------------ tool steps
+
+    @Slot(object)
+    def on_tool_step(self, message: Message) -> None:
+        """The streaming reply called tools: what streamed since its last step becomes the new step (its
+        reasoning, its text, then its calls' cards, as `message` has them); what streams next goes below."""
+        if not self.state.streaming or message.id != self.state.stream_id:
+            return
+        at_end = self._at_end()
+        self._timer.stop()
+        self._codes, next_part = self.tool_steps.open_step(self._body.position(), message, take_thought(self.state))
+        self._body.setPosition(next_part)
+        self._tail.setPosition(next_part)
+        self.state.stream_text = []
+        self._stable_blocks = 0
+        self._scroll_to_end(at_end)
+
+    @Slot(int, int, object)
+    def on_tool_call_changed(self, message_id: int, step: int, call: ToolCallRecord) -> None:
+        """A call of a shown reply runs or ended: its card is rewritten in place (expanded or not)."""
+        at_end = self._at_end()
+        if self.tool_steps.update(message_id, step, call):
+            self._scroll_to_end(at_end and message_id == self.state.stream_id)
 
     @property
     def streaming(self) -> bool:
@@ -296,24 +350,16 @@ class ChatView(QTextBrowser):
 
     def toggle_reasoning(self, message_id: int) -> bool:
         """Show or hide a reply's reasoning; whether it has a block."""
-        block = self.state.reasoning_blocks.get(message_id)
-        if block is None:
-            return False
-        at_end = self._at_end()
-        block.toggle()
-        self._scroll_to_end(at_end and message_id == self.state.stream_id)
-        return True
+        return self.links.toggle_reasoning(message_id)
+
+    def toggle_link(self, href: str) -> bool:
+        """Open or close what a link of the transcript's own names (a reasoning header, a tool card, "Show all")."""
+        return self.links.toggle(href)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
-        """Enter or Space on a focused reasoning header (Tab moves between links) toggles it."""
-        keys = (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space)
-        href = self.textCursor().charFormat().anchorHref()
-        if event.key() in keys and self.textCursor().hasSelection() and href.startswith(f"{SCHEME}:"):
-            message_id = int(href.partition(":")[2])
-            if self.toggle_reasoning(message_id):
-                self.setTextCursor(self.state.reasoning_blocks[message_id].header_cursor())  # the focus stays
-            return
-        super().keyPressEvent(event)
+        """Enter or Space on a focused reasoning header, tool card or "Show all" (Tab moves between links)."""
+        if not self.links.key_pressed(event):
+            super().keyPressEvent(event)
 
     # ------------------------------------------------------------ versions, search hits, busy (marks.py)
 
