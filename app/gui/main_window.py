@@ -30,6 +30,9 @@ from app.gui.models_window.manager_window import ModelManager
 from app.gui.server.menu import REMOTE_MEMORY, ServerMenu
 from app.gui.side_panel.memory.page import MemoryPage
 from app.gui.side_panel.settings.panel import SettingsPanel
+from app.gui.tools.mcp_tools import McpTools
+from app.gui.tools.permission_bar import PermissionBar
+from app.gui.tools.tools_button import ToolsButton
 from app.gui.transcript.view import ChatView
 from app.gui.transfer.chat_transfer import ChatTransfer
 from app.gui.window_geometry import restore_window, save_window
@@ -43,6 +46,7 @@ from app.gui.window_layout import (
     readable_chat,
     side_panel,
 )
+from app.mcp.config import McpConfig, default_keys
 from app.services.history.store import Conversation, HistoryProblem, Message
 from app.services.paths import AppPaths
 from engine.protocol import MemoryReport
@@ -87,6 +91,8 @@ class MainWindow(QMainWindow):
         self.banner = Banner()
         self.history_banner = HistoryBanner(self.session.store, self)  # the history read-only, full or damaged
         self.send_stop = SendStop()  # Send, or Stop while a reply streams
+        self.tools_button = ToolsButton()  # which MCP servers' tools the chat may call
+        self.permission_bar = PermissionBar(self.composer)  # asks before a tool call runs
         # What the box sends: a message, or one of yours again as its new version (pending settings saved first).
         self.sending = Sending(self.session, self.composer, self.settings_panel.commit, parent=self)
 
@@ -94,7 +100,8 @@ class MainWindow(QMainWindow):
         """The splitter: the chat list | the chat column | the side panel (window_layout.py); the model picker
         at the top of the chat column."""
         self.chat_header, self.chat_header_layout = chat_header()  # the model picker's row
-        self.readable = readable_chat(self.chat, self.composer, self.send_stop)
+        self.readable = readable_chat(self.chat, self.composer, self.send_stop, tools=self.tools_button,
+                                      above_composer=self.permission_bar)
         self.chat_column = chat_column(self.chat_header, self.history_banner, self.banner, readable=self.readable)
         self.memory_page = MemoryPage(self.controller, self.session.plan)
         self.plan_page = PlanPage()
@@ -168,6 +175,12 @@ class MainWindow(QMainWindow):
         self.preferences_action = preferences_action(self, preferences)
         self._add_to_chat_menu(self.preferences_action)
         self.session.new_chat_settings = lambda base: new_chat_defaults(preferences, base)
+        # MCP servers: their tools for the chat, the servers dialog (Chat → MCP servers…).
+        paths = AppPaths.default()
+        self.mcp = McpTools(McpConfig(paths.mcp_config, default_keys(paths.mcp_secrets)), self.controller.deliver,
+                            paths.log_dir, self.session.use_tools, self)
+        self.mcp_action = self._action("MCP servers…", "Ctrl+Shift+T", lambda: self.mcp.show_dialog(self))
+        self.chat_menu.insertAction(self.preferences_action, self.mcp_action)
 
     def _add_to_chat_menu(self, *actions: QAction) -> None:
         """After a separator; their shortcuts work anywhere in the window."""
@@ -212,6 +225,9 @@ class MainWindow(QMainWindow):
         c.versions_changed.connect(view.set_versions)  # ‹ 2/3 ›
         c.search_hit.connect(view.show_hit)  # the words a chat was opened for, marked
         c.busy_changed.connect(view.set_busy)
+        c.tool_step.connect(view.on_tool_step)
+        c.tool_call_changed.connect(view.on_tool_call_changed)
+        c.tool_permission_asked.connect(self.permission_bar.ask)
 
     def _connect_requests(self) -> None:
         """What the user asks of the message box, the transcript, the chat list, the chat settings and the
@@ -256,6 +272,13 @@ class MainWindow(QMainWindow):
         c.memory.connect(self.server_menu.show_memory)  # after _on_memory: while remote, "Memory: remote" stays
         self.chat_transfer.notice.connect(self._say)
         self.chat_transfer.chats_changed.connect(self.refresh_list)
+        self.permission_bar.answered.connect(self.session.answer_permission)
+        self.mcp.status.connect(self.tools_button.update_status)
+        self.mcp.status.connect(self.session.on_server_status)
+        self.mcp.notice.connect(self._say)
+        self.tools_button.set_statuses(self.mcp.statuses())
+        self.tools_button.servers_chosen.connect(self.session.set_tool_servers)
+        self.tools_button.manage_requested.connect(lambda: self.mcp.show_dialog(self))
         self.help_menu.chat_requested.connect(self._chat_now)
         self.help_menu.model_requested.connect(lambda repo_id: self.show_models().open_repo(repo_id))
 
@@ -318,6 +341,7 @@ class MainWindow(QMainWindow):
         self.chat.set_messages(messages)
         self.sending.chat_shown(messages)  # an edit of a message not shown now ends
         self.settings_panel.set_settings(conversation.settings)
+        self.tools_button.show_choice(conversation.settings.tool_servers)
         self.setWindowTitle(f"Tailor — {conversation.title}")
         self.refresh_list()
 
@@ -390,4 +414,5 @@ class MainWindow(QMainWindow):
         self.server_menu.shutdown()
         self.chat_transfer.shutdown()
         self.session.shutdown()
+        self.mcp.close()
         super().closeEvent(event)

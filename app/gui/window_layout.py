@@ -117,13 +117,19 @@ def chat_header() -> tuple[QWidget, QHBoxLayout]:
     return header, layout
 
 
-def readable_chat(chat: QWidget, composer: QWidget, send_stop: QWidget) -> ReadableColumn:
-    """The transcript above the message box and its Send/Stop button, readable and centred."""
+def readable_chat(chat: QWidget, composer: QWidget, send_stop: QWidget, *, tools: QWidget | None = None,
+                  above_composer: QWidget | None = None) -> ReadableColumn:
+    """The transcript above the message box and its Send/Stop button, readable and centred; `tools` (the Tools
+    button) beside the box, `above_composer` (the tool permission bar, hidden until it asks) between."""
     row = QHBoxLayout()
+    if tools is not None:
+        row.addWidget(tools, 0, Qt.AlignmentFlag.AlignBottom)
     row.addWidget(composer, 1)
     row.addWidget(send_stop, 0, Qt.AlignmentFlag.AlignBottom)
     readable = ReadableColumn(chat)
     readable.column.addWidget(chat, 1)
+    if above_composer is not None:
+        readable.column.addWidget(above_composer)
     readable.column.addLayout(row)
     return readable
 

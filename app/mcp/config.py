@@ -84,6 +84,31 @@ class McpConfig:
         self._forget_secrets(name, old, keep=None)
         return True
 
+    def set_enabled(self, name: str, enabled: bool) -> None:
+        """Turn a server on or off (`"disabled": true` in the file); ConfigError when there is none of that name."""
+        document, server = self._entry_to_change(name)
+        if enabled:
+            server.pop("disabled", None)
+            server.pop("active", None)  # Jan's switch, read as disabled when false
+        else:
+            server["disabled"] = True
+        self._write(document)
+
+    def allow_tool(self, name: str, tool: str) -> None:
+        """"Always for this tool": the server's tool runs without asking from now on (`alwaysAllow`)."""
+        document, server = self._entry_to_change(name)
+        allowed = server.get("alwaysAllow") if isinstance(server.get("alwaysAllow"), list) else []
+        if tool not in allowed:
+            server["alwaysAllow"] = [*allowed, tool]
+            self._write(document)
+
+    def _entry_to_change(self, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        document = self._document()
+        server = document["mcpServers"].get(name)
+        if not isinstance(server, dict):
+            raise ConfigError(f"{self.file} has no server named {name}")
+        return document, server
+
     def import_from(self, path: Path) -> ImportReport:
         """Add the servers of another app's file (same shape); names that exist here are skipped, never
         overwritten. Its env values and headers go to the keyring like those added here."""

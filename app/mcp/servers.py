@@ -82,6 +82,23 @@ class McpServers:
             except concurrent.futures.TimeoutError:
                 log.warning("MCP servers %s did not stop within %s s", wanted, STOP_WAIT_S + 5)
 
+    def configure(self, configs: Iterable[ServerConfig]) -> None:
+        """The servers are these from now on (the configuration changed): a server gone or changed is stopped
+        (a changed one starts again when asked), a new one is added stopped. Statuses of those are told."""
+        wanted: dict[str, ServerConfig] = {}
+        for config in configs:
+            wanted.setdefault(config.name, config)
+        with self._lock:
+            old = dict(self._configs)
+        self.stop([name for name, config in old.items() if not _same_launch(wanted.get(name), config)])
+        with self._lock:
+            self._configs = wanted
+            fresh = [name for name in wanted if not _same_launch(old.get(name), wanted[name])]
+            for name in fresh:
+                self._statuses[name] = ServerStatus(name, "stopped")
+        for name in fresh:
+            self._on_status(ServerStatus(name, "stopped"))
+
     def tools(self, names: Iterable[str]) -> list[McpTool]:
         """The tools of those of these servers that are ready, named for the model: a name two of them share
         becomes `server__tool`."""
@@ -196,6 +213,13 @@ class McpServers:
         elif task.exception() is not None:
             pending.finish(False, f"{pending.tool}: {task.exception()!r}")
         pending.finish(False, f"{pending.tool}: ended without an outcome")  # never: every path above finishes
+
+
+def _same_launch(a: ServerConfig | None, b: ServerConfig | None) -> bool:
+    """Whether two configurations run the same server (the tools allowed for good do not change that)."""
+    if a is None or b is None:
+        return a is b
+    return dataclasses.replace(a, always_allow=()) == dataclasses.replace(b, always_allow=())
 
 
 def _offered_tools(conn: Connection) -> tuple[list[McpTool], list[str], dict[tuple[str, str], Any]]:

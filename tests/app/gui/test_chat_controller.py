@@ -32,7 +32,7 @@ def test_every_listener_call_is_a_signal_of_the_same_name_that_carries_its_argum
     controller = ChatController(store, "model.gguf", LoadPlanner(profile_for(ram_gib=16)), lambda _d: FakeEngine())
     relay = SignalRelay(controller)
     names = [name for name in vars(SessionListener) if not name.startswith("_")]
-    assert len(names) == 25 and set(EVENTS) == set(names)
+    assert len(names) == 28 and set(EVENTS) == set(names)
     for name in names:
         method = getattr(SessionListener, name)
         hints = get_type_hints(method)

@@ -3,6 +3,7 @@ cancelling, timeouts, stopping."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -135,3 +136,19 @@ def test_a_server_deaf_to_stdin_and_sigterm_is_killed_within_bounds(tmp_path: Pa
     servers.close()
     took = time.monotonic() - started_at
     assert gone(pid) and took < 10, took
+
+
+def test_a_new_configuration_stops_what_changed_or_went_and_adds_what_came(echo, tmp_path: Path):
+    servers, statuses, pid = echo
+    before = stdio("echo", ECHO, "--pid-file", str(tmp_path / "echo.pid"), timeout_s=5, env={"SECRET": "s1"})
+    second = stdio("second", ECHO, timeout_s=5)
+    servers.configure([before, second])  # echo unchanged: it keeps running
+    assert [(s.name, s.state) for s in servers.statuses()] == [("echo", "ready"), ("second", "stopped")]
+    assert not gone(pid)
+    servers.configure([second, dataclasses.replace(before, timeout_s=9)])  # echo changed: stopped
+    assert gone(pid)
+    assert [(s.name, s.state) for s in servers.statuses()] == [("second", "stopped"), ("echo", "stopped")]
+    servers.start(["echo"])
+    assert statuses.wait("echo", "ready", "failed").state == "ready"
+    servers.configure([second])
+    assert [s.name for s in servers.statuses()] == ["second"] and servers.tools(["echo"]) == []

@@ -123,3 +123,20 @@ def test_known_locations_of_other_apps(tmp_path: Path):
     jan[1].parent.mkdir(parents=True)
     jan[1].write_text("{}")
     assert locate("jan", home=home, env={}, platform="linux") == jan[1]
+
+
+def test_a_server_is_turned_off_and_on_and_its_tools_allowed_for_good(config: McpConfig):
+    config.add(ServerConfig("files", command="npx", env={"TOKEN": "t-1"}))
+    config.set_enabled("files", False)
+    assert config.load().servers[0].enabled is False
+    config.set_enabled("files", True)
+    config.allow_tool("files", "read_file")
+    config.allow_tool("files", "read_file")  # once is enough
+    config.allow_tool("files", "list_dir")
+    (files,) = config.load().servers
+    assert files.enabled and files.always_allow == ("read_file", "list_dir") and files.env == {"TOKEN": "t-1"}
+    assert "t-1" not in config.file.read_text()
+    with pytest.raises(ConfigError, match="no server named nope"):
+        config.allow_tool("nope", "x")
+    with pytest.raises(ConfigError, match="no server named nope"):
+        config.set_enabled("nope", False)
