@@ -15,7 +15,13 @@ from app.services.history.opening import CALL_CUT_OFF
 from app.services.history.recovery import recover_history
 from app.services.history.settings_fields import parse_settings
 from app.services.history.store import SCHEMA_VERSION, ChatSettings, ChatStore, ToolCallRecord, ToolStep
-from app.services.history.tool_steps import MAX_CALLS, ToolStepsError, steps_from_data, steps_from_json, steps_to_json
+from app.services.history.tool_steps import (
+    MAX_CALLS,
+    ToolStepsError,
+    steps_from_data,
+    steps_from_json,
+    steps_to_json,
+)
 from tests.app.services.history.history_files import old_history
 
 READ = ToolCallRecord("call-1", "read_file", '{"path": "notes.txt"}', "files", "ok", "SECRET-RESULT <b>", 0.4)
