@@ -176,14 +176,12 @@ def message_of(row: tuple) -> Message:
     """A Message from a row of MESSAGE_COLUMNS."""
     stats = json.loads(row[5]) if row[5] else None
     return Message(row[0], row[1], row[2], row[3], row[4], stats, row[6], row[7] or "", bool(row[8]), row[9],
-                   _steps_of(row[0], row[10]))
+                   _steps_of(row[0], row[10]) if row[10] else ())
 
 
 def _steps_of(message_id: int, text: object) -> tuple[ToolStep, ...]:
     """A message's tool steps from its column; a damaged value (not JSON, not steps) reads as none, with a
     warning: the message, its text and the chat around it stay readable."""
-    if not text:
-        return ()
     try:
         if not isinstance(text, str):
             raise ToolStepsError(f"the tool steps are {type(text).__name__}, not text")

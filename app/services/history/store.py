@@ -44,7 +44,7 @@ from app.services.history.records import (
     preset_row,
 )
 from app.services.history.schema import MIGRATIONS, SCHEMA_VERSION, migrate
-from app.services.history.search import steps_match
+from app.services.history.search import json_like_pattern, like_pattern, steps_match
 from app.services.history.tool_steps import ToolCallRecord, ToolStep, steps_to_json
 from app.services.history.tree import branch, delete_subtree, first_hit, leaf_of, show_branch_of, versions
 
@@ -109,8 +109,8 @@ class ChatStore(HistoryFile):
         if query.strip():
             where.append("(title LIKE ?1 ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m"
                          " WHERE m.conversation_id = conversations.id AND (m.content LIKE ?1 ESCAPE '\\'"
-                         f" OR {steps_match('m.tool_steps', '?1')})))")
-            args.append(like_pattern(query))
+                         f" OR {steps_match('m.tool_steps', '?1', '?2')})))")
+            args += [like_pattern(query), json_like_pattern(query)]
         if folder_id is None:
             where.append("folder_id IS NULL")
         elif folder_id is not ...:
@@ -297,7 +297,9 @@ class ChatStore(HistoryFile):
         """The oldest message of any branch of the chat containing `query` (case-insensitive for ASCII) in its
         text, its reasoning or its tool steps (their texts and reasoning, the calls' names and arguments; not
         their results: search.py)."""
-        return first_hit(self._db, conversation_id, like_pattern(query)) if query.strip() else None
+        if not query.strip():
+            return None
+        return first_hit(self._db, conversation_id, like_pattern(query), json_like_pattern(query))
 
     # ------------------------------------------------------------ folders and pins
 
@@ -383,8 +385,3 @@ def _folder_name(name: str) -> str:
 def _check_state(state: str) -> None:
     if state not in MESSAGE_STATES:
         raise ValueError(f"unknown message state {state!r}")
-
-
-def like_pattern(query: str) -> str:
-    """A LIKE pattern (escaped with '\\') that matches text containing `query`."""
-    return "%" + query.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

@@ -3,7 +3,8 @@
 Each chat shows the branch it shows in the window; a message of it that has other versions says so
 ("version 2 of 3"), so nothing looks hidden (the JSON export holds every branch). Messages are rendered from Markdown by app/services/markdown_render.py, which escapes raw HTML in
 them (a message with `<script>` shows as text), drops unsafe link schemes and turns images into
-plain links, so the page loads nothing; code blocks keep pygments' inline colours. No Qt here.
+plain links, so the page loads nothing; code blocks keep pygments' inline colours. A reply's tool steps
+come before its answer (export_steps.py), a tool's arguments and results as escaped code. No Qt here.
 """
 
 from __future__ import annotations

@@ -241,3 +241,16 @@ def test_a_tool_setting_of_the_wrong_type_or_range_falls_back_with_a_line(key, v
     assert ("kept",) in (settings.tool_servers, settings.allowed_tools)  # the good one beside it stays
     (problem,) = parsed.problems
     assert problem.startswith(f"setting {key!r} must be ") and problem.endswith(" is used")
+
+
+def test_a_search_for_quotes_backslashes_and_wildcards_in_a_step_finds_them_literally(store):
+    chat = store.create_conversation("Odd characters")
+    reply = store.add_message(chat.id, "assistant", "Done.")
+    text = 'I said "hi" in C:\\temp\\new\tthen 100% of a_b'
+    store.update_message_tool_steps(reply.id, (ToolStep(text, (READ,)),), "Done.")
+    for found in ('"hi" in C:\\temp\\new', "new\tthen", "100% of a_b"):
+        assert store.find_in_conversation(chat.id, found) == reply.id, found
+        assert [c.id for c in store.list_conversations(found)] == [chat.id], found
+    for missing in ("100%% of", "a%b", "C:\\\\temp"):
+        assert store.find_in_conversation(chat.id, missing) is None, missing
+        assert store.list_conversations(missing) == [], missing
