@@ -193,6 +193,7 @@ def _text(content: dict) -> str:
 # A node to visit: its id, its kept ancestor's id, the thoughts passed down to it, the time a message without
 # one gets, the reply read so far on its path.
 _Path = tuple[str, int | None, tuple[str, ...], float, PendingReply]
+_At = tuple[int | None, tuple[str, ...], float, PendingReply]  # the same, for the nodes under one
 
 
 @dataclass(slots=True)
@@ -236,8 +237,8 @@ def _tree(nodes: dict[str, _Node], current: str, created: float) -> _Tree:
         node_id, above, thoughts, at, reply = stack.pop()
         reached.add(node_id)
         node = nodes[node_id]
-        at = node.created if node.created is not None else at
-        above, thoughts, reply = _visit(tree, node_id, node, (above, thoughts, at, reply), _continues(nodes, children, node_id))
+        above, thoughts, at, reply = _visit(tree, node_id, node, (above, thoughts, at, reply),
+                                            _continues(nodes, children, node_id))
         if node_id == current:
             if reply.open:  # in a reply still being read: the branch shown ends at that reply
                 reply = replace(reply, current=True)
@@ -253,29 +254,30 @@ def _tree(nodes: dict[str, _Node], current: str, created: float) -> _Tree:
     return tree
 
 
-def _visit(tree: _Tree, node_id: str, node: _Node, where: tuple[int | None, tuple[str, ...], float, PendingReply],
-           continues: bool) -> tuple[int | None, tuple[str, ...], PendingReply]:
-    """Take one node into `tree`: (its kept ancestor, the thoughts, the reply read) for the nodes under it.
-    `continues`: the model called a tool after it (text it wrote is then a step's, not the answer)."""
-    above, thoughts, at, reply = where
+def _visit(tree: _Tree, node_id: str, node: _Node, where: _At, continues: bool) -> _At:
+    """Take one node into `tree`; `where` it is (its kept ancestor, the thoughts, the time, the reply read)
+    becomes where the nodes under it are. `continues`: the model called a tool after it (text it wrote is
+    then a step's, not the answer)."""
+    above, thoughts, before, reply = where
+    at = node.created if node.created is not None else before
     if node.role == "user":
-        if reply.open:  # a reply that wrote nothing after its last call
-            above, thoughts = tree.add_reply(reply, thoughts, above, at), ()
+        if reply.open:  # a reply that wrote nothing after its last call, at the time of its last node
+            above, thoughts = tree.add_reply(reply, thoughts, above, before), ()
         tree.mended += node.mended
-        return tree.messages.append("user", node.text, at, above), (), NO_REPLY
+        return tree.messages.append("user", node.text, at, above), (), at, NO_REPLY
     if node.role == "assistant":
         tree.mended += node.mended
         reply = reply.wrote(unpack(node.text))
         if continues:
-            return above, thoughts, reply
-        return tree.add_reply(reply, thoughts, above, at), (), NO_REPLY
+            return above, thoughts, at, reply
+        return tree.add_reply(reply, thoughts, above, at), (), at, NO_REPLY
     if node.role == "call":
-        return above, (), reply.called(node_id, node.tool, unpack(node.text), "\n\n".join(thoughts), node.created)
+        return above, (), at, reply.called(node_id, node.tool, unpack(node.text), "\n\n".join(thoughts), node.created)
     if node.role == "tool":
-        return above, thoughts, reply.answered(node_id, node.tool, unpack(node.text), node.failed, node.created)
+        return above, thoughts, at, reply.answered(node_id, node.tool, unpack(node.text), node.failed, node.created)
     if node.role == "system" and not tree.system_prompt:
         tree.system_prompt = unpack(node.text)
-    return above, thoughts + node.thoughts, reply
+    return above, thoughts + node.thoughts, at, reply
 
 
 def _continues(nodes: dict[str, _Node], children: dict[str | None, list[str]], node_id: str) -> bool:
