@@ -18,6 +18,7 @@ from pathlib import Path
 
 from app.services.history.problems import HistoryProblem, StoreDamagedError, StoreError, problem_kind
 from app.services.history.schema import check_not_newer, migrate, schema_version
+from app.services.history.tool_steps import ToolStepsError, steps_from_json, steps_to_json, unfinished_ended
 from models.formats.local_file import kind_of
 
 # Opens an SQLite connection to a path, read-write or read-only (isolation_level=None).
@@ -106,10 +107,24 @@ def empty_history() -> sqlite3.Connection:
     return db
 
 
+# What a call that was waiting or running when Tailor stopped says instead of a result.
+CALL_CUT_OFF = "Tailor closed before this call ended."
+
+
 def mark_interrupted(db: sqlite3.Connection) -> int:
-    """Mark replies left 'streaming' by a crash as 'interrupted'; returns how many."""
+    """Mark replies left 'streaming' by a crash as 'interrupted', their calls that had not ended as
+    cancelled (nothing will answer them now); returns how many replies."""
     db.execute("BEGIN IMMEDIATE")
     try:
+        rows = db.execute("SELECT id, tool_steps FROM messages WHERE state = 'streaming' AND tool_steps != ''")
+        for message_id, text in rows.fetchall():
+            try:
+                steps = steps_from_json(text)
+            except ToolStepsError:
+                continue  # damaged: read as no steps (records.message_of), left as it is
+            ended = unfinished_ended(steps, CALL_CUT_OFF)
+            if ended != steps:
+                db.execute("UPDATE messages SET tool_steps = ? WHERE id = ?", (steps_to_json(ended), message_id))
         count = db.execute("UPDATE messages SET state = 'interrupted' WHERE state = 'streaming'").rowcount
         db.execute("COMMIT")
     except BaseException:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -16,12 +17,13 @@ from app.services.chat_defaults import (
 )
 from app.services.history.settings_fields import (
     CHAT_FIELDS,
+    DEFAULT_TOOL_STEP_CAP,
     LOAD_KEYS,
     SPECULATION_FIELDS,
     TORCH_FIELDS,
     parse_settings,
 )
-from app.services.history.tool_steps import ToolStep
+from app.services.history.tool_steps import ToolStep, ToolStepsError, steps_from_json
 from app.services.load_settings import LoadSettings
 from engine.protocol import Reasoning
 
@@ -30,6 +32,8 @@ MessageState = Literal["complete", "streaming", "interrupted", "cancelled"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant")
 MESSAGE_STATES: tuple[str, ...] = ("complete", "streaming", "interrupted", "cancelled")
 DEFAULT_TITLE = "New chat"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -49,6 +53,11 @@ class ChatSettings:
     # A reasoning model's thinking, sent with each reply (ReplyShape): no reload when it changes.
     reasoning: Reasoning = "auto"
     think_budget: int | None = None  # the most reasoning tokens; None: no cap
+    # Tools (MCP): the servers on in this chat (none: the model is offered no tools), the tools the user
+    # allowed "Always in this chat" (asked no more), the most tool steps a reply takes before it answers.
+    tool_servers: tuple[str, ...] = ()
+    allowed_tools: tuple[str, ...] = ()
+    tool_step_cap: int = DEFAULT_TOOL_STEP_CAP
 
     def to_json(self) -> str:
         # Stored flat, as every release stored them (and still reads them): the load's fields, its
@@ -152,7 +161,8 @@ class Version:
 
 
 # The columns `message_of` reads, in its order.
-MESSAGE_COLUMNS = "id, conversation_id, role, content, state, stats, created, reasoning, reasoning_closed, parent_id"
+MESSAGE_COLUMNS = ("id, conversation_id, role, content, state, stats, created, reasoning, reasoning_closed, parent_id,"
+                   " tool_steps")
 # The columns `conversation_of` reads, in its order.
 CONVERSATION_COLUMNS = "id, title, created, updated, settings, folder_id, pinned"
 
@@ -165,7 +175,20 @@ def conversation_of(row: tuple) -> Conversation:
 def message_of(row: tuple) -> Message:
     """A Message from a row of MESSAGE_COLUMNS."""
     stats = json.loads(row[5]) if row[5] else None
-    return Message(row[0], row[1], row[2], row[3], row[4], stats, row[6], row[7] or "", bool(row[8]), row[9])
+    return Message(row[0], row[1], row[2], row[3], row[4], stats, row[6], row[7] or "", bool(row[8]), row[9],
+                   _steps_of(row[0], row[10]) if row[10] else ())
+
+
+def _steps_of(message_id: int, text: object) -> tuple[ToolStep, ...]:
+    """A message's tool steps from its column; a damaged value (not JSON, not steps) reads as none, with a
+    warning: the message, its text and the chat around it stay readable."""
+    try:
+        if not isinstance(text, str):
+            raise ToolStepsError(f"the tool steps are {type(text).__name__}, not text")
+        return steps_from_json(text)
+    except ToolStepsError as exc:
+        log.warning("The tool steps of message %s cannot be read (%s): it is shown without them", message_id, exc)
+        return ()
 
 
 def preset_row(preset: Preset) -> tuple[str, str, int]:

@@ -23,6 +23,7 @@ from app.services.history.backup import sync_to_disk
 from app.services.history.opening import open_sqlite
 from app.services.history.records import MESSAGE_STATES, ROLES
 from app.services.history.schema import LINE_UP_MESSAGES, migrate
+from app.services.history.tool_steps import ToolStepsError, steps_from_json
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +231,8 @@ def _clean(table: str, row: dict) -> dict | None:
                 row["reasoning"] = ""
             if "reasoning_closed" in row and row["reasoning_closed"] not in (0, 1):
                 row["reasoning_closed"] = 1
+            if "tool_steps" in row and not _steps_readable(row["tool_steps"]):
+                row["tool_steps"] = ""  # the reply stays, without the steps that cannot be read
         else:
             ok = isinstance(row["name"], str) and bool(row["name"].strip()) and isinstance(row["pinned"], int)
             ok = ok and _json_or(row["settings"], None) is not None
@@ -247,6 +250,16 @@ def _has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float)
+
+
+def _steps_readable(text: object) -> bool:
+    if not isinstance(text, str):
+        return False
+    try:
+        steps_from_json(text)
+    except ToolStepsError:
+        return False
+    return True
 
 
 def _json_or(text: object, fallback: str | None) -> str | None:

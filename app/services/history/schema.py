@@ -128,9 +128,16 @@ def _v6_branches_and_folders(db: sqlite3.Connection) -> list[str]:
     return found
 
 
+def _v7_tool_steps(db: sqlite3.Connection) -> list[str]:
+    # A reply that called tools: its steps (what it wrote before each call, the calls and their results)
+    # as a JSON list (app/services/history/tool_steps.py). Replies of older files called none: ''.
+    return _add_column(db, "messages", "tool_steps", "TEXT NOT NULL DEFAULT ''")
+
+
 # A step returns the names of what it found already there (a half-done step being finished).
 MIGRATIONS: list[Callable[[sqlite3.Connection], list[str]]] = [
     _v1_initial, _v2_settings_and_stats, _v3_presets, _v4_reasoning, _v5_external_ids, _v6_branches_and_folders,
+    _v7_tool_steps,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -22,6 +22,7 @@ from app.services.chat_defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
+from app.services.history.tool_steps import NAME_LIMIT
 from app.services.load_settings import LoadSettings
 from engine.protocol import REASONING_CHOICES
 from models.plan.load_options import SPECULATIVE_MODES, SpeculativeOptions, TorchOptions
@@ -35,6 +36,9 @@ MAX_TOKENS_RANGE = (1, CONTEXT_RANGE[1])  # a reply is at most a context long
 DRAFT_TOKENS_RANGE = (1, 64)
 GPU_SHARE_RANGE = (0.1, 1.0)
 CPU_KV_BYTES_RANGE = (1 << 28, 64 << 30)  # 0.25 to 64 GiB
+TOOL_STEP_CAP_RANGE = (1, 100)  # a reply's tool steps (each one model turn and its calls) before it must answer
+DEFAULT_TOOL_STEP_CAP = 10
+MAX_NAMES = 256  # MCP servers on in a chat, tools allowed in it
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +71,14 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, str) and v in choices
 
 
+def _names(v: Any) -> bool:
+    """A list of names (a server's, a tool's): each one line of text, not empty, not too long."""
+    return (isinstance(v, list | tuple) and len(v) <= MAX_NAMES
+            and all(isinstance(n, str) and n.strip() and len(n) <= NAME_LIMIT and n.isprintable() for n in v))
+
+
 _TEXT = "text"
+_NAMES = f"a list of at most {MAX_NAMES} names, each one line of 1 to {NAME_LIMIT} characters"
 # ChatSettings' fields and its load's (LOAD_KEYS) under their stored (flat) keys, in the stored order: the
 # default, the check, and what is wanted.
 CHAT_FIELDS: dict[str, _Field] = {
@@ -84,6 +95,12 @@ CHAT_FIELDS: dict[str, _Field] = {
     "reasoning": _Field("auto", _one_of(REASONING_CHOICES), f"one of {', '.join(REASONING_CHOICES)}"),
     "think_budget": _Field(None, _or_none(_whole(1, MAX_TOKENS_RANGE[1])),
                            f"null or a whole number from 1 to {MAX_TOKENS_RANGE[1]}"),
+    # Tools: the MCP servers on in this chat (none: tools off), the tools allowed "Always in this chat", and
+    # the most tool steps a reply takes before it must answer.
+    "tool_servers": _Field((), _names, _NAMES),
+    "allowed_tools": _Field((), _names, _NAMES),
+    "tool_step_cap": _Field(DEFAULT_TOOL_STEP_CAP, _whole(*TOOL_STEP_CAP_RANGE),
+                            f"a whole number from 1 to {TOOL_STEP_CAP_RANGE[1]}"),
 }
 LOAD_KEYS = frozenset({"n_ctx", "auto_ctx_cap", "kv_type", "flash_attn"})  # LoadSettings' fields (ChatSettings.load)
 SPECULATION_FIELDS: dict[str, tuple[str, _Field]] = {  # SpeculativeOptions' field: (stored key, field)
@@ -135,6 +152,8 @@ def parse_settings(data: object) -> ParsedSettings:
         fields["temperature"] = float(fields["temperature"])
     if isinstance(fields["top_p"], int):
         fields["top_p"] = float(fields["top_p"])
+    for key in ("tool_servers", "allowed_tools"):  # a JSON list; a tuple: the parsed fields are cached and shared
+        fields[key] = tuple(fields[key])
     return ParsedSettings(fields, tuple(problems))
 
 
@@ -147,7 +166,7 @@ def _shown(value: object, limit: int = 40) -> str:
     if isinstance(value, int) and abs(value) >= 10**15:
         return f"a {len(str(abs(value)))}-digit number"
     if isinstance(value, list | tuple):
-        return "a list"
+        return "a list" if value else "[]"
     if isinstance(value, Mapping):
         return "an object"
     text = repr(value) if isinstance(value, str) else str(value)

@@ -44,12 +44,14 @@ from app.services.history.records import (
     preset_row,
 )
 from app.services.history.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from app.services.history.search import json_like_pattern, like_pattern, steps_match
+from app.services.history.tool_steps import ToolCallRecord, ToolStep, steps_to_json
 from app.services.history.tree import branch, delete_subtree, first_hit, leaf_of, show_branch_of, versions
 
 __all__ = [
     "FOLDER_NAME_LIMIT", "DEFAULT_PRESET", "DEFAULT_TITLE", "MESSAGE_STATES", "MIGRATIONS", "SCHEMA_VERSION", "ChatSettings", "ChatStore",
     "Conversation", "Folder", "HistoryProblem", "Message", "MessageState", "Preset", "Role", "StoreDamagedError", "StoreError",
-    "StoreTooNewError", "StoreUnwritableError", "Version", "default_db_path", "migrate",
+    "StoreTooNewError", "StoreUnwritableError", "ToolCallRecord", "ToolStep", "Version", "default_db_path", "migrate",
 ]
 
 
@@ -100,13 +102,15 @@ class ChatStore(HistoryFile):
 
     def list_conversations(self, query: str = "", folder_id: int | None | EllipsisType = ...) -> list[Conversation]:
         """Conversations, pinned first, then most recently updated first; `query` keeps those whose title
-        or any message of any branch contains it (case-insensitive for ASCII); `folder_id` those in that
+        or any message of any branch contains it (case-insensitive for ASCII; in a reply's tool steps, the
+        texts and the calls' names and arguments, not their results: search.py); `folder_id` those in that
         folder (None: in none; left out: in any)."""
         where, args = [], []
         if query.strip():
             where.append("(title LIKE ?1 ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m"
-                         " WHERE m.conversation_id = conversations.id AND m.content LIKE ?1 ESCAPE '\\'))")
-            args.append(like_pattern(query))
+                         " WHERE m.conversation_id = conversations.id AND (m.content LIKE ?1 ESCAPE '\\'"
+                         f" OR {steps_match('m.tool_steps', '?1', '?2')})))")
+            args += [like_pattern(query), json_like_pattern(query)]
         if folder_id is None:
             where.append("folder_id IS NULL")
         elif folder_id is not ...:
@@ -132,7 +136,7 @@ class ChatStore(HistoryFile):
     def insert_conversation(self, conversation: Conversation, messages: list[Message], uid: str,
                             leaf_id: int | None = None, *, linear: bool = False) -> int | None:
         """Add a whole chat as given (title, times, settings, folder, pin; messages with their states, stats,
-        reasoning and times) under `uid`, in one transaction. Messages name their parents by the ids they
+        reasoning, tool steps and times) under `uid`, in one transaction. Messages name their parents by the ids they
         have in `messages` (each after its parent; None: a first message), or with `linear` form one line,
         each under the one before; `leaf_id` names the branch shown (None: the last message's). Returns the
         chat's id, or None when a chat with `uid` is there already (then nothing is added).
@@ -164,9 +168,9 @@ class ChatStore(HistoryFile):
                     raise ValueError(f"message {m.id} follows {m.parent_id}, which is not an earlier message")
                 last = db.execute(
                     "INSERT INTO messages (conversation_id, role, content, state, stats, created, reasoning,"
-                    " reasoning_closed, parent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " reasoning_closed, parent_id, tool_steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (cid, m.role, m.content, m.state, json.dumps(m.stats) if m.stats is not None else None,
-                     m.created, m.reasoning, int(m.reasoning_closed), parent),
+                     m.created, m.reasoning, int(m.reasoning_closed), parent, steps_to_json(m.tool_steps)),
                 ).lastrowid
                 new_ids[m.id] = last
             leaf = new_ids.get(leaf_id, last) if leaf_id is not None else last
@@ -174,8 +178,8 @@ class ChatStore(HistoryFile):
         return cid
 
     def copy_branch(self, message_id: int, title: str | None = None) -> Conversation | None:
-        """A new chat holding the branch up to `message_id` (its settings too), under a new id; None when
-        there is no such message."""
+        """A new chat holding the branch up to `message_id` (its settings too, its replies' tool steps), under
+        a new id; None when there is no such message."""
         source = self.get_message(message_id)
         if source is None:
             return None
@@ -220,19 +224,29 @@ class ChatStore(HistoryFile):
                 (content, *_reasoning_values(reasoning, reasoning_closed), message_id),
             )
 
+    def update_message_tool_steps(self, message_id: int, steps: tuple[ToolStep, ...], content: str = "") -> None:
+        """Save a streaming reply's tool steps and its text so far (what it wrote after the last step), in one
+        transaction: called when a step begins (the text streamed until then is that step's text now, so
+        `content` starts again) and when a call changes (permitted, running, answered)."""
+        with self._write() as db:
+            db.execute("UPDATE messages SET tool_steps = ?, content = ? WHERE id = ?",
+                       (steps_to_json(steps), content, message_id))
+
     def finish_message(
         self, message_id: int, content: str, state: MessageState, stats: dict | None = None,
-        reasoning: str | None = None, reasoning_closed: bool = True,
+        reasoning: str | None = None, reasoning_closed: bool = True, *,
+        tool_steps: tuple[ToolStep, ...] | None = None,
     ) -> None:
-        """Store the final text, state and stats of a reply, and its reasoning when given (None leaves
-        what is stored)."""
+        """Store the final text, state and stats of a reply, and its reasoning and tool steps when given
+        (None leaves what is stored: the steps saved while it streamed)."""
         _check_state(state)
         stats_json = json.dumps(stats) if stats is not None else None
+        steps_json = steps_to_json(tool_steps) if tool_steps is not None else None
         with self._write() as db:
             db.execute(
                 "UPDATE messages SET content = ?, state = ?, stats = ?, reasoning = coalesce(?, reasoning),"
-                " reasoning_closed = coalesce(?, reasoning_closed) WHERE id = ?",
-                (content, state, stats_json, *_reasoning_values(reasoning, reasoning_closed), message_id),
+                " reasoning_closed = coalesce(?, reasoning_closed), tool_steps = coalesce(?, tool_steps) WHERE id = ?",
+                (content, state, stats_json, *_reasoning_values(reasoning, reasoning_closed), steps_json, message_id),
             )
 
     def delete_message(self, message_id: int) -> None:
@@ -280,8 +294,12 @@ class ChatStore(HistoryFile):
             show_branch_of(db, message_id)
 
     def find_in_conversation(self, conversation_id: int, query: str) -> int | None:
-        """The oldest message of any branch of the chat containing `query` (case-insensitive for ASCII)."""
-        return first_hit(self._db, conversation_id, like_pattern(query)) if query.strip() else None
+        """The oldest message of any branch of the chat containing `query` (case-insensitive for ASCII) in its
+        text, its reasoning or its tool steps (their texts and reasoning, the calls' names and arguments; not
+        their results: search.py)."""
+        if not query.strip():
+            return None
+        return first_hit(self._db, conversation_id, like_pattern(query), json_like_pattern(query))
 
     # ------------------------------------------------------------ folders and pins
 
@@ -367,8 +385,3 @@ def _folder_name(name: str) -> str:
 def _check_state(state: str) -> None:
     if state not in MESSAGE_STATES:
         raise ValueError(f"unknown message state {state!r}")
-
-
-def like_pattern(query: str) -> str:
-    """A LIKE pattern (escaped with '\\') that matches text containing `query`."""
-    return "%" + query.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

@@ -13,6 +13,7 @@ import sqlite3
 from collections import defaultdict
 
 from app.services.history.records import MESSAGE_COLUMNS, Message, Version, message_of
+from app.services.history.search import WRITTEN_AND_THOUGHT_KEYS, steps_match
 
 # The newest message under (and including) ?1: the newest child, its newest child, and so on. Each
 # row's id is larger than the one before, so the largest is where the branch ends.
@@ -106,10 +107,13 @@ def _leaf_gone(db: sqlite3.Connection, conversation_id: int) -> bool:
     return bool(row and row[0])
 
 
-def first_hit(db: sqlite3.Connection, conversation_id: int, pattern: str) -> int | None:
-    """The oldest message of the chat, in any branch, whose text matches LIKE `pattern` (escaped with '\\')."""
+def first_hit(db: sqlite3.Connection, conversation_id: int, pattern: str, json_pattern: str) -> int | None:
+    """The oldest message of the chat, in any branch, whose text, reasoning or tool steps (their texts and
+    reasoning, their calls' names and arguments: search.py) match LIKE `pattern` (escaped with '\\';
+    `json_pattern`: the same written as JSON, search.json_like_pattern)."""
     row = db.execute(
         "SELECT min(id) FROM messages WHERE conversation_id = ?1 AND (content LIKE ?2 ESCAPE '\\'"
-        " OR reasoning LIKE ?2 ESCAPE '\\')", (conversation_id, pattern),
+        f" OR reasoning LIKE ?2 ESCAPE '\\' OR {steps_match('tool_steps', '?2', '?3', WRITTEN_AND_THOUGHT_KEYS)})",
+        (conversation_id, pattern, json_pattern),
     ).fetchone()
     return row[0] if row else None

@@ -5,7 +5,8 @@ The JSON holds every branch of every chat and is deterministic: the same chats g
 sorted; chats oldest first; messages in the order they were written; no export time), so an export
 imported into an empty history exports again byte for byte. It is written a chat at a time
 (`json_chunks`), so exporting a large history does not hold it twice. Markdown and HTML show the
-branch each chat shows, and say where a message on it has other versions. HTML lives in
+branch each chat shows, and say where a message on it has other versions; a reply's tool steps come
+before its answer (app/services/transfer/export_steps.py). HTML lives in
 app/services/transfer/export_html.py. No Qt here.
 """
 
@@ -21,11 +22,14 @@ from dataclasses import dataclass
 
 from app.services.history.store import ChatStore, Conversation, Message
 from app.services.history.timestamps import checked_time, iso_time
+from app.services.transfer.export_steps import steps_markdown
+from app.services.transfer.markdown_text import close_fences, fence_for
 
 FORMAT = "tailor-chats"
-VERSION = 2  # 2: branches (each message's id and parent, the chat's leaf), folder and pin; 1: one line per chat
+# 3: a reply's tool steps; 2: branches (each message's id and parent, the chat's leaf), folder and pin; 1: one line
+# per chat. An older Tailor refuses a newer version whole rather than import replies without their tool calls.
+VERSION = 3
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)$")
 
 
 @dataclass(slots=True, frozen=True)
@@ -117,7 +121,7 @@ def _finite(value: object) -> object:
 def message_dict(message: Message, local: dict[int, int]) -> dict:
     """One message of the JSON export: `id` and `parent` its own and its parent's number in the chat (from 1,
     in the order written; null: a first message); stats as stored (a figure JSON cannot hold, such as NaN,
-    as null)."""
+    as null); `tool_steps` a list of ToolStep.to_dict() (empty: it called no tools)."""
     return {
         "id": local[message.id],
         "parent": local.get(message.parent_id) if message.parent_id is not None else None,
@@ -128,6 +132,7 @@ def message_dict(message: Message, local: dict[int, int]) -> dict:
         "state": message.state,
         "stats": _finite(message.stats),
         "created": checked_time(message.created),  # null: no time (a bad one kept from an older file)
+        "tool_steps": _finite([step.to_dict() for step in message.tool_steps]),
     }
 
 
@@ -172,30 +177,6 @@ def display_title(title: str) -> str:
     return " ".join(cleaned.split()) or "Untitled chat"
 
 
-def fence_for(text: str, char: str = "`") -> str:
-    """A code fence longer than any run of `char` in `text`, so the text cannot close it."""
-    longest = max((len(run) for run in re.findall(re.escape(char) + "+", text)), default=0)
-    return char * max(3, longest + 1)
-
-
-def close_fences(text: str) -> str:
-    """`text` with a code block it leaves open (a reply cut off mid-code) closed, so what follows it
-    in the export is not swallowed into the code."""
-    fence = ""
-    for line in text.splitlines():
-        if fence:
-            stripped = line.strip()
-            if stripped.startswith(fence) and stripped == stripped[0] * len(stripped):
-                fence = ""
-            continue
-        match = _FENCE.match(line)
-        if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
-            fence = match.group(1)
-    if not fence:
-        return text
-    return text + ("" if text.endswith("\n") else "\n") + fence
-
-
 def meta_line(record: ChatRecord, shown: list[Message]) -> str:
     """The line under a chat's title: its times, how many messages it shows (and holds in all its branches
     when that is more), its folder and pin."""
@@ -223,7 +204,7 @@ def message_notes(message: Message, versions: dict[int, tuple[int, int]]) -> lis
 def chat_markdown(record: ChatRecord) -> str:
     """One chat as Markdown: `# title`, a line of times, the system prompt, then each message of the branch
     it shows under a `### You` / `### Assistant` heading (with `*(version 2 of 3)*` where it has other
-    versions); reasoning in a collapsed <details> block."""
+    versions); a reply's tool steps before its answer; reasoning in a collapsed <details> block."""
     c = record.conversation
     shown, versions = record.branch(), record.versions()
     lines = [f"# {display_title(c.title)}", "", f"*{meta_line(record, shown)}*", ""]
@@ -235,11 +216,13 @@ def chat_markdown(record: ChatRecord) -> str:
         notes = message_notes(message, versions)
         note = f" *({' · '.join(notes)})*" if notes else ""
         lines += [f"### {ROLE_NAMES.get(message.role, message.role)}{note}", ""]
+        lines += steps_markdown(message.tool_steps)
         if message.reasoning:
             summary = "Thought" + ("" if message.reasoning_closed else " (cut off)")
             lines += [f"<details><summary>{summary}</summary>", "", close_fences(message.reasoning).strip("\n"),
                       "", "</details>", ""]
-        lines += [close_fences(message.content).strip("\n") or "*(empty)*", ""]
+        if message.content or not message.tool_steps:  # a reply that ended after its calls wrote nothing more
+            lines += [close_fences(message.content).strip("\n") or "*(empty)*", ""]
     return "\n".join(lines)
 
 

@@ -3,7 +3,8 @@
 Each chat shows the branch it shows in the window; a message of it that has other versions says so
 ("version 2 of 3"), so nothing looks hidden (the JSON export holds every branch). Messages are rendered from Markdown by app/services/markdown_render.py, which escapes raw HTML in
 them (a message with `<script>` shows as text), drops unsafe link schemes and turns images into
-plain links, so the page loads nothing; code blocks keep pygments' inline colours. No Qt here.
+plain links, so the page loads nothing; code blocks keep pygments' inline colours. A reply's tool steps
+come before its answer (export_steps.py), a tool's arguments and results as escaped code. No Qt here.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from html import escape
 from app.services.history.store import Message
 from app.services.markdown_render import highlight_code, render_markdown
 from app.services.transfer.export import ROLE_NAMES, ChatRecord, display_title, message_notes, meta_line
+from app.services.transfer.export_steps import STEPS_CSS, steps_html
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 52rem; margin: 2rem auto;
@@ -32,7 +34,7 @@ pre { overflow-x: auto; border-radius: 6px; white-space: pre-wrap; }
 code { font-family: ui-monospace, "SF Mono", Consolas, monospace; }
 table { border-collapse: collapse; }
 hr { border: none; border-top: 1px solid #ddd; margin: 2rem 0; }
-"""
+""" + STEPS_CSS
 
 
 def _message_html(message: Message, notes: list[str]) -> str:
@@ -41,10 +43,13 @@ def _message_html(message: Message, notes: list[str]) -> str:
     note += "".join(f' <span class="version">· {escape(n)}</span>' for n in notes if n != state)
     parts = [f'<div class="message {escape(message.role)}">',
              f'<div class="role">{escape(ROLE_NAMES.get(message.role, message.role))}{note}</div>']
+    if message.tool_steps:
+        parts.append(steps_html(message.tool_steps))
     if message.reasoning:
         summary = "Thought" + ("" if message.reasoning_closed else " (cut off)")
         parts.append(f"<details><summary>{summary}</summary>\n{render_markdown(message.reasoning)}</details>")
-    parts.append(render_markdown(message.content) if message.content else "<p><em>(empty)</em></p>")
+    if message.content or not message.tool_steps:
+        parts.append(render_markdown(message.content) if message.content else "<p><em>(empty)</em></p>")
     parts.append("</div>")
     return "\n".join(parts)
 

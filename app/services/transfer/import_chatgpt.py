@@ -3,9 +3,10 @@
 The file is a list of conversations, each a tree of messages (`mapping`: node id -> {message,
 parent, children}) of which ChatGPT shows the path to `current_node`; the other branches are the
 questions the user edited and the answers they regenerated. The whole tree becomes the chat's
-branches: each user or assistant node with text is kept, and a node left out (the hidden system
-message, tool calls and their output, a reasoning recap, an empty message) hands the nodes under it
-to its nearest kept ancestor. A "thoughts" node becomes the reasoning of the reply under it; the first
+branches: each user or assistant node with text is kept, tool calls and their outputs become the tool
+steps of the reply they belong to (app/services/transfer/import_chatgpt_tools.py; text the model wrote
+just before a call is that step's text), and a node left out (the hidden system message, a reasoning
+recap, an empty message) hands the nodes under it to its nearest kept ancestor. A "thoughts" node becomes the reasoning of the reply under it; the first
 visible system text becomes the chat's system prompt; an image becomes "[image]". `current_node`
 (or its nearest kept ancestor) is the branch shown.
 
@@ -19,10 +20,20 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.services.history.store import ChatSettings, Conversation
 from app.services.history.timestamps import checked_time
+from app.services.history.tool_steps import MAX_CALLS
+from app.services.transfer.import_chatgpt_tools import (
+    NO_REPLY,
+    PendingReply,
+    call_arguments,
+    output_failed,
+    output_text,
+    parts_text,
+    tool_name,
+)
 from app.services.transfer.import_parsed import (
     MessageList,
     ParsedChat,
@@ -44,11 +55,15 @@ class _Node:
     so a conversation in memory is little more than its text)."""
 
     parent: str | None
-    role: str | None = None  # "user" or "assistant": kept; "system": a candidate system prompt; None: left out
-    text: str | bytes = ""  # packed (chat_import_parsed.pack)
+    # "user" or "assistant": kept; "system": a candidate system prompt; "call": an assistant's call of a tool;
+    # "tool": a tool's output; None: left out
+    role: str | None = None
+    text: str | bytes = ""  # packed (chat_import_parsed.pack); a call's arguments (JSON), a tool's output
     created: float | None = None
     thoughts: tuple[str, ...] = ()
     mended: bool = False  # its create_time was no time (out of 1970–9999, not a number)
+    tool: str = ""  # the tool called, or that answered
+    failed: bool = False  # a tool's output that reports a failure
 
 
 @dataclass(slots=True)
@@ -114,6 +129,9 @@ def chat_of(read: ReadConversation) -> ParsedChat:
     conversation = Conversation(0, title or "ChatGPT chat", created, max(updated, created), settings)
     if tree.mended:
         notes.append(mended_times(tree.mended, "message"))
+    if tree.dropped:
+        notes.append(f"{tree.dropped:,} tool call{'' if tree.dropped == 1 else 's'} past the {MAX_CALLS:,} a reply "
+                     "holds were left out")
     return ParsedChat(str(uuid.uuid5(CHATGPT_NAMESPACE, own_id)), conversation, tree.messages, tree.leaf,
                       notes=tuple(notes))
 
@@ -142,15 +160,20 @@ def _node(entry: dict) -> _Node:
         thoughts = content.get("thoughts") if isinstance(content.get("thoughts"), list) else []
         texts = (t.get("content") for t in thoughts if isinstance(t, dict))
         return _Node(parent, thoughts=tuple(t for t in texts if isinstance(t, str) and t))
-    if (role not in ("user", "assistant", "system")
-            or _dict(message.get("metadata")).get("is_visually_hidden_from_conversation")
-            or message.get("recipient", "all") != "all"):
-        return _Node(parent)  # a tool call, a tool's output, a hidden message
-    text = _text(content)
-    if not text.strip():
-        return _Node(parent)
+    if (role not in ("user", "assistant", "system", "tool")
+            or _dict(message.get("metadata")).get("is_visually_hidden_from_conversation")):
+        return _Node(parent)  # a hidden message
     raw = message.get("create_time")
     created = checked_time(raw)  # None: the time of the message before it (the chat's, for the first)
+    recipient = message.get("recipient", "all")
+    if role == "assistant" and recipient != "all":
+        return _Node(parent, "call", pack(call_arguments(content)), created, tool=tool_name(recipient))
+    if role == "tool":
+        name = tool_name(_dict(message.get("author")).get("name"))
+        return _Node(parent, "tool", pack(output_text(content)), created, tool=name, failed=output_failed(message))
+    text = _text(content)
+    if recipient != "all" or not text.strip():
+        return _Node(parent)  # addressed to a tool by someone else than the model, or empty
     return _Node(parent, role, pack(text), created, mended=raw is not None and created is None)
 
 
@@ -161,17 +184,16 @@ def _text(content: dict) -> str:
         return content["text"]
     if kind not in ("text", "multimodal_text"):
         return ""
-    parts = content.get("parts") if isinstance(content.get("parts"), list) else []
-    texts = []
-    for part in parts:
-        if isinstance(part, str):
-            texts.append(part)
-        elif isinstance(part, dict):
-            texts.append("[image]" if "image" in str(part.get("content_type", "")) else "[attachment]")
-    return "\n".join(t for t in texts if t)
+    return parts_text(content)
 
 
 # ---------------------------------------------------------------- the tree
+
+
+# A node to visit: its id, its kept ancestor's id, the thoughts passed down to it, the time a message without
+# one gets, the reply read so far on its path.
+_Path = tuple[str, int | None, tuple[str, ...], float, PendingReply]
+_At = tuple[int | None, tuple[str, ...], float, PendingReply]  # the same, for the nodes under one
 
 
 @dataclass(slots=True)
@@ -180,6 +202,16 @@ class _Tree:
     leaf: int | None
     system_prompt: str
     mended: int = 0  # kept messages whose create_time was no time
+    dropped: int = 0  # tool calls past MAX_CALLS in a reply
+
+    def add_reply(self, reply: PendingReply, thoughts: tuple[str, ...], above: int | None, at: float) -> int:
+        """The reply read down a path (its steps, its text) as a message after `above`; its number."""
+        number = self.messages.append("assistant", reply.text, at, above, reasoning="\n\n".join(thoughts),
+                                      tool_steps=reply.finished_steps())
+        self.dropped += reply.dropped
+        if reply.current:
+            self.leaf = number
+        return number
 
 
 def _tree(nodes: dict[str, _Node], current: str, created: float) -> _Tree:
@@ -199,30 +231,69 @@ def _tree(nodes: dict[str, _Node], current: str, created: float) -> _Tree:
         children[node.parent].append(node_id)
     tree = _Tree(MessageList(), None, "")
     reached: set[str] = set()
-    # Depth first, without recursion (a chat may have 100,000 messages): (node, its kept ancestor's id,
-    # the thoughts passed down to it, the time a message without one gets).
-    stack = [(root, None, (), created) for root in reversed(children[None])]
+    # Depth first, without recursion (a chat may have 100,000 messages).
+    stack: list[_Path] = [(root, None, (), created, NO_REPLY) for root in reversed(children[None])]
     while stack:
-        node_id, above, thoughts, at = stack.pop()
+        node_id, above, thoughts, at, reply = stack.pop()
         reached.add(node_id)
         node = nodes[node_id]
-        if node.role in ("user", "assistant"):
-            at = node.created if node.created is not None else at
-            tree.mended += node.mended
-            reasoning = "\n\n".join(thoughts) if node.role == "assistant" else ""
-            above = tree.messages.append(node.role, node.text, at, above, reasoning=reasoning)
-            thoughts = ()
-        else:
-            if node.role == "system" and not tree.system_prompt:
-                tree.system_prompt = unpack(node.text)
-            thoughts += node.thoughts
+        above, thoughts, at, reply = _visit(tree, node_id, node, (above, thoughts, at, reply),
+                                            _continues(nodes, children, node_id))
         if node_id == current:
-            tree.leaf = above
-        stack.extend((child, above, thoughts, at) for child in reversed(children.get(node_id, ())))
+            if reply.open:  # in a reply still being read: the branch shown ends at that reply
+                reply = replace(reply, current=True)
+            else:
+                tree.leaf = above
+        below = children.get(node_id, ())
+        if not below and reply.open:  # the path ends in a reply that wrote nothing after its last call
+            above, thoughts, reply = tree.add_reply(reply, thoughts, above, at), (), NO_REPLY
+        stack.extend((child, above, thoughts, at, reply) for child in reversed(below))
     if len(reached) < len(nodes):
         start = current if current not in reached else next(n for n in nodes if n not in reached)
         raise SkippedChat(f"its messages' parents form a cycle (at node {_cycle_at(nodes, start)!r})")
     return tree
+
+
+def _visit(tree: _Tree, node_id: str, node: _Node, where: _At, continues: bool) -> _At:
+    """Take one node into `tree`; `where` it is (its kept ancestor, the thoughts, the time, the reply read)
+    becomes where the nodes under it are. `continues`: the model called a tool after it (text it wrote is
+    then a step's, not the answer)."""
+    above, thoughts, before, reply = where
+    at = node.created if node.created is not None else before
+    if node.role == "user":
+        if reply.open:  # a reply that wrote nothing after its last call, at the time of its last node
+            above, thoughts = tree.add_reply(reply, thoughts, above, before), ()
+        tree.mended += node.mended
+        return tree.messages.append("user", node.text, at, above), (), at, NO_REPLY
+    if node.role == "assistant":
+        tree.mended += node.mended
+        reply = reply.wrote(unpack(node.text))
+        if continues:
+            return above, thoughts, at, reply
+        return tree.add_reply(reply, thoughts, above, at), (), at, NO_REPLY
+    if node.role == "call":
+        return above, (), at, reply.called(node_id, node.tool, unpack(node.text), "\n\n".join(thoughts), node.created)
+    if node.role == "tool":
+        return above, thoughts, at, reply.answered(node_id, node.tool, unpack(node.text), node.failed, node.created)
+    if node.role == "system" and not tree.system_prompt:
+        tree.system_prompt = unpack(node.text)
+    return above, thoughts + node.thoughts, at, reply
+
+
+def _continues(nodes: dict[str, _Node], children: dict[str | None, list[str]], node_id: str) -> bool:
+    """Whether an assistant's text is followed by a call of a tool (under it, past nodes left out). Each node
+    left out is looked at from its one nearest node that is not: the whole tree is looked at once at most."""
+    if nodes[node_id].role != "assistant":
+        return False
+    todo = list(children.get(node_id, ()))
+    while todo:
+        child = todo.pop()
+        role = nodes[child].role
+        if role == "call":
+            return True
+        if role is None or role == "system":
+            todo.extend(children.get(child, ()))
+    return False
 
 
 def _cycle_at(nodes: dict[str, _Node], start: str) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from app.services.history.records import ROLES
 from app.services.history.store import MESSAGE_STATES, Conversation, Message
+from app.services.history.tool_steps import ToolStep, steps_from_json, steps_to_json
 
 
 class ChatImportError(ValueError):
@@ -43,11 +44,13 @@ class MessageList(Sequence[Message]):
         self._content: list[str | bytes] = []
         self._reasoning: list[str | bytes] = []
         self._stats: list[dict | None] = []
+        self._steps: list[str | bytes] = []  # a reply's tool steps as their JSON ('' for none)
 
     def append(self, role: str, content: str | bytes, created: float, parent: int | None, *, state: str = "complete",
-               stats: dict | None = None, reasoning: str = "", reasoning_closed: bool = True) -> int:
+               stats: dict | None = None, reasoning: str = "", reasoning_closed: bool = True,
+               tool_steps: tuple[ToolStep, ...] = ()) -> int:
         """Add a message (role and state as the store knows them, parent an earlier number; content a str, or
-        packed already); its number."""
+        packed already; tool steps checked already); its number."""
         if parent is not None and not 1 <= parent <= len(self):
             raise ValueError(f"parent {parent} is not an earlier message")
         self._roles.append(ROLES.index(role))
@@ -58,6 +61,7 @@ class MessageList(Sequence[Message]):
         self._content.append(content if isinstance(content, bytes) else pack(content))
         self._reasoning.append(pack(reasoning) if reasoning else "")
         self._stats.append(stats)
+        self._steps.append(pack(steps_to_json(tool_steps)))
         return len(self)
 
     def __len__(self) -> int:
@@ -72,7 +76,8 @@ class MessageList(Sequence[Message]):
             raise IndexError(index)
         return Message(index + 1, 0, ROLES[self._roles[index]], unpack(self._content[index]),
                        MESSAGE_STATES[self._states[index]], self._stats[index], self._created[index],
-                       unpack(self._reasoning[index]), bool(self._closed[index]), self._parents[index] or None)
+                       unpack(self._reasoning[index]), bool(self._closed[index]), self._parents[index] or None,
+                       steps_from_json(unpack(self._steps[index])))
 
     def __iter__(self) -> Iterator[Message]:
         return (self[i] for i in range(len(self)))

@@ -1,10 +1,13 @@
-"""Chats from Tailor's own JSON export (app/services/transfer/export.py), version 1 or 2, read one at a time.
+"""Chats from Tailor's own JSON export (app/services/transfer/export.py), version 1 to 3, read one at a time.
 
 Version 2 writes `format` and `version` first, so the file is known before its first chat is read.
 Version 1 sorted every key, `chats` before them: its chats are skipped once to read what follows,
 then read from where they start. A chat is checked field by field as it is read (a message at a
 time: a chat of 100,000 messages is never held as JSON objects) and a chat that fails a check is
-left out with a line naming it and the field; a damaged file stops the reading (StreamError). No Qt here.
+left out with a line naming it and the field; a damaged file stops the reading (StreamError). A reply's
+tool steps (version 3) that fail their checks (tool_steps.py: types, statuses, at most MAX_CALLS calls,
+names of at most NAME_LIMIT characters) are left out of that reply alone, and a note says so; the
+rest of the chat is imported. No Qt here.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from app.services.history.records import ROLES
 from app.services.history.settings_fields import parse_settings
 from app.services.history.store import MESSAGE_STATES, ChatSettings, Conversation
 from app.services.history.timestamps import checked_time
+from app.services.history.tool_steps import ToolStep, ToolStepsError, steps_from_data
 from app.services.transfer.export import FORMAT, VERSION
 from app.services.transfer.import_parsed import (
     ChatImportError,
@@ -131,6 +135,7 @@ class _Messages:
         self.problem = ""
         self.now = time.time()  # the time of a message whose own is no time
         self.mended = 0  # messages given `now`
+        self.lost_steps: list[str] = []  # why each message's tool steps were left out ("message 3: ...")
 
     def add(self, data: object, index: int) -> None:
         if self.problem:
@@ -157,8 +162,21 @@ class _Messages:
             role, _field(data, "content", "str", where), created, parent,
             state=state, stats=_field(data, "stats", "object or null", where),
             reasoning=_field(data, "reasoning", "str", where),
-            reasoning_closed=_field(data, "reasoning_closed", "bool", where),
+            reasoning_closed=_field(data, "reasoning_closed", "bool", where), tool_steps=self._steps(data, where),
         )
+
+    def _steps(self, data: dict, where: str) -> tuple[ToolStep, ...]:
+        """The message's tool steps (none before version 3); steps that fail a check are left out, and why
+        is kept for the chat's note."""
+        if self.version < 3:
+            return ()
+        try:
+            if "tool_steps" not in data:
+                raise ToolStepsError('"tool_steps" is missing')
+            return steps_from_data(data["tool_steps"])
+        except ToolStepsError as exc:
+            self.lost_steps.append(f"{where}: {exc}")
+            return ()
 
     def _parent(self, data: dict, where: str) -> int | None:
         """The number of the message this one follows (version 1: one line, each after the one before)."""
@@ -191,6 +209,10 @@ def _parsed(data: dict, reading: _Messages, version: int) -> ParsedChat:
                                 reading.now if updated is None else updated, ChatSettings(**parsed.fields))
     if reading.mended:
         notes.append(mended_times(reading.mended, "message"))
+    if reading.lost_steps:
+        count = len(reading.lost_steps)
+        notes.append(f"the tool steps of {count} message{'' if count == 1 else 's'} could not be read and were left "
+                     f"out ({reading.lost_steps[0]}{'; …' if count > 1 else ''})")
     messages = reading.messages
     if version == 1:
         return ParsedChat(uid, conversation, messages, notes=tuple(notes))

@@ -82,7 +82,7 @@ def open_killed_at(template: Path | None, work: Path, kill_at: int) -> subproces
     )
 
 
-@pytest.mark.parametrize("start", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("start", [0, 1, 2, 3, 4, 6])
 def test_a_kill_at_every_statement_of_the_upgrade_loses_nothing(tmp_path, fresh_schema, start):
     """Kill the opening process before each statement in turn; then the file opens, upgraded, with every chat."""
     template = None
@@ -166,6 +166,9 @@ HALF_DONE = {
         4, "ALTER TABLE conversations ADD COLUMN external_id TEXT",
         "UPDATE conversations SET external_id = 'c' || id",
         "CREATE UNIQUE INDEX conversations_by_external_id ON conversations(external_id)",
+    ),
+    "tool_steps column there at version 6": (
+        6, "ALTER TABLE messages ADD COLUMN tool_steps TEXT NOT NULL DEFAULT ''",
     ),
 }
 

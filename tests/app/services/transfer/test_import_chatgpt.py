@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services.history.store import DEFAULT_TITLE, ChatSettings, ChatStore
+from app.services.history.store import DEFAULT_TITLE, ChatSettings, ChatStore, ToolCallRecord, ToolStep
 from app.services.transfer.export import load_chats, to_json
 from app.services.transfer.importer import ChatImportError, import_file
 from tests.app.services.history.history_files import chats_of
@@ -110,12 +110,21 @@ def test_a_real_shaped_export_keeps_every_branch(store: ChatStore):
     assert [(v.index, v.count) for v in (store.versions(lisbon)[m.id] for m in shown)] == [(2, 2), (1, 1)]
     conversation = store.get_conversation(lisbon)
     assert (conversation.created, conversation.updated) == (1717236000.123456, 1717236900.654321)
-    assert _tree(store, _chat(store, "Reading a chart")) == [
+    chart = _chat(store, "Reading a chart")
+    assert _tree(store, chart) == [
         (1, None, "user", "[image]\nWhat does this chart say?"),  # the hidden custom instructions left out
-        (2, 1, "assistant", "Sales rose every quarter; Q4 doubled Q1."),  # the code call and its output too
+        (2, 1, "assistant", "Sales rose every quarter; Q4 doubled Q1."),  # the code call and its output: a step
     ]
-    cut = _chat(store, "Cut short")  # current_node is the tool's output: the branch ends at the question
-    assert [m.content for m in store.list_messages(cut)] == ["Compute 2**100."]
+    (step,) = store.list_messages(chart)[1].tool_steps
+    assert step == ToolStep("", (ToolCallRecord(
+        "3d4e5f6a-1004-4b8c-9d9e-0f1a2b3c4d5e", "python",
+        json.dumps({"code": "from PIL import Image\nImage.open('/mnt/data/chart.png').size"}), "", "ok", "(800, 600)",
+        1.0),))
+    cut = _chat(store, "Cut short")  # current_node is the tool's output: the branch ends at the reply holding it
+    question, reply = store.list_messages(cut)
+    assert (question.content, reply.content, reply.state) == ("Compute 2**100.", "", "complete")
+    assert [(c.name, c.arguments, c.status, c.result) for c in reply.tool_steps[0].calls] == [
+        ("python", '{"code": "2**100"}', "ok", "1267650600228229401496703205376")]
 
 
 def test_a_chatgpt_chat_exports_and_imports_again_as_tailors_own(store: ChatStore, tmp_path: Path):

@@ -145,8 +145,8 @@ def _refused(exported: Path) -> dict[str, tuple[str, str]]:
         "another format": (json.dumps({"format": "something", "chats": []}), 'no "format": "tailor-chats"'),
         "a list": ("[1, 2]", "not a Tailor chat export (nor ChatGPT's conversations.json)"),
         "a number": ("42", "is not a Tailor chat export"),
-        "newer version": (json.dumps({**doc, "version": 3}), "written by a newer Tailor (export version 3; this one"
-                                                             " reads up to 2)"),
+        "newer version": (json.dumps({**doc, "version": 4}), "written by a newer Tailor (export version 4; this one"
+                                                             " reads up to 3)"),
         "version 0": (json.dumps({**doc, "version": 0}), "unknown export version 0"),
         "chats not a list": (json.dumps({"format": "tailor-chats", "version": 2, "chats": {}}), '"chats" must be a list'),
         "no chats": (json.dumps({"format": "tailor-chats", "version": 2}), '"chats" must be a list'),
