@@ -86,6 +86,14 @@ def wait_for_pid(pid_file: Path, timeout: float = 30) -> int:
     return int(pid_file.read_text())
 
 
+def wait_for_text(path: Path, text: str, timeout: float = 30) -> None:
+    """Wait until the file holds `text` (a test server writes it)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists() or path.read_text() != text:
+        assert time.monotonic() < deadline, f"{path} never said {text!r}"
+        time.sleep(0.02)
+
+
 def gone(pid: int) -> bool:
     """The process has exited and been reaped (no zombie left)."""
     try:

@@ -11,7 +11,7 @@ import pytest
 
 from app.mcp.results import MAX_RESULT_BYTES
 from app.mcp.types import McpTool
-from tests.app.mcp.helpers import Outcomes, call, gone, started, stdio, tool, wait_for_pid
+from tests.app.mcp.helpers import Outcomes, call, gone, started, stdio, tool, wait_for_pid, wait_for_text
 from tests.fixtures.mcp_servers import BAD, ECHO
 
 ECHO_TOOL = McpTool("echo", "echo", "echo", "", {"type": "object"})  # as a caller may hold it from before
@@ -61,16 +61,12 @@ def test_cancelling_a_call_tells_the_server_and_says_cancelled_once(echo, tmp_pa
     marker = tmp_path / "marker"
     outcomes = Outcomes()
     cancel = servers.call(tool(servers, "echo", "sleep"), {"seconds": 60, "marker": str(marker)}, outcomes)
-    time.sleep(0.3)  # the call reaches the server (the cancel must work whenever it comes)
+    wait_for_text(marker, "started")  # the call reached the server (an earlier cancel: the next test)
     cancel()
     cancel()
     outcome = outcomes.wait()
     assert outcome.cancelled and not outcome.ok and outcome.seconds < 10
-    deadline = time.monotonic() + 10
-    while not marker.exists():
-        assert time.monotonic() < deadline, "the server was never told of the cancellation"
-        time.sleep(0.02)
-    assert marker.read_text() == "cancelled"
+    wait_for_text(marker, "cancelled")  # the server was told
     time.sleep(0.2)
     assert len(outcomes.outcomes) == 1
     assert call(servers, tool(servers, "echo", "echo"), {"text": "still here"}).text == "still here"
