@@ -14,6 +14,7 @@ from typing import Any
 
 from app.chat.engine_history import step_messages
 from app.cli.chat_tools import CliTools, add_tool_arguments
+from app.cli.errors import CliError
 from app.cli.mem import final_report, memory_json
 from app.cli.plan import context_option
 from app.cli.preset import PresetError, apply_chat_preset
@@ -40,10 +41,6 @@ from models.plan.load_options import SPECULATIVE_MODES, SpeculativeOptions, Torc
 
 # After Ctrl+C stops a reply, how long the engine has to end it before the command gives up on it.
 CANCEL_GRACE_S = 3.0
-
-
-class CliError(Exception):
-    """A failure reported as one line on stderr with a non-zero exit."""
 
 
 def add_chat_parser(subparsers: Any) -> None:

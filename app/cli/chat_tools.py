@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from app.chat.tool_rounds import CANCELLED, DENIED, chat_key
 from app.chat.tool_set import ToolSet, fit_tools
 from app.mcp.config import McpConfig, default_keys
-from app.mcp.servers import McpServers
 from app.mcp.types import McpTool, ServerConfig, ServerStatus, ToolOutcome, ToolServers
 from app.services.history.tool_steps import ToolCallRecord, ToolStep
 from app.services.paths import AppPaths
@@ -215,6 +214,8 @@ class CliTools:
             raise error(f"--mcp: {info.name}'s chat template takes no tools")
         config = McpConfig(paths.mcp_config, default_keys(paths.mcp_secrets))
         configs = _chosen(config, names, error)
+        from app.mcp.servers import McpServers  # the MCP SDK's import (0.5 s), only with --mcp
+
         statuses: queue.Queue[ServerStatus] = queue.Queue()
         servers = McpServers(configs, on_status=statuses.put, stderr_dir=paths.log_dir)
         try:

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from app.cli.errors import CliError
 from app.services.history.store import ChatStore, Folder
 from app.services.history.timestamps import checked_time, iso_time
 from app.services.paths import AppPaths
@@ -28,7 +29,7 @@ from app.services.transfer.user_files import TargetRefused, check_target
 _CHAT_HELP = "the chat's number (as `tailor chats ls` shows) or its UUID"
 
 
-class ChatsError(Exception):
+class ChatsError(CliError):
     """A chat that does not exist, a file that cannot be written or imported; one line for the user."""
 
 

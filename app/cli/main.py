@@ -4,51 +4,61 @@ its own (chat, serve, plan, pull…) that adds its parser here; no command opens
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable
 from importlib import metadata
 
-from app.cli.chat import CliError, add_chat_parser
-from app.cli.chats import ChatsError, add_chats_parsers
-from app.cli.hw import add_hw_parser
-from app.cli.library import add_library_parsers
-from app.cli.mcp import add_mcp_parser
-from app.cli.mem import add_mem_parser
-from app.cli.plan import PlanError, add_plan_parser
-from app.cli.preset import PresetError, add_preset_parser
-from app.cli.pull import add_pull_parser
-from app.cli.search import add_search_parser
-from app.cli.serve import add_serve_parser
-from app.services.history.store import StoreError
+from app.cli.errors import CliError
+from app.services.history.problems import StoreError
 
 OpenWindow = Callable[[list[str]], int]  # the window's own options -> exit status (app.launcher.open_gui)
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Each command's module and the function that adds its parser (some add several commands). Only the module of
+# the command being run is imported: together they take a second to import, which every run paid.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "chat": ("app.cli.chat", "add_chat_parser"),
+    "hw": ("app.cli.hw", "add_hw_parser"),
+    "plan": ("app.cli.plan", "add_plan_parser"),
+    "search": ("app.cli.search", "add_search_parser"),
+    "ls": ("app.cli.library", "add_library_parsers"),
+    "rm": ("app.cli.library", "add_library_parsers"),
+    "pull": ("app.cli.pull", "add_pull_parser"),
+    "serve": ("app.cli.serve", "add_serve_parser"),
+    "mem": ("app.cli.mem", "add_mem_parser"),
+    "presets": ("app.cli.preset", "add_preset_parser"),
+    "chats": ("app.cli.chats", "add_chats_parsers"),
+    "export": ("app.cli.chats", "add_chats_parsers"),
+    "import": ("app.cli.chats", "add_chats_parsers"),
+    "mcp": ("app.cli.mcp", "add_mcp_parser"),
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `command` alone when it is one (the others are not imported), else of every command."""
     parser = argparse.ArgumentParser(prog="tailor", description="Chat with open language models locally.")
     parser.add_argument("--version", action="version", version=f"tailor {_version()}")
     sub = parser.add_subparsers(dest="command")
-    add_chat_parser(sub)
-    add_hw_parser(sub)
-    add_plan_parser(sub)
-    add_search_parser(sub)
-    add_library_parsers(sub)
-    add_pull_parser(sub)
-    add_serve_parser(sub)
-    add_mem_parser(sub)
-    add_preset_parser(sub)
-    add_chats_parsers(sub)
-    add_mcp_parser(sub)
+    adders = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for module, adder in adders:
+        getattr(importlib.import_module(module), adder)(sub)
     gui = sub.add_parser("gui", help="open the window (the default with no command)")
     gui.add_argument("--model", help="GGUF file to load (default: the built-in starter model)")
     gui.add_argument("--db", help="chat history file (default: in the user data folder)")
     return parser
 
 
+def _command(argv: list[str]) -> str | None:
+    """The command `argv` runs, when its first word is one (`tailor --model X` opens the window)."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
+
+
 def main(argv: list[str] | None = None, open_window: OpenWindow | None = None) -> int:
     """Run a command; `tailor gui` (and a bare `tailor --model X`) hands over to `open_window`, which the
     launcher passes in: the command line never imports Qt itself."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(_command(argv)).parse_args(argv)
     if getattr(args, "func", None) is None:
         if open_window is None:
             print("tailor: error: the window opens from the `tailor` command", file=sys.stderr)
@@ -60,7 +70,7 @@ def main(argv: list[str] | None = None, open_window: OpenWindow | None = None) -
         return open_window(gui_args)
     try:
         return args.func(args)
-    except (CliError, PlanError, PresetError, ChatsError, StoreError) as exc:  # StoreError: the chat history
+    except (CliError, StoreError) as exc:  # each command's errors are CliErrors; StoreError: the chat history
         print(f"tailor: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -12,10 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.cli.chat import CliError
+from app.cli.errors import CliError
 from app.mcp.config import ConfigError, McpConfig, default_keys
 from app.mcp.known_configs import APPS, locate
-from app.mcp.servers import McpServers
 from app.mcp.types import ServerConfig, ServerStatus
 from app.services.paths import AppPaths
 
@@ -170,6 +169,8 @@ def start_once(server: ServerConfig, startup_timeout_s: float) -> tuple[ServerSt
     def on_status(status: ServerStatus) -> None:
         if status.state in ("ready", "failed"):
             settled.set()
+
+    from app.mcp.servers import McpServers  # the MCP SDK's import (0.5 s): only `test` runs a server
 
     servers = McpServers([server], on_status, startup_timeout_s=startup_timeout_s)
     started = time.monotonic()

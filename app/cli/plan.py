@@ -7,6 +7,7 @@ import importlib.util
 import json
 from typing import Any
 
+from app.cli.errors import CliError
 from app.services.planning.machine import detect_machine
 from app.services.planning.plan_text import format_plan
 from models.formats.errors import InvalidModelFile
@@ -22,7 +23,7 @@ from models.plan.sources import gguf_file_candidate, repo_candidates
 KV_TYPES = ("f16", "q8_0", "q4_0")
 
 
-class PlanError(Exception):
+class PlanError(CliError):
     """A bad file, repo or option; printed as one line."""
 
 

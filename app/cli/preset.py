@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from app.cli.errors import CliError
 from app.services.chat_defaults import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_SYSTEM_PROMPT,
@@ -17,7 +18,7 @@ from app.services.history.store import ChatStore, Preset
 from app.services.paths import AppPaths
 
 
-class PresetError(Exception):
+class PresetError(CliError):
     """A preset that does not exist or cannot be saved; one line for the user."""
 
 
