@@ -2,8 +2,9 @@
 
 OpenAI streams each call in pieces keyed by `index`: the first piece has the call's id and function
 name, the next ones pieces of its arguments. Servers differ: some send each call whole, some omit the
-id (one is made up here, as the local engine makes its own) or the index (each piece with a new id, or
-the first, starts a call; the others continue the last), some repeat the name in every piece. The
+id (one is made up here, as the local engine makes its own) or the index (then a piece starts a call
+when it has a new id, or a name once the last call has arguments; else it continues the last call),
+some repeat the name in every piece. The
 server is someone else's, so what it may add is capped: MAX_TOOL_CALLS calls, MAX_ARGUMENT_BYTES of
 arguments for one call, MAX_TOOL_BYTES for all of them; past a cap the reply fails with ToolCallLimit
 (the stream stops there, nothing more is read). Wrong types are a MalformedStream, as elsewhere.
@@ -75,7 +76,7 @@ class ToolCallTally:
         kind = delta.get("type")
         if kind is not None and kind != "function":
             raise MalformedStream(f"a tool call is of type {str(kind)[:40]!r}, not 'function'")
-        call = self._call(delta.get("index"), call_id)
+        call = self._call(delta.get("index"), call_id, name)
         if call_id and not call.id:
             call.id = call_id
         if name and name != call.name:  # (a name sent again in each piece is the same name)
@@ -85,11 +86,12 @@ class ToolCallTally:
         if arguments:
             self._grow(call, arguments)
 
-    def _call(self, index: Any, call_id: str | None) -> _Call:
-        """The call a piece adds to: by its index, or without one, a new call when the piece has a new id."""
+    def _call(self, index: Any, call_id: str | None, name: str | None) -> _Call:
+        """The call a piece adds to: by its index, or without one, the last call unless the piece starts one."""
         if index is None:
             last = self.calls.get(self.last) if self.last is not None else None
-            starts = last is None or (call_id is not None and call_id not in ("", last.id))
+            starts = (last is None or (call_id is not None and call_id not in ("", last.id))
+                      or (bool(name) and bool(last.pieces)))
             index = max(self.calls, default=-1) + 1 if starts else self.last
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
             raise MalformedStream(f"a tool call's index is not a count: {str(index)[:40]!r}")
