@@ -18,14 +18,17 @@ from typing import Any
 import httpx
 
 from app.remote.bounded_http import MAX_ERROR_BODY, MAX_JSON_BODY, Capped, interrupt, read_capped, size_text
+from app.remote.chat_request import chat_body, wants_calls
 from app.remote.reply_guard import IDLE_TIMEOUT_S, TAIL_EVENTS, TAIL_S, IdleStream, ReplyGuard
 from app.remote.reply_tally import ReplyCounts, ReplyTally
 from app.remote.sse_reader import MalformedStream, read_events
+from app.remote.tool_call_tally import ToolCallLimit, ToolCallTally
 from engine.protocol import (
     ChatMessage,
     Error,
     Event,
     FinishReason,
+    ReplyShape,
     SamplingParams,
     Token,
 )
@@ -98,6 +101,7 @@ class RemoteChat:
         cancelled: Callable[[], bool] = lambda: False,
         on_response: Callable[[httpx.Response], None] | None = None,
         effort: str | None = None,
+        shape: ReplyShape | None = None,
     ) -> Iterator[Event]:
         """Token events, then one Done (or an Error with kind "remote").
 
@@ -105,9 +109,10 @@ class RemoteChat:
         another thread can interrupt it while the server is still silent (a long prefill).
         At `sampling.max_tokens` tokens the reply ends as length-limited whatever the server
         does (see ReplyGuard). `effort`: the server's reasoning_effort (none: its default).
+        `shape`: its tools go to the server; the calls that come back end in the Done (see ToolCallTally).
         """
-        body = self._request_body(messages, sampling, effort)
-        tally = ReplyTally(request_id)
+        body = chat_body(self.endpoint.model, messages, sampling, effort, shape)  # (BadTools: the caller's tools)
+        tally = ReplyTally(request_id, ToolCallTally() if wants_calls(body) else None)
         finish: FinishReason = "length"
         usage = _Usage()
         guard = ReplyGuard(sampling.max_tokens, self.endpoint.idle_timeout_s)
@@ -128,48 +133,26 @@ class RemoteChat:
                     yield from tokens
                     finish = reason or finish
                     if cut:
-                        finish = "length"
                         break
                     if guard.full:  # read what a correct server sends after its last token, briefly
-                        tail = tail or _interrupt_later(response)
-                        tail_events += 1
+                        tail, tail_events = tail or _interrupt_later(response), tail_events + 1
                         if tail_events > TAIL_EVENTS:
                             break
                     if cancelled():
                         finish = "cancelled"
                         break
-        except (RemoteError, MalformedStream, IdleStream, httpx.HTTPError, httpx.StreamError) as exc:
+                if finish == "stop":
+                    tally.take_calls()
+        except (RemoteError, MalformedStream, IdleStream, ToolCallLimit, httpx.HTTPError, httpx.StreamError) as exc:
             if cancelled():  # the canceller interrupted the response: a cancelled reply
                 finish = "cancelled"
-            elif not guard.full:  # (a full reply is complete: only its tail failed, or was cut short)
+            elif not guard.full or isinstance(exc, ToolCallLimit):  # (a full reply's tail may fail, not its calls)
                 yield Error("remote", self._stream_error(exc), request_id)
                 return
         finally:
             if tail is not None:  # should it still fire, a pooled connection it shut down is seen closed, not reused
                 tail.cancel()
-        # The server's figures, unless the guard cut the reply: then they are not of what was kept.
-        generated = guard.tokens if cut or usage.completion is None else usage.completion
-        yield tally.done(finish, ReplyCounts(generated, usage.prompt, usage.cached, None if cut else usage.reasoning))
-
-    def _request_body(self, messages: Sequence[ChatMessage], sampling: SamplingParams,
-                      effort: str | None) -> dict[str, Any]:
-        """The streamed /chat/completions request: only the fields a user set beyond the usual ones."""
-        body: dict[str, Any] = {
-            "model": self.endpoint.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "max_tokens": sampling.max_tokens,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if sampling.seed is not None:
-            body["seed"] = sampling.seed
-        if sampling.stop:
-            body["stop"] = list(sampling.stop)
-        if effort is not None:
-            body["reasoning_effort"] = effort
-        return body
+        yield tally.done(finish, usage.counts(guard.tokens, cut))
 
     # ------------------------------------------------------------ errors in words
 
@@ -218,7 +201,7 @@ class RemoteChat:
             return str(exc)
         if isinstance(exc, MalformedStream):
             return f"{self._where()} sent a malformed stream: {exc}"
-        if isinstance(exc, IdleStream):
+        if isinstance(exc, IdleStream | ToolCallLimit):
             return f"{self._where()} {exc}; Tailor gave up on the reply."
         assert isinstance(exc, httpx.HTTPError | httpx.StreamError)
         return self._transport_error(exc)
@@ -254,6 +237,12 @@ class _Usage:
         return _Usage(
             _count(usage.get("prompt_tokens")), cached, _count(usage.get("completion_tokens")), reasoning)
 
+    def counts(self, taken: int, cut: bool) -> ReplyCounts:
+        """The Done's figures: the server's, unless the guard cut the reply (`taken` tokens): then they
+        are not of what was kept."""
+        generated = taken if cut or self.completion is None else self.completion
+        return ReplyCounts(generated, self.prompt, self.cached, None if cut else self.reasoning)
+
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
@@ -270,22 +259,29 @@ def _interrupt_later(response: httpx.Response) -> threading.Timer:
 def _take_choices(event: dict[str, Any], tally: ReplyTally, guard: ReplyGuard) -> tuple[list[Token], bool,
                                                                                          FinishReason | None]:
     """The tokens one event's choices add (within the guard's budget), whether a token came past max_tokens
-    (the server ignores the limit: the reply is cut there), and the finish reason the event gave, if any."""
+    (the server ignores the limit: the reply is cut there, length-limited), and the finish reason the event
+    gave, if any ("stop" for tool calls: the Done says "tool_calls" when it has some).
+
+    A piece of a tool call counts as a token (the server counts its tokens against max_tokens too); its
+    calls are taken where the tally takes them, and passed over where no tools were sent."""
     tokens: list[Token] = []
     finish: FinishReason | None = None
-    for text, shown, reason in _choices(event):
-        if text and guard.full:
-            return tokens, True, finish
-        token = tally.heard(guard.take(text), shown) if text else None
+    for text, shown, reason, calls in _choices(event):
+        if (text or calls) and guard.full:
+            return tokens, True, "length"
+        token = tally.heard(guard.take(text), shown) if text or calls else None
         if token is not None:
             tokens.append(token)
+        if calls and tally.calls is not None:
+            tally.calls.add(calls)
         if reason:
-            finish = "stop" if reason == "stop" else "length"
+            finish = "stop" if reason in ("stop", "tool_calls") else "length"
     return tokens, False, finish
 
 
-def _choices(event: dict[str, Any]) -> Iterator[tuple[str, bool, str | None]]:
-    """The pieces of each choice: (text, whether it is reply text, the finish reason); "" for no text.
+def _choices(event: dict[str, Any]) -> Iterator[tuple[str, bool, str | None, Any]]:
+    """The pieces of each choice: (text, whether it is reply text, the finish reason, the delta's
+    `tool_calls` as sent: None when it has none); "" for no text.
 
     Reasoning (`reasoning_content` as DeepSeek and llama-server send it, vLLM's `reasoning`) is a piece
     of its own, before the answer's when one delta holds both: it is not part of the reply, but it
@@ -309,8 +305,8 @@ def _choices(event: dict[str, Any]) -> Iterator[tuple[str, bool, str | None]]:
             raise MalformedStream(f"a token is not text: {str(content)[:80]!r}")
         reason = choice.get("finish_reason")
         if isinstance(reasoning, str) and reasoning:
-            yield reasoning, False, None
-        yield content or "", True, reason if isinstance(reason, str) else None
+            yield reasoning, False, None, None
+        yield content or "", True, reason if isinstance(reason, str) else None, delta.get("tool_calls")
 
 
 def _error_text(body: Any) -> str:

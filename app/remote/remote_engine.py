@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 import httpx
 
 from app.remote.bounded_http import interrupt
+from app.remote.chat_request import BadTools
 from app.remote.openai_client import RemoteChat, RemoteEndpoint, RemoteError
 from engine.event_queue import EventQueue
 from engine.protocol import (
@@ -105,12 +106,15 @@ class RemoteEngine:
         on_event: Callable[[Event], None] | None = None,
         shape: ReplyShape | None = None,
     ) -> int:
-        """Start a reply; its request id. Raw prompts are not sent to remotes (chat only)."""
+        """Start a reply; its request id. Raw prompts are not sent to remotes (chat only).
+
+        The shape's tools go to the server (the remote model sees them; Tailor runs the calls): the
+        Done of a reply that calls some has them in `tool_calls`, its finish reason "tool_calls"."""
         self.start()
         request_id = next(self._ids)
         deliver = on_event or self._on_event
         threading.Thread(
-            target=self._run, args=(request_id, tuple(messages), sampling, deliver, _effort(shape)),
+            target=self._run, args=(request_id, tuple(messages), sampling, deliver, shape),
             name="remote-reply",
             daemon=True,
         ).start()
@@ -156,7 +160,7 @@ class RemoteEngine:
         self._on_event(Loaded(remote_model_info(self.endpoint), 0.0))
 
     def _run(self, request_id: int, messages: tuple[ChatMessage, ...], sampling: SamplingParams,
-             deliver: Callable[[Event], None], effort: str | None) -> None:
+             deliver: Callable[[Event], None], shape: ReplyShape | None) -> None:
         chat = self._chat
         if chat is None:
             deliver(Error("remote", "The remote endpoint was closed.", request_id))
@@ -172,8 +176,10 @@ class RemoteEngine:
                 response.close()
 
         try:
-            for event in chat.stream(request_id, messages, sampling, cancelled, opened, effort):
+            for event in chat.stream(request_id, messages, sampling, cancelled, opened, _effort(shape), shape):
                 deliver(event)
+        except BadTools as exc:
+            deliver(Error("bad_request", str(exc), request_id))
         except Exception as exc:  # a reply must end, whatever a server's answer breaks: else the window waits forever
             deliver(Error("remote", f"The reply from {self.endpoint.base} failed: {type(exc).__name__}: {exc}",
                           request_id))

@@ -1,18 +1,20 @@
 """What a remote reply added up to, kept as it streams: its answer, its reasoning, when each came, and the
 Done the local engine would send for it (the same stats fields, so the window and `tailor chat` say the
-same of both)."""
+same of both), with the tool calls it made."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
-from engine.protocol import Done, FinishReason, GenerationStats, Token
+from app.remote.tool_call_tally import ToolCallTally
+from engine.protocol import Done, FinishReason, GenerationStats, Token, ToolCall
 
 
 @dataclass(slots=True)
 class ReplyTally:
     request_id: int
+    calls: ToolCallTally | None = None  # the tool calls as they come; None: the reply may call none
     t0: float = field(default_factory=time.perf_counter)  # the request sent
     pieces: list[str] = field(default_factory=list)  # the answer's
     thoughts: list[str] = field(default_factory=list)  # the reasoning's (the server's reasoning_content)
@@ -20,6 +22,12 @@ class ReplyTally:
     t_first: float | None = None
     t_last: float | None = None
     t_answer: float | None = None
+    made: tuple[ToolCall, ...] = ()  # the calls, once the reply ended as it should
+
+    def take_calls(self) -> None:
+        """The calls, complete: the reply ended as it should (MalformedStream: one has no function name)."""
+        if self.calls is not None:
+            self.made = self.calls.result()
 
     def heard(self, kept: str, shown: bool) -> Token | None:
         """One piece the guard let through (`kept`, maybe cut to ""): the Token to pass on, if any."""
@@ -59,7 +67,11 @@ class ReplyTally:
             # As the local engine times it: from the first token to the answer's first (or the end).
             reasoning_s=(self.t_answer or t_end) - t_first if self.thought_tokens else 0.0,
         )
-        return Done(self.request_id, "".join(self.pieces), finish, stats, reasoning="".join(self.thoughts),
+        answer = "".join(self.pieces)
+        if self.made and finish == "stop":  # as the local engine's: the whitespace around calls is no content
+            finish, answer = "tool_calls", answer if answer.strip() else ""
+        return Done(self.request_id, answer, finish, stats, reasoning="".join(self.thoughts),
+                    tool_calls=self.made if finish == "tool_calls" else (),
                     reasoning_closed=bool(self.pieces) or not self.thoughts)
 
 
