@@ -38,6 +38,7 @@ from engine.gguf.reply_batch import Drafter, ReplyBatch, RunningReply
 from engine.gguf.sampling import make_sampler
 from engine.gguf.speculation import DEFAULT_DRAFT_TOKENS, DraftPolicy
 from engine.load_watch import ProgressFn
+from engine.openmp_policy import ThreadGovernor
 from engine.protocol import Done, GenerateRequest, LoadRequest, MemoryReport, ModelInfo, SamplingParams
 from engine.reply.prompt import render_pinned
 from engine.reply.shape import ShapedPrompt, TemplateFormats, shape_prompt
@@ -84,6 +85,9 @@ class GgufBackend:
         self._meter: DeviceMeter | None = None  # made at the first report, so NVML starts once
         self._formats = TemplateFormats(None, None)  # what the loaded model's template speaks
         self._next_turns = NextTurns()  # chats whose next turn is prefilled when idle
+        # Threads as cores are free: llama.cpp's threads wait for each other at every op, so one that shares
+        # its core with another program holds them all up (engine/openmp_policy.py's ThreadGovernor).
+        self._governor: ThreadGovernor | None = None
 
     # ------------------------------------------------------------ loading
 
@@ -100,6 +104,10 @@ class GgufBackend:
         self._speculation = request.speculation
         self._draft_notice = None
         self._draft = self._open_draft(request, llama, n_gpu_layers)
+        if request.n_threads is None:  # threads the user chose are kept
+            params = llama.context_params
+            self._governor = ThreadGovernor(max(params.n_threads, params.n_threads_batch), self._set_threads,
+                                            time.monotonic())
         self._cache.budget_bytes = max(0, request.prefix_cache_bytes)
         self._cache_key = CacheKey(
             model_identity(path),
@@ -141,6 +149,11 @@ class GgufBackend:
         )
         self._pin(request.pinned_prompts)
         return self._info
+
+    def _set_threads(self, threads: int) -> None:
+        for handle in (self._llama, self._draft.llama if self._draft else None):
+            if handle is not None:
+                handle.set_threads(threads)
 
     def _open(self, path: Path, request: LoadRequest, kv_type: int) -> tuple[LlamaHandle, int, str | None]:
         """The model with as many of the plan's GPU layers as can be had; the count used, and why it differs."""
@@ -238,6 +251,7 @@ class GgufBackend:
             self._store.close()
             self._store = None
         self._llama = self._template = self._info = self._cache_key = self._prefixes = self._batch = None
+        self._governor = None
         self._next_turns.clear()
 
     # ------------------------------------------------------------ generation
@@ -298,6 +312,8 @@ class GgufBackend:
         """One batch of every running reply; (request id, Done or BackendError) of those that ended."""
         if self._batch is None:
             return []
+        if self._governor is not None:
+            self._governor.look(time.monotonic())
         try:
             ended = self._batch.step()
         except RuntimeError as exc:  # llama_decode failed outright: no reply can go on in that cache

@@ -286,6 +286,12 @@ class LlamaHandle:
     def close(self) -> None:
         self._closer()
 
+    def set_threads(self, threads: int) -> None:
+        """Decode and prefill on at most `threads` threads (each back to its own count when there is room)."""
+        params = self.context_params
+        llama_cpp.llama_set_n_threads(self._context.ptr, min(threads, params.n_threads),
+                                      min(threads, params.n_threads_batch))
+
     # The raw llama_context and llama_model, for tests and benches that ask llama.cpp directly.
     @property
     def context_pointer(self) -> llama_cpp.llama_context_p:
