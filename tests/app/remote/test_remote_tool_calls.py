@@ -89,7 +89,8 @@ def test_a_required_call_through_tailor_s_server_then_the_tool_turn_goes_back(qw
     second = reply(qwen_server, model, answered, short, shape("none"))[-1]
     alone = reply(qwen_server, model, ASK, SamplingParams(temperature=0.0, max_tokens=1), shape("none"))[-1]
     assert isinstance(second, Done) and isinstance(alone, Done), (second, alone)
-    assert second.finish_reason in ("stop", "length") and second.text and not second.tool_calls
+    # (what the tiny model says is not the point, nor always something: it may end at once)
+    assert second.finish_reason in ("stop", "length") and not second.tool_calls and second.stats.gen_tokens >= 1
     # The calls and their answers were rendered into the prompt (as <tool_call> and <tool_response> blocks).
     assert second.stats.prompt_tokens > alone.stats.prompt_tokens + 20
 
