@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from app.mcp.result_cut import for_model
 from app.services.history.store import Message
 from app.services.history.tool_steps import ToolStep
 from engine.protocol import ChatMessage, ToolCall
@@ -24,8 +25,8 @@ def engine_messages(messages: Iterable[Message], system_prompt: str) -> list[Cha
 
 def step_messages(step: ToolStep) -> list[ChatMessage]:
     """One tool step as turns: what the model wrote with its calls, then each call's result (in the calls'
-    order, which is the order the model gave them)."""
+    order, which is the order the model gave them), its first 64 KiB: the card keeps the whole."""
     calls = tuple(ToolCall(c.id, c.name, c.arguments) for c in step.calls)
     turns = [ChatMessage("assistant", step.text, tool_calls=calls)]
-    turns.extend(ChatMessage("tool", c.result, tool_call_id=c.id, name=c.name) for c in step.calls)
+    turns.extend(ChatMessage("tool", for_model(c.result), tool_call_id=c.id, name=c.name) for c in step.calls)
     return turns

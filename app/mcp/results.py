@@ -1,5 +1,5 @@
-"""A tool's result as the text the model gets: text parts joined, other parts named with their size, cut
-at 1 MB."""
+"""A tool's result as text: text parts joined, images described ("[image: 640x480 PNG]"), other parts named
+with their size, cut at 1 MiB (result_cut.py; the model reads the first 64 KiB of it)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 import mcp_types as types
 
-MAX_RESULT_BYTES = 1 << 20
+from app.mcp.image_size import b64_size, describe_image
+from app.mcp.result_cut import cut
 
 
 def result_text(result: types.CallToolResult) -> str:
@@ -19,29 +20,18 @@ def result_text(result: types.CallToolResult) -> str:
     return cut("\n".join(parts))
 
 
-def cut(text: str, limit: int = MAX_RESULT_BYTES) -> str:
-    """`text`, cut to `limit` bytes of UTF-8 with a note saying so when longer."""
-    data = text.encode("utf-8")
-    if len(data) <= limit:
-        return text
-    kept = data[:limit].decode("utf-8", errors="ignore")
-    return f"{kept}\n[cut: the result was {len(data):,} bytes; only the first {limit:,} are kept]"
-
-
 def _part(block: Any) -> str:
     if isinstance(block, types.TextContent):
         return block.text
-    if isinstance(block, types.ImageContent | types.AudioContent):
-        kind = "image" if isinstance(block, types.ImageContent) else "audio"
-        return f"[{kind} {block.mime_type}, {_b64_size(block.data):,} bytes]"
+    if isinstance(block, types.ImageContent):
+        return describe_image(block.mime_type, block.data)
+    if isinstance(block, types.AudioContent):
+        return f"[audio: {block.mime_type}, {b64_size(block.data):,} bytes]"
     if isinstance(block, types.ResourceLink):
         return f"[resource link {block.uri}]"
     if isinstance(block, types.EmbeddedResource):
         resource = block.resource
-        size = len(resource.text.encode()) if hasattr(resource, "text") else _b64_size(resource.blob)
+        size = len(resource.text.encode()) if hasattr(resource, "text") else b64_size(resource.blob)
         return f"[resource {resource.uri}, {size:,} bytes]"
     return f"[{getattr(block, 'type', 'unknown')} content]"
 
-
-def _b64_size(data: str) -> int:
-    return len(data) * 3 // 4 - data[-2:].count("=")

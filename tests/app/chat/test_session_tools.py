@@ -129,6 +129,20 @@ def test_a_reply_asks_runs_the_call_and_goes_on_with_its_result(chat: Chat, tool
     assert message.stats["tool_steps"] == 1
 
 
+def test_a_long_result_reaches_the_model_cut_and_stays_whole_in_the_message(chat: Chat, tools: Tools):
+    tools.for_good.add(("echo", "big"))
+    first = _send(chat)
+    chat.engine.call_tools(first, "", _call("a", "big", size=100_000))
+    second = _next_request(chat, first)
+    sent = chat.engine.prompts[second][-1].content
+    assert sent.startswith("x" * 65_536)
+    assert sent.endswith("\n[cut: the result is 100,000 bytes; the model is given the first 65,536]")
+    chat.engine.finish(second, "That was long.")
+    chat.engine.pump()
+    (call,) = chat.store.get_message(chat.heard.last("stream_finished")[0].id).tool_steps[0].calls
+    assert call.result == "x" * 100_000
+
+
 def test_always_in_this_chat_runs_that_tool_without_asking_again(chat: Chat, tools: Tools):
     first = _send(chat)
     chat.engine.call_tools(first, "", _call("a", "echo", text="one"))

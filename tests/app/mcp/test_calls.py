@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.mcp.results import MAX_RESULT_BYTES
+from app.mcp.result_cut import KEPT_RESULT_BYTES
 from app.mcp.types import McpTool
 from tests.app.mcp.helpers import Outcomes, call, gone, started, stdio, tool, wait_for_pid, wait_for_text
 from tests.fixtures.mcp_servers import BAD, ECHO
@@ -50,10 +50,10 @@ def test_tool_errors_images_and_big_results(echo):
     servers, _, _ = echo
     failed = call(servers, tool(servers, "echo", "fail"), {"message": "disk full"})
     assert not failed.ok and not failed.cancelled and failed.text.endswith("disk full")
-    assert call(servers, tool(servers, "echo", "picture"), {}).text == "a pixel\n[image image/png, 70 bytes]"
-    big = call(servers, tool(servers, "echo", "big"), {"size": MAX_RESULT_BYTES + 10})
-    assert big.ok and big.text.endswith(f"\n[cut: the result was {MAX_RESULT_BYTES + 10:,} bytes; only the first"
-                                        f" {MAX_RESULT_BYTES:,} are kept]")
+    assert call(servers, tool(servers, "echo", "picture"), {}).text == "a pixel\n[image: 1x1 PNG]"
+    big = call(servers, tool(servers, "echo", "big"), {"size": KEPT_RESULT_BYTES + 10})
+    assert big.ok and big.text.endswith(f"\n[cut: the result was {KEPT_RESULT_BYTES + 10:,} bytes; only the first"
+                                        f" {KEPT_RESULT_BYTES:,} are kept]")
 
 
 def test_cancelling_a_call_tells_the_server_and_says_cancelled_once(echo, tmp_path: Path):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import mcp_types as types
 
 from app.mcp.naming import model_names, sanitize
-from app.mcp.results import cut, result_text
+from app.mcp.result_cut import cut, for_model
+from app.mcp.results import result_text
 from app.mcp.schema_check import arguments_problem, schema_problem, validator
 
 
@@ -45,7 +46,15 @@ def test_result_text_joins_text_and_names_other_parts():
         types.EmbeddedResource(type="resource", resource=types.TextResourceContents(uri="file:///a.txt", text="hé")),
         types.ResourceLink(type="resource_link", uri="file:///b", name="b"),
         types.TextContent(type="text", text="two")])
-    assert result_text(result) == ("one\n[image image/jpeg, 3 bytes]\n[resource file:///a.txt, 3 bytes]\n"
+    assert result_text(result) == ("one\n[image: JPEG, 3 bytes]\n[resource file:///a.txt, 3 bytes]\n"
                                    "[resource link file:///b]\ntwo")
     assert result_text(types.CallToolResult(content=[], structured_content={"n": 1})) == '{"n": 1}'
     assert cut("é" * 3, limit=3) == "é\n[cut: the result was 6 bytes; only the first 3 are kept]"
+
+
+def test_the_model_reads_a_results_first_64_kib_and_is_told_the_rest_was_cut():
+    whole = "word " * 20_000  # 100,000 bytes
+    sent = for_model(whole)
+    assert sent.startswith(whole[: 64 << 10])
+    assert sent.endswith("\n[cut: the result is 100,000 bytes; the model is given the first 65,536]")
+    assert for_model("short") == "short"
