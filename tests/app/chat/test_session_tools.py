@@ -303,3 +303,25 @@ def test_a_reply_waits_for_its_servers_to_start(chat: Chat):
         assert json.loads(chat.engine.shapes[chat.engine.last_request].tools)
     finally:
         servers.close()
+
+
+def test_a_server_with_a_thousand_tools_gives_the_model_what_fits_and_says_so(chat: Chat):
+    chat.engine.tool_format = "hermes"
+    bad = FIXTURES / "mcp_servers" / "bad_server.py"
+    config = ServerConfig("many", command=sys.executable, args=(str(bad), "many_tools", "--count", "1000"))
+    servers = McpServers([config], on_status=chat.engine.outbox.append)
+    try:
+        chat.session.use_tools(ToolHost(servers, chat.engine.outbox.append, lambda s, t: None, lambda s, t: False))
+        settings = chat.session.current.settings
+        chat.session.update_settings(replace(settings, load=replace(settings.load, n_ctx=8192)))
+        chat.started()
+        chat.session.set_tool_servers(("many",))
+        pump_until(chat, lambda: servers.statuses()[0].state == "ready", "the server of 1,001 tools")
+        request = _send(chat, "Hello")
+        offered = [t["function"]["name"] for t in json.loads(chat.engine.shapes[request].tools)]
+        assert 10 < len(offered) < 1001
+        assert offered == ["ok", *(f"tool_{i:04d}" for i in range(len(offered) - 1))]  # in the server's order
+        notices = [n[0] for n in chat.heard.of("notice")]
+        assert f"Tools: {len(offered):,} of 1,001 fit the context" in " ".join(notices)
+    finally:
+        servers.close()
