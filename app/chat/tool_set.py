@@ -34,8 +34,9 @@ class ToolSet:
         if not self.left_out:
             return ""
         offered = len(self.by_name)
-        return (f"Tools: {offered:,} of {offered + self.left_out:,} fit the context (about {self.tokens:,} tokens); "
-                "the rest are left out. A larger context or fewer servers lets more in.")
+        # One short line: the status bar shares its width with the reply's figures.
+        return (f"Tools: {offered:,} of {offered + self.left_out:,} fit the context; {self.left_out:,} left out "
+                "(a larger context lets more in)")
 
 
 def tool_tokens(tool: McpTool) -> int:

@@ -13,8 +13,8 @@ what the user checks goes out as `servers_chosen`.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import QMenu, QToolButton, QWidget
+from PySide6.QtCore import QSize, Signal, Slot
+from PySide6.QtWidgets import QMenu, QStyle, QToolButton, QWidget
 
 from app.gui.tools.server_entry import status_text
 from app.mcp.types import ServerStatus
@@ -68,6 +68,12 @@ class ToolsButton(QToolButton):
         """The open chat's servers (a chat opened); nothing is emitted."""
         self._choice = tuple(names)
         self._rebuild()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        # Styles draw an instant popup's arrow over the text's end ("Tools · 1" lost its digit): room for it.
+        hint = super().sizeHint()
+        return QSize(hint.width() + self.style().pixelMetric(QStyle.PixelMetric.PM_MenuButtonIndicator, None, self),
+                     hint.height())
 
     def _rebuild(self) -> None:
         menu = self.menu()

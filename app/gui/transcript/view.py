@@ -395,7 +395,10 @@ class ChatView(QTextBrowser):
             self.set_versions(versions)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        # A view read at its end stays there when it shrinks (a permission bar opened under it).
+        at_end = self._at_end()
         super().resizeEvent(event)
+        self._scroll_to_end(at_end)
         self.version_bars.schedule()  # the bars keep to the right edge
 
     # ------------------------------------------------------------ helpers

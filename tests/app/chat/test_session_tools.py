@@ -322,6 +322,7 @@ def test_a_server_with_a_thousand_tools_gives_the_model_what_fits_and_says_so(ch
         assert 10 < len(offered) < 1001
         assert offered == ["ok", *(f"tool_{i:04d}" for i in range(len(offered) - 1))]  # in the server's order
         notices = [n[0] for n in chat.heard.of("notice")]
-        assert f"Tools: {len(offered):,} of 1,001 fit the context" in " ".join(notices)
+        assert (f"Tools: {len(offered):,} of 1,001 fit the context; {1001 - len(offered):,} left out "
+                "(a larger context lets more in)") in notices
     finally:
         servers.close()

@@ -10,6 +10,7 @@ import threading
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QStyle
 
 from app.gui.tools.import_sources import ImportSource, import_sources
 from app.gui.tools.protocols import StatusRelay
@@ -171,6 +172,9 @@ def test_the_tools_button_lists_the_servers_and_says_what_was_chosen(qtbot):
     with qtbot.waitSignal(button.servers_chosen, timeout=WAIT_MS) as chosen:
         actions[2].trigger()
     assert chosen.args == [("git",)] and button.text() == "Tools · 1"
+    # The text and the menu's arrow both fit: the arrow is drawn over the text's end otherwise.
+    arrow = button.style().pixelMetric(QStyle.PixelMetric.PM_MenuButtonIndicator, None, button)
+    assert button.sizeHint().width() >= button.fontMetrics().horizontalAdvance("Tools · 1") + arrow + 8
     with qtbot.waitSignal(button.servers_chosen, timeout=WAIT_MS) as chosen:
         actions[0].trigger()
     assert chosen.args == [("files", "git")] and button.text() == "Tools · 2"

@@ -93,3 +93,19 @@ def test_a_new_theme_renders_the_transcript_in_its_colours(qtbot):
     assert "def add(a, b):" in view.plain_text() and "Hi" in view.plain_text()
     html = view.toHtml().lower()
     assert dark.user in html and light.user not in html
+
+
+def test_a_view_read_at_its_end_stays_there_when_it_shrinks(qtbot):
+    # (the permission bar opens under the transcript while a reply waits on a call at its end)
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(600, 500)
+    view.show()
+    view.set_messages([_message("user" if i % 2 else "assistant", f"Line {i}. " * 40, mid=i) for i in range(30)])
+    bar = view.verticalScrollBar()
+    assert bar.maximum() > 0 and bar.value() == bar.maximum()
+    view.resize(600, 300)
+    assert bar.value() == bar.maximum()
+    bar.setValue(bar.maximum() // 2)  # read higher up: a resize leaves it where it was read
+    view.resize(600, 250)
+    assert bar.value() < bar.maximum() - 100
