@@ -1,4 +1,4 @@
-"""`tailor mcp ls|add|rm|test|import`: the MCP servers models may use, from the command line. No Qt.
+"""`tailor mcp ls|add|add-builtin|rm|test|import`: the MCP servers models may use, from the command line. No Qt.
 
 The configuration is Tailor's `mcp.json` (AppPaths.mcp_config; `--config FILE` for another), its env
 values and headers in the keyring (app.mcp.config)."""
@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.errors import CliError
+from app.cli.mcp_builtin import add_builtin_parsers
+from app.mcp.builtin.launch import describe_builtin
 from app.mcp.config import ConfigError, McpConfig, default_keys
 from app.mcp.known_configs import APPS, locate
 from app.mcp.types import ServerConfig, ServerStatus
@@ -20,11 +22,13 @@ from app.services.paths import AppPaths
 
 
 def add_mcp_parser(subparsers: Any) -> None:
-    """Add `mcp` (ls, add, rm, test, import) to `parser.add_subparsers()`."""
+    """Add `mcp` (ls, add, add-builtin, rm, test, import) to `parser.add_subparsers()`."""
     mcp = subparsers.add_parser("mcp", help="the MCP servers (tools) models may use")
     mcp.add_argument("--config", type=Path, help="the configuration file (default: mcp.json in Tailor's config folder)")
     mcp.set_defaults(func=run_ls)
-    sub = mcp.add_subparsers(dest="mcp_command", parser_class=_IntermixedParser)
+    # The metavar leaves out `builtin`, the built-in servers themselves, which Tailor runs (mcp_builtin.py).
+    sub = mcp.add_subparsers(dest="mcp_command", parser_class=_IntermixedParser,
+                             metavar="{ls,add,add-builtin,rm,test,import}")
     sub.add_parser("ls", help="list the configured servers").set_defaults(func=run_ls)
     add = sub.add_parser("add", help="add a server: NAME -- COMMAND [ARGS...], or NAME --url URL",
                          usage="tailor mcp add NAME [--env K=V]... -- COMMAND [ARGS...]\n"
@@ -46,6 +50,7 @@ def add_mcp_parser(subparsers: Any) -> None:
     imp = sub.add_parser("import", help="add the servers of another app: a file, or claude, lmstudio, jan")
     imp.add_argument("source")
     imp.set_defaults(func=run_import)
+    add_builtin_parsers(sub, _config)
 
 
 class _IntermixedParser(argparse.ArgumentParser):
@@ -79,7 +84,8 @@ def _errors(lines: list[str]) -> None:
 def run_ls(args: argparse.Namespace) -> int:
     loaded = _config(args).load()
     if not loaded.servers and not loaded.errors:
-        print("No MCP servers. Add one with `tailor mcp add NAME -- COMMAND ARGS` or `tailor mcp import claude`.")
+        print("No MCP servers. Add one with `tailor mcp add NAME -- COMMAND ARGS` or `tailor mcp import claude`,\n"
+              "or one of Tailor's own: `tailor mcp add-builtin clock`, `tailor mcp add-builtin files FOLDER`.")
     for server in loaded.servers:
         state = "enabled " if server.enabled else "disabled"
         print(f"{server.name}  {state}  {describe(server)}")
@@ -89,6 +95,8 @@ def run_ls(args: argparse.Namespace) -> int:
 
 def describe(server: ServerConfig) -> str:
     """How a server is reached, without its secrets (env values, headers, a url's query)."""
+    if server.builtin:
+        return describe_builtin(server.builtin)
     if server.command:
         where = "stdio: " + " ".join([server.command, *server.args])
         return where + (f" (env: {', '.join(server.env)})" if server.env else "")

@@ -1,12 +1,14 @@
 """One entry of `mcpServers` read into a ServerConfig and written back: the shape Claude Desktop, LM Studio
-and Jan use, plus Tailor's `disabled`, `timeout` and (Cline's) `alwaysAllow`. Errors name the field and
-never a value: env values and headers are secrets."""
+and Jan use, plus Tailor's `disabled`, `timeout`, (Cline's) `alwaysAllow`, and `builtin` (with `root`) for
+one of Tailor's own servers in place of a command. Errors name the field and never a value: env values and
+headers are secrets."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from app.mcp.builtin.launch import builtin_config, builtin_server
 from app.mcp.types import DEFAULT_CALL_TIMEOUT_S, ServerConfig
 
 PLACEHOLDER = "${keyring}"  # what the file holds in place of an env value or a header
@@ -27,7 +29,10 @@ def parse_entry(name: str, entry: Any, secret: SecretLookup | None) -> ServerCon
         raise EntryError(f"must be an object, not {_kind(entry)}")
     command = _optional(entry, "command", str)
     url = _optional(entry, "url", str)
-    if command is None and url is None:
+    builtin = _optional(entry, "builtin", str)
+    if builtin is not None and (command is not None or url is not None):
+        raise EntryError("has a `builtin` and a `command` or `url`; keep one")
+    if command is None and url is None and builtin is None:
         raise EntryError("needs a `command` (a program to run) or a `url`")
     if command is not None and url is not None:
         raise EntryError("has both a `command` and a `url`; keep one")
@@ -41,16 +46,30 @@ def parse_entry(name: str, entry: Any, secret: SecretLookup | None) -> ServerCon
     timeout = entry.get("timeout", DEFAULT_CALL_TIMEOUT_S)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise EntryError("timeout: must be a positive number of seconds")
-    return ServerConfig(
-        name=name, command=command, args=tuple(_strings(entry, "args")), url=url,
-        env=_secrets(name, entry, "env", secret), headers=_secrets(name, entry, "headers", secret),
-        enabled=not disabled, timeout_s=float(timeout), always_allow=tuple(_strings(entry, "alwaysAllow")))
+    settings = dict(env=_secrets(name, entry, "env", secret), enabled=not disabled, timeout_s=float(timeout),
+                    always_allow=tuple(_strings(entry, "alwaysAllow")))
+    if builtin is not None:
+        try:
+            server = builtin_server(builtin, _optional(entry, "root", str))
+        except ValueError as exc:
+            raise EntryError(f"builtin: {exc}") from None
+        return builtin_config(name, server, **settings)
+    return ServerConfig(name=name, command=command, args=tuple(_strings(entry, "args")), url=url,
+                        headers=_secrets(name, entry, "headers", secret), **settings)
 
 
 def entry_of(config: ServerConfig, old: Any = None) -> dict[str, Any]:
     """The JSON entry of `config`, secrets as placeholders, keeping the keys of `old` Tailor does not know."""
-    entry = {k: v for k, v in old.items() if k not in KNOWN_KEYS} if isinstance(old, dict) else {}
-    if config.command:
+    # `root` is Tailor's only where `builtin` is: another app's key of that name is kept.
+    known = (*KNOWN_KEYS, "root") if isinstance(old, dict) and "builtin" in old else KNOWN_KEYS
+    entry = {k: v for k, v in old.items() if k not in known} if isinstance(old, dict) else {}
+    if config.builtin:
+        entry["builtin"] = config.builtin.kind
+        if config.builtin.root:
+            entry["root"] = config.builtin.root
+        if config.env:
+            entry["env"] = {k: PLACEHOLDER for k in config.env}
+    elif config.command:
         entry["command"] = config.command
         entry["args"] = list(config.args)
         if config.env:
@@ -68,7 +87,7 @@ def entry_of(config: ServerConfig, old: Any = None) -> dict[str, Any]:
     return entry
 
 
-KNOWN_KEYS = ("command", "args", "env", "url", "headers", "disabled", "timeout", "alwaysAllow", "active")
+KNOWN_KEYS = ("command", "args", "env", "url", "headers", "disabled", "timeout", "alwaysAllow", "active", "builtin")
 
 
 def _optional(entry: dict, key: str, kind: type) -> Any:

@@ -11,6 +11,15 @@ DEFAULT_CALL_TIMEOUT_S = 60.0
 
 
 @dataclass(slots=True, frozen=True)
+class BuiltinServer:
+    """One of Tailor's own servers (app/mcp/builtin): `kind` "clock" or "files"; `root` the one folder the
+    files server reads (None for the clock)."""
+
+    kind: str
+    root: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
 class ServerConfig:
     """One entry of `mcpServers` (Claude Desktop's, LM Studio's and Jan's shape): a command to run (stdio) or a
     `url` (streamable HTTP). `env` and `headers` hold the real values here; on disk their secrets are in the
@@ -25,6 +34,9 @@ class ServerConfig:
     enabled: bool = True
     timeout_s: float = DEFAULT_CALL_TIMEOUT_S  # per call
     always_allow: tuple[str, ...] = ()  # tools the user allowed for good ("Always for this tool")
+    # One of Tailor's own servers: `command` and `args` then run this Tailor (app/mcp/builtin/launch.py), and
+    # the file keeps only `"builtin"` (and `"root"`), so the entry survives Tailor moving or updating.
+    builtin: BuiltinServer | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 from urllib.parse import urlparse
 
+from app.mcp.builtin.launch import describe_builtin
 from app.mcp.types import ServerConfig, ServerStatus
 
 _STATES = {"starting": "starting…", "ready": "ready", "failed": "failed", "stopped": "stopped"}
@@ -49,7 +50,9 @@ def server_config(name: str, *, command: str = "", args: str = "", url: str = ""
 
 
 def transport_text(config: ServerConfig) -> str:
-    """"npx -y @modelcontextprotocol/server-filesystem /tmp" or the URL."""
+    """"npx -y @modelcontextprotocol/server-filesystem /tmp", the URL, or what a built-in server does."""
+    if config.builtin:
+        return describe_builtin(config.builtin)
     if config.url:
         return config.url
     return shlex.join([config.command or "", *config.args])

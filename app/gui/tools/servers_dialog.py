@@ -2,8 +2,8 @@
 
 A table of the configured servers (enabled, command or URL, status: starting, ready with its tools, or failed
 with the reason); the selected one's tools (with those left out and why) and the last lines it wrote on stderr
-below. Add (a small form), Remove, Test (start it again and watch its status), Import from Claude Desktop, LM
-Studio, Jan or a file. It works against two protocols (protocols.py): the configuration store and the servers;
+below. Add (a small form), Add built-in (Tailor's clock, or its reader of a folder the user picks), Remove, Test
+(start it again and watch its status), Import from Claude Desktop, LM Studio, Jan or a file. It works against two protocols (protocols.py): the configuration store and the servers;
 statuses come to `on_status` on the GUI thread (through a StatusRelay).
 """
 
@@ -36,7 +36,8 @@ from app.gui.tools.add_server_dialog import AddServerDialog
 from app.gui.tools.import_sources import ImportSource, import_sources
 from app.gui.tools.protocols import ServerConfigStore, ServerControl
 from app.gui.tools.server_list import STATUS, TRANSPORT, ServerListModel
-from app.mcp.types import ServerStatus
+from app.mcp.builtin.launch import builtin_config, folder_root
+from app.mcp.types import BuiltinServer, ServerStatus
 
 
 def tools_text(status: ServerStatus | None) -> str:
@@ -107,8 +108,14 @@ class ServersDialog(QDialog):
         self.test_button.setToolTip("Start the server again and show what it offers, or why it fails")
         self.import_button = QToolButton(text="Import from…", popupMode=QToolButton.ToolButtonPopupMode.InstantPopup)
         self.import_button.setMenu(self._import_menu())
+        self.builtin_button = QToolButton(text="Add built-in", popupMode=QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.builtin_button.setToolTip("Tailor's own servers: nothing to install")
+        builtin_menu = QMenu(self)
+        builtin_menu.addAction("Clock: the current time and time zones", self.add_clock)
+        builtin_menu.addAction("Files in a folder (read only)…", self.add_files)
+        self.builtin_button.setMenu(builtin_menu)
         buttons = QHBoxLayout()
-        for button in (self.add_button, self.remove_button, self.test_button, self.import_button):
+        for button in (self.add_button, self.builtin_button, self.remove_button, self.test_button, self.import_button):
             buttons.addWidget(button)
         buttons.addStretch(1)
         details = QWidget()
@@ -190,9 +197,42 @@ class ServersDialog(QDialog):
         return dialog
 
     def _added(self, dialog: AddServerDialog) -> None:
-        if dialog.config is None:
+        if dialog.config is not None:
+            self._started(dialog.config.name)
+
+    def add_clock(self) -> None:
+        """Add Tailor's clock (once: a second is only selected) and start it."""
+        have = next((c.name for c in self.model.configs if c.builtin and c.builtin.kind == "clock"), None)
+        if have is not None:
+            self.table.selectRow(self.model.row_of(have) or 0)
+            self.say(f"The clock is added already, as {have}.")
             return
-        name = dialog.config.name
+        self._add_builtin("clock", BuiltinServer("clock"))
+
+    def add_files(self) -> None:
+        """Ask for a folder, then add Tailor's reader of it (named files, files-2…) and start it."""
+        chosen = QFileDialog.getExistingDirectory(self, "The folder the model may read", str(Path.home()))
+        if not chosen:
+            return
+        try:
+            server = BuiltinServer("files", folder_root(chosen))
+        except ValueError as error:
+            self.say(f"Could not add the files server: {error}")
+            return
+        self._add_builtin("files", server)
+
+    def _add_builtin(self, base: str, server: BuiltinServer) -> None:
+        taken = {config.name for config in self.model.configs}
+        name = next(n for n in (base, *(f"{base}-{i}" for i in range(2, len(taken) + 3))) if n not in taken)
+        try:
+            self.store.add(builtin_config(name, server))
+        except (OSError, ValueError) as error:
+            self.say(f"Could not add {name}: {error}")
+            return
+        self._started(name)
+
+    def _started(self, name: str) -> None:
+        """A server was added: show it selected, and start it."""
         self.refresh()
         self.table.selectRow(self.model.row_of(name) or 0)
         self.servers.start([name])

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import stat
+import sys
 from pathlib import Path
 
 import pytest
 
+from app.mcp.builtin.launch import builtin_config, builtin_server, folder_root
 from app.mcp.config import ConfigError, McpConfig, secret_id
 from app.mcp.known_configs import candidates, locate
-from app.mcp.types import ServerConfig
+from app.mcp.types import BuiltinServer, ServerConfig
 from app.services.key_store import NO_KEYRING, KeyStore
 from tests.app.remote.test_endpoints import MemoryKeyring
 
@@ -140,3 +142,45 @@ def test_a_server_is_turned_off_and_on_and_its_tools_allowed_for_good(config: Mc
         config.allow_tool("nope", "x")
     with pytest.raises(ConfigError, match="no server named nope"):
         config.set_enabled("nope", False)
+
+
+def test_a_built_in_server_is_kept_by_its_name_and_runs_this_tailor(config: McpConfig, tmp_path: Path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    config.add(builtin_config("clock", builtin_server("clock"), enabled=False))
+    config.add(builtin_config("notes", builtin_server("files", folder_root(notes))))
+    document = json.loads(config.file.read_text())
+    assert document == {"mcpServers": {"clock": {"builtin": "clock", "disabled": True},
+                                       "notes": {"builtin": "files", "root": str(notes.resolve())}}}
+    clock, files = config.load().servers
+    assert (clock.builtin, clock.enabled, files.builtin) == (BuiltinServer("clock"), False,
+                                                             BuiltinServer("files", str(notes.resolve())))
+    # The launch is worked out when the file is read, never stored: a moved or updated Tailor still runs them.
+    assert (files.command, files.args) == (sys.executable, ("-m", "app.launcher", "mcp", "builtin", "files",
+                                                            "--root", str(notes.resolve())))
+    document["mcpServers"]["clock"]["note"] = "mine"  # a key Tailor does not know is kept
+    config.file.write_text(json.dumps(document))
+    config.set_enabled("clock", True)
+    config.allow_tool("clock", "current_time")
+    assert json.loads(config.file.read_text())["mcpServers"]["clock"] == {
+        "builtin": "clock", "note": "mine", "alwaysAllow": ["current_time"]}
+
+
+def test_a_built_in_entry_that_cannot_be_used_is_one_error(config: McpConfig):
+    config.file.parent.mkdir(parents=True)
+    config.file.write_text(json.dumps({"mcpServers": {
+        "a": {"builtin": "weather"}, "b": {"builtin": "files"}, "c": {"builtin": "files", "root": "notes"},
+        "d": {"builtin": "clock", "command": "run"}, "e": {"builtin": "clock"}}}))
+    loaded = config.load()
+    assert [s.name for s in loaded.servers] == ["e"]
+    assert [e.split(": ", 1)[1] for e in loaded.errors] == [
+        "mcpServers.a: builtin: no built-in server named 'weather' (there are clock, files)",
+        "mcpServers.b: builtin: the files server needs `root`, the folder it reads",
+        "mcpServers.c: builtin: root must be an absolute folder, not 'notes'",
+        "mcpServers.d: has a `builtin` and a `command` or `url`; keep one"]
+
+
+def test_frozen_tailor_runs_its_own_executable(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    config = builtin_config("clock", builtin_server("clock"))
+    assert (config.command, config.args) == (sys.executable, ("mcp", "builtin", "clock"))

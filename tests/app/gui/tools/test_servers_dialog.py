@@ -10,7 +10,7 @@ import threading
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QStyle
+from PySide6.QtWidgets import QFileDialog, QStyle
 
 from app.gui.tools.import_sources import ImportSource, import_sources
 from app.gui.tools.protocols import StatusRelay
@@ -18,7 +18,8 @@ from app.gui.tools.server_entry import parse_pairs, server_config
 from app.gui.tools.server_list import NAME, STATUS, TRANSPORT
 from app.gui.tools.servers_dialog import ServersDialog
 from app.gui.tools.tools_button import ToolsButton
-from app.mcp.types import ServerConfig, ServerStatus
+from app.mcp.builtin.launch import builtin_config
+from app.mcp.types import BuiltinServer, ServerConfig, ServerStatus
 from tests.app.gui.tools.servers_double import MemoryStore, Servers, tool
 
 WAIT_MS = 3000
@@ -192,3 +193,34 @@ def test_the_tools_button_shows_a_chats_choice_without_emitting(qtbot):
     assert [a.text() for a in button.menu().actions() if a.isCheckable()][1] == "web (ready · 0 tools)"
     button.set_statuses([])
     assert button.text() == "Tools" and "No MCP servers yet" in [a.text() for a in button.menu().actions()]
+
+
+def test_add_built_in_adds_the_clock_once_and_starts_it(qtbot, parts):
+    dialog, store, servers, _ = parts
+    clock, files = dialog.builtin_button.menu().actions()
+    assert (clock.text(), files.text()) == ("Clock: the current time and time zones", "Files in a folder (read only)…")
+    with qtbot.waitSignal(dialog.servers_changed, timeout=WAIT_MS):
+        clock.trigger()
+    assert store.configs[-1] == builtin_config("clock", BuiltinServer("clock"))
+    assert servers.calls[-1] == ("start", ("clock",)) and dialog.message.text() == "Added clock; starting it."
+    assert dialog.selected_name() == "clock"
+    assert cell(dialog, 2, TRANSPORT) == "built-in clock (the current time and time zones)"
+    dialog.table.selectRow(0)
+    clock.trigger()
+    assert len(store.configs) == 3 and dialog.message.text() == "The clock is added already, as clock."
+    assert dialog.selected_name() == "clock"
+
+
+def test_add_built_in_files_asks_for_a_folder_and_takes_a_free_name(qtbot, parts, tmp_path, monkeypatch):
+    dialog, store, servers, _ = parts
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    chosen = iter(["", str(notes)])  # cancelled first, then a folder
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *_args: next(chosen))
+    dialog.add_files()
+    assert len(store.configs) == 2 and servers.calls == []
+    dialog.add_files()
+    added = store.configs[-1]
+    assert added.name == "files-2" and added.builtin == BuiltinServer("files", str(notes.resolve()))  # files: taken
+    assert servers.calls == [("start", ("files-2",))]
+    assert cell(dialog, 2, TRANSPORT) == f"built-in files: reads {notes.resolve()}, never writes"
