@@ -161,8 +161,9 @@ class ChatSession(BranchActions, SessionTools):
         if conversation is not None and self._tools_starting(conversation.settings):
             return  # the reply stays pending: on_server_status begins it
         tools = self._tools_for(conversation.settings) if conversation is not None else None
+        choice = conversation.settings.tool_choice if conversation is not None else "auto"
         try:
-            self.replies.begin(self.model.engine, conversation_id, tools)
+            self.replies.begin(self.model.engine, conversation_id, tools, choice)
         except EngineNotRunning as exc:
             self._on_engine_died(not_running(exc))
 

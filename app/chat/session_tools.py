@@ -3,7 +3,8 @@
 A chat has tools on when its settings name MCP servers (`tool_servers`); a reply then offers the ready
 servers' tools that fit the context (tool_set.py), if the model's template takes tools. The user's
 "Always in this chat" is kept in the chat's settings (`allowed_tools`), "Always for this tool" in the
-MCP configuration (the ToolHost's `allow_for_good`).
+MCP configuration (the ToolHost's `allow_for_good`). A chat whose `tool_choice` is "required" makes each
+reply's first request call a tool.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from app.chat.tool_permissions import Decision
 from app.chat.tool_rounds import ToolHost
 from app.chat.tool_set import ToolSet, fit_tools
 from app.mcp.types import ServerStatus
+from app.services.history.records import ToolChoice
 from app.services.history.store import ChatSettings, ChatStore, Conversation
 from engine.interface import EngineNotRunning
 from engine.protocol import Error
@@ -50,6 +52,13 @@ class SessionTools:
         host = self.replies.tool_host
         if host is not None and names:
             host.servers.start(names)
+
+    def set_tool_choice(self, choice: ToolChoice) -> None:
+        """Whether the open chat's replies must call a tool first ("required") or may ("auto")."""
+        if self.current is None or choice == self.current.settings.tool_choice:
+            return
+        self.current.settings = replace(self.current.settings, tool_choice=choice)
+        self.store.update_settings(self.current.id, self.current.settings)
 
     def _tools_starting(self, settings: ChatSettings) -> bool:
         """Whether a reply with `settings` waits for its MCP servers: those not started are started now (the

@@ -278,6 +278,7 @@ class MainWindow(QMainWindow):
         self.mcp.notice.connect(self._say)
         self.tools_button.set_statuses(self.mcp.statuses())
         self.tools_button.servers_chosen.connect(self.session.set_tool_servers)
+        self.tools_button.tool_choice_chosen.connect(self.session.set_tool_choice)
         self.tools_button.manage_requested.connect(lambda: self.mcp.show_dialog(self))
         self.help_menu.chat_requested.connect(self._chat_now)
         self.help_menu.model_requested.connect(lambda repo_id: self.show_models().open_repo(repo_id))
@@ -341,7 +342,7 @@ class MainWindow(QMainWindow):
         self.chat.set_messages(messages)
         self.sending.chat_shown(messages)  # an edit of a message not shown now ends
         self.settings_panel.set_settings(conversation.settings)
-        self.tools_button.show_choice(conversation.settings.tool_servers)
+        self.tools_button.show_choice(conversation.settings.tool_servers, conversation.settings.tool_choice)
         self.setWindowTitle(f"Tailor — {conversation.title}")
         self.refresh_list()
 

@@ -28,6 +28,7 @@ from app.services.load_settings import LoadSettings
 from engine.protocol import Reasoning
 
 Role = Literal["system", "user", "assistant"]
+ToolChoice = Literal["auto", "required"]
 MessageState = Literal["complete", "streaming", "interrupted", "cancelled"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant")
 MESSAGE_STATES: tuple[str, ...] = ("complete", "streaming", "interrupted", "cancelled")
@@ -54,10 +55,12 @@ class ChatSettings:
     reasoning: Reasoning = "auto"
     think_budget: int | None = None  # the most reasoning tokens; None: no cap
     # Tools (MCP): the servers on in this chat (none: the model is offered no tools), the tools the user
-    # allowed "Always in this chat" (asked no more), the most tool steps a reply takes before it answers.
+    # allowed "Always in this chat" (asked no more), the most tool steps a reply takes before it answers,
+    # and whether a reply's first request must call a tool ("required") or may ("auto"; TOOL_CHOICES).
     tool_servers: tuple[str, ...] = ()
     allowed_tools: tuple[str, ...] = ()
     tool_step_cap: int = DEFAULT_TOOL_STEP_CAP
+    tool_choice: ToolChoice = "auto"
 
     def to_json(self) -> str:
         # Stored flat, as every release stored them (and still reads them): the load's fields, its

@@ -38,6 +38,9 @@ GPU_SHARE_RANGE = (0.1, 1.0)
 CPU_KV_BYTES_RANGE = (1 << 28, 64 << 30)  # 0.25 to 64 GiB
 TOOL_STEP_CAP_RANGE = (1, 100)  # a reply's tool steps (each one model turn and its calls) before it must answer
 DEFAULT_TOOL_STEP_CAP = 10
+# What a reply's first request asks of the model when the chat has tools: "auto" (it may call them) or
+# "required" (it must call one; the requests after its calls are "auto" again, so it can answer).
+TOOL_CHOICES: tuple[str, ...] = ("auto", "required")
 MAX_NAMES = 256  # MCP servers on in a chat, tools allowed in it
 
 
@@ -95,12 +98,13 @@ CHAT_FIELDS: dict[str, _Field] = {
     "reasoning": _Field("auto", _one_of(REASONING_CHOICES), f"one of {', '.join(REASONING_CHOICES)}"),
     "think_budget": _Field(None, _or_none(_whole(1, MAX_TOKENS_RANGE[1])),
                            f"null or a whole number from 1 to {MAX_TOKENS_RANGE[1]}"),
-    # Tools: the MCP servers on in this chat (none: tools off), the tools allowed "Always in this chat", and
-    # the most tool steps a reply takes before it must answer.
+    # Tools: the MCP servers on in this chat (none: tools off), the tools allowed "Always in this chat",
+    # the most tool steps a reply takes before it must answer, and whether its first request must call one.
     "tool_servers": _Field((), _names, _NAMES),
     "allowed_tools": _Field((), _names, _NAMES),
     "tool_step_cap": _Field(DEFAULT_TOOL_STEP_CAP, _whole(*TOOL_STEP_CAP_RANGE),
                             f"a whole number from 1 to {TOOL_STEP_CAP_RANGE[1]}"),
+    "tool_choice": _Field("auto", _one_of(TOOL_CHOICES), f"one of {', '.join(TOOL_CHOICES)}"),
 }
 LOAD_KEYS = frozenset({"n_ctx", "auto_ctx_cap", "kv_type", "flash_attn"})  # LoadSettings' fields (ChatSettings.load)
 SPECULATION_FIELDS: dict[str, tuple[str, _Field]] = {  # SpeculativeOptions' field: (stored key, field)

@@ -224,6 +224,22 @@ def test_the_step_cap_stops_the_reply_and_says_so(chat: Chat, tools: Tools):
     assert "cap of 2 tool steps" in chat.heard.last("notice")[0]
 
 
+def test_a_chat_that_requires_a_call_asks_the_first_request_for_one_and_the_next_may_answer(chat: Chat, tools: Tools):
+    tools.for_good.add(("echo", "echo"))
+    chat.session.set_tool_choice("required")
+    assert chat.store.get_conversation(chat.session.current.id).settings.tool_choice == "required"  # kept
+    first = _send(chat)
+    assert chat.engine.shapes[first].tool_choice == "required"
+    chat.engine.call_tools(first, "", _call("c1", "echo", text="hi"))
+    second = _next_request(chat, first)
+    assert chat.engine.shapes[second].tool_choice == "auto"  # it answers with the result: not another call
+    chat.engine.finish(second, "It says hi.")
+    chat.engine.pump()
+    chat.session.set_tool_servers(())
+    third = _send(chat, "And without tools?")
+    assert chat.engine.shapes[third].tools is None and chat.engine.shapes[third].tool_choice == "auto"
+
+
 def test_calls_that_cannot_run_fail_by_name_and_the_reply_goes_on(chat: Chat, tools: Tools):
     tools.for_good.add(("echo", "echo"))
     tools.for_good.add(("echo", "add"))

@@ -1,7 +1,6 @@
-"""The MCP servers dialog and the Tools button: the servers listed with their state, a failed one's reason and
-stderr tail, Add/Remove/Enable/Import through the store, statuses from a background thread; the button's menu
-follows the statuses and says what the user chose (real widgets, offscreen; the store and the servers are the
-in-memory doubles of servers_double.py)."""
+"""The MCP servers dialog: the servers listed with their state, a failed one's reason and stderr tail,
+Add/Remove/Enable/Import through the store, statuses from a background thread (real widgets, offscreen; the store
+and the servers are the in-memory doubles of servers_double.py). The Tools button: test_tools_button.py."""
 
 from __future__ import annotations
 
@@ -10,14 +9,13 @@ import threading
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFileDialog, QStyle
+from PySide6.QtWidgets import QFileDialog
 
 from app.gui.tools.import_sources import ImportSource, import_sources
 from app.gui.tools.protocols import StatusRelay
 from app.gui.tools.server_entry import parse_pairs, server_config
 from app.gui.tools.server_list import NAME, STATUS, TRANSPORT
 from app.gui.tools.servers_dialog import ServersDialog
-from app.gui.tools.tools_button import ToolsButton
 from app.mcp.builtin.launch import builtin_config
 from app.mcp.types import BuiltinServer, ServerConfig, ServerStatus
 from tests.app.gui.tools.servers_double import MemoryStore, Servers, tool
@@ -160,39 +158,6 @@ def test_the_import_sources_are_where_each_app_keeps_them(tmp_path):
     assert mac["Claude Desktop"] == tmp_path / "Library/Application Support/Claude/claude_desktop_config.json"
     windows = {s.app: s.path for s in import_sources(tmp_path, "win32", {"APPDATA": str(tmp_path / "Roaming")})}
     assert windows["Jan"] == tmp_path / "Roaming/Jan/data/mcp_config.json"
-
-
-def test_the_tools_button_lists_the_servers_and_says_what_was_chosen(qtbot):
-    button = ToolsButton()
-    qtbot.addWidget(button)
-    button.set_statuses([READY, FAILED, ServerStatus("git", "stopped")])
-    assert button.text() == "Tools"
-    actions = [a for a in button.menu().actions() if a.isCheckable()]
-    assert [a.text() for a in actions] == ["files (ready · 2 tools)", "web (failed: HTTP 401 from https://example.com/mcp)",
-                                           "git (stopped)"]
-    with qtbot.waitSignal(button.servers_chosen, timeout=WAIT_MS) as chosen:
-        actions[2].trigger()
-    assert chosen.args == [("git",)] and button.text() == "Tools · 1"
-    # The text and the menu's arrow both fit: the arrow is drawn over the text's end otherwise.
-    arrow = button.style().pixelMetric(QStyle.PixelMetric.PM_MenuButtonIndicator, None, button)
-    assert button.sizeHint().width() >= button.fontMetrics().horizontalAdvance("Tools · 1") + arrow + 8
-    with qtbot.waitSignal(button.servers_chosen, timeout=WAIT_MS) as chosen:
-        actions[0].trigger()
-    assert chosen.args == [("files", "git")] and button.text() == "Tools · 2"
-
-
-def test_the_tools_button_shows_a_chats_choice_without_emitting(qtbot):
-    button = ToolsButton()
-    qtbot.addWidget(button)
-    button.set_statuses([READY, FAILED])
-    with qtbot.assertNotEmitted(button.servers_chosen):
-        button.show_choice(("web",))
-    assert button.text() == "Tools · 1"
-    assert [a.isChecked() for a in button.menu().actions() if a.isCheckable()] == [False, True]
-    button.update_status(ServerStatus("web", "ready"))
-    assert [a.text() for a in button.menu().actions() if a.isCheckable()][1] == "web (ready · 0 tools)"
-    button.set_statuses([])
-    assert button.text() == "Tools" and "No MCP servers yet" in [a.text() for a in button.menu().actions()]
 
 
 def test_add_built_in_adds_the_clock_once_and_starts_it(qtbot, parts):

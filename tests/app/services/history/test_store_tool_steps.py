@@ -220,19 +220,23 @@ def test_a_search_finds_what_the_model_wrote_in_steps_not_what_tools_answered(st
 
 
 def test_tool_settings_round_trip_and_are_stored_flat(store):
-    settings = ChatSettings(tool_servers=("files", "web"), allowed_tools=("read_file",), tool_step_cap=25)
+    settings = ChatSettings(tool_servers=("files", "web"), allowed_tools=("read_file",), tool_step_cap=25,
+                            tool_choice="required")
     data = json.loads(settings.to_json())
-    assert (data["tool_servers"], data["allowed_tools"], data["tool_step_cap"]) == (["files", "web"], ["read_file"], 25)
+    assert (data["tool_servers"], data["allowed_tools"], data["tool_step_cap"], data["tool_choice"]) == (
+        ["files", "web"], ["read_file"], 25, "required")
     chat = store.create_conversation("Tools", settings)
     assert store.get_conversation(chat.id).settings == settings
     assert ChatSettings.from_json("{}").tool_servers == () and ChatSettings().tool_step_cap == 10
+    assert ChatSettings.from_json("{}").tool_choice == "auto"  # chats stored before the choice existed
 
 
 @pytest.mark.parametrize(("key", "value", "default"), [
     ("tool_servers", "files", ()), ("tool_servers", ["files", 3], ()), ("tool_servers", [""], ()),
     ("tool_servers", ["a\nb"], ()), ("allowed_tools", ["x" * 257], ()), ("allowed_tools", ["t"] * 257, ()),
     ("allowed_tools", None, ()), ("tool_step_cap", 0, 10), ("tool_step_cap", 101, 10), ("tool_step_cap", 2.5, 10),
-    ("tool_step_cap", True, 10), ("tool_step_cap", "10", 10),
+    ("tool_step_cap", True, 10), ("tool_step_cap", "10", 10), ("tool_choice", "always", "auto"),
+    ("tool_choice", "echo", "auto"), ("tool_choice", True, "auto"), ("tool_choice", None, "auto"),
 ])
 def test_a_tool_setting_of_the_wrong_type_or_range_falls_back_with_a_line(key, value, default):
     parsed = parse_settings({key: value, "tool_servers" if key != "tool_servers" else "allowed_tools": ["kept"]})

@@ -5,13 +5,14 @@ never run, hostile steps in a file cost those steps and nothing else, and the CL
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
 
 from app.cli.main import main
-from app.services.history.store import ChatStore, ToolCallRecord, ToolStep
+from app.services.history.store import ChatSettings, ChatStore, ToolCallRecord, ToolStep
 from app.services.history.tool_steps import MAX_CALLS
 from app.services.transfer.export import load_chats, to_json, to_markdown
 from app.services.transfer.export_html import to_html
@@ -75,6 +76,29 @@ def test_json_export_and_import_keep_every_field_of_every_call(tmp_path: Path):
     assert to_json(load_chats(fresh)) == text  # and out again, byte for byte
     store.close()
     fresh.close()
+
+
+def test_a_chats_tool_settings_travel_with_it_and_a_bad_tool_choice_is_refused_by_name(tmp_path: Path):
+    store = ChatStore(tmp_path / "source.sqlite3")
+    settings = replace(ChatSettings(), tool_servers=("echo",), tool_choice="required")
+    store.add_message(store.create_conversation("Must call", settings).id, "user", "Echo hello.")
+    exported = json.loads(to_json(load_chats(store)))
+    assert exported["chats"][0]["settings"]["tool_choice"] == "required"
+    path = tmp_path / "chats.json"
+    path.write_text(json.dumps(exported), encoding="utf-8")
+    fresh = ChatStore(tmp_path / "fresh.sqlite3")
+    assert import_file(fresh, path).notes == []
+    assert fresh.list_conversations()[0].settings == settings
+    exported["chats"][0]["settings"]["tool_choice"] = "always"
+    path.write_text(json.dumps(exported), encoding="utf-8")
+    other = ChatStore(tmp_path / "other.sqlite3")
+    result = import_file(other, path)
+    assert result.imported == ["Must call"] and result.notes == [
+        "Mended chat 1 ('Must call'): setting 'tool_choice' must be one of auto, required, not 'always': the default "
+        "'auto' is used"]
+    assert other.list_conversations()[0].settings == replace(settings, tool_choice="auto")  # the rest kept
+    for opened in (store, fresh, other):
+        opened.close()
 
 
 def test_a_step_in_the_json_export_is_its_to_dict(tmp_path: Path):
