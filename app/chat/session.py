@@ -229,6 +229,8 @@ class ChatSession(BranchActions, SessionTools):
     def new_conversation(self) -> Conversation:
         """A new chat with the settings of the open one."""
         settings = self.new_chat_settings(self.current.settings if self.current else None)
+        # What was allowed "Always in this chat" was allowed in that chat only: a new one asks again.
+        settings = replace(settings, allowed_tools=())
         conversation = self.store.create_conversation(DEFAULT_TITLE, settings)
         self.listener.conversations_changed()
         self.open_conversation(conversation.id)

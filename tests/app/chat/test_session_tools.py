@@ -156,6 +156,10 @@ def test_always_in_this_chat_runs_that_tool_without_asking_again(chat: Chat, too
     assert chat.engine.prompts[third][-1].content == "two"
     assert chat.store.get_conversation(chat.session.current.id).settings.allowed_tools == ("echo/echo",)
     assert tools.for_good == set()
+    chat.engine.finish(third, "Done.")
+    chat.engine.pump()
+    fresh = chat.session.new_conversation()  # it takes the open chat's settings, but not what it allowed
+    assert fresh.settings.tool_servers == ("echo",) and fresh.settings.allowed_tools == ()
 
 
 def test_always_for_this_tool_is_kept_for_good(chat: Chat, tools: Tools):
