@@ -19,30 +19,61 @@ from tests.app.services.history.history_files import ROOT, chats_of, old_history
 
 KILLED = 86
 
-# A child opens the store and dies (os._exit, as kill -9 would) just before SQLite runs statement N.
-CHILD = f"""
+# A child opens the store and dies (os._exit, as kill -9 would) just before SQLite runs statement N. The
+# children are forked by one process that imported the store once (it runs no thread, so a fork is safe):
+# a Python start per statement cost most of this file's minute. It reads "PATH N" lines and answers each
+# with "STATUS SEEN" (the child's exit status; how many statements it ran when it ran to the end).
+FORKER = f"""
 import os, sys
 from pathlib import Path
 from app.services.history.store import ChatStore
 from app.services.history.opening import open_sqlite
 
-path, kill_at = Path(sys.argv[1]), int(sys.argv[2])
-seen = 0
+def run(path, kill_at):
+    seen = 0
 
-def count(statement):
-    global seen
-    seen += 1
-    if seen == kill_at:
-        os._exit({KILLED})
+    def count(statement):
+        nonlocal seen
+        seen += 1
+        if seen == kill_at:
+            os._exit({KILLED})
 
-def connect(path, read_only):
-    db = open_sqlite(path, read_only)
-    db.set_trace_callback(count)
-    return db
+    def connect(path, read_only):
+        db = open_sqlite(path, read_only)
+        db.set_trace_callback(count)
+        return db
 
-ChatStore(path, connect=connect).close()
-print(seen)
+    ChatStore(path, connect=connect).close()
+    return seen
+
+for line in sys.stdin:
+    path, kill_at = line.rsplit(" ", 1)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            os.write(write, str(run(Path(path), int(kill_at))).encode())
+            os._exit(0)
+        except BaseException as exc:
+            os.write(2, repr(exc).encode() + b"\\n")
+            os._exit(1)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        seen = answer.read() or "0"
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status), seen, flush=True)
 """
+
+
+@pytest.fixture
+def killer():
+    """The process that forks the children (tests/…/test_schema.py's FORKER), for one test."""
+    process = subprocess.Popen([sys.executable, "-c", FORKER], cwd=ROOT, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    yield process
+    process.stdin.close()
+    process.wait(timeout=60)
 
 
 def schema(path: Path) -> dict[str, list]:
@@ -72,18 +103,20 @@ def version_of(path: Path) -> int | None:
         return db.execute("PRAGMA user_version").fetchone()[0]
 
 
-def open_killed_at(template: Path | None, work: Path, kill_at: int) -> subprocess.CompletedProcess[str]:
+def open_killed_at(killer: subprocess.Popen, template: Path | None, work: Path, kill_at: int) -> tuple[int, int]:
+    """(exit status, statements run) of a child that opened a copy of `template` and was killed at `kill_at`."""
     for side in ("", "-wal", "-shm"):
         Path(f"{work}{side}").unlink(missing_ok=True)
     if template is not None:
         shutil.copyfile(template, work)
-    return subprocess.run(
-        [sys.executable, "-c", CHILD, str(work), str(kill_at)], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+    killer.stdin.write(f"{work} {kill_at}\n")
+    killer.stdin.flush()
+    status, seen = killer.stdout.readline().split()
+    return int(status), int(seen)
 
 
 @pytest.mark.parametrize("start", [0, 1, 2, 3, 4, 6])
-def test_a_kill_at_every_statement_of_the_upgrade_loses_nothing(tmp_path, fresh_schema, start):
+def test_a_kill_at_every_statement_of_the_upgrade_loses_nothing(tmp_path, fresh_schema, killer, start):
     """Kill the opening process before each statement in turn; then the file opens, upgraded, with every chat."""
     template = None
     expected: list = []
@@ -94,11 +127,11 @@ def test_a_kill_at_every_statement_of_the_upgrade_loses_nothing(tmp_path, fresh_
     versions_after_kill = set()
     kill_at = 1
     while True:
-        child = open_killed_at(template, work, kill_at)
-        if child.returncode == 0:  # it ran to the end: every statement had its kill
-            total = int(child.stdout)
+        status, seen = open_killed_at(killer, template, work, kill_at)
+        if status == 0:  # it ran to the end: every statement had its kill
+            total = seen
             break
-        assert child.returncode == KILLED, child.stderr
+        assert status == KILLED, f"the child failed before statement {kill_at} (its stderr is above)"
         versions_after_kill.add(version_of(work))
         store = ChatStore(work)
         assert store.problem is None
