@@ -24,6 +24,7 @@ from PySide6.QtGui import (
 
 from app.chat.reasoning_text import reasoning_figures, reasoning_header
 from app.gui.common.theme import mix
+from app.gui.transcript.framed_block import FramedBlock
 from app.services.history.store import Message
 
 SCHEME = "tailor-reasoning"
@@ -58,7 +59,7 @@ def _text_format() -> QTextCharFormat:
     return fmt
 
 
-class ReasoningBlock:
+class ReasoningBlock(FramedBlock):
     """One reply's reasoning, in a frame inserted at `cursor` (which ends up inside it).
 
     Args:
@@ -94,20 +95,6 @@ class ReasoningBlock:
 
     def _header_line(self) -> str:
         return (_OPEN if self.expanded else _CLOSED) + self.header
-
-    def _cursor(self, position: int) -> QTextCursor:
-        cursor = QTextCursor(self.frame.document())
-        cursor.setPosition(position)
-        return cursor
-
-    def header_cursor(self) -> QTextCursor:
-        """A cursor selecting the header's text (what the keyboard focus of the link is)."""
-        cursor = self._cursor(self.frame.firstPosition())
-        cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
-        return cursor
-
-    def contains(self, position: int) -> bool:
-        return self.frame.firstPosition() <= position <= self.frame.lastPosition()
 
     # ------------------------------------------------------------ changes
 

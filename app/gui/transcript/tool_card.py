@@ -30,6 +30,7 @@ from PySide6.QtGui import (
 
 from app.gui.common.theme import mix, status_colors
 from app.gui.common.tool_text import call_verb, pretty_arguments, size_text, status_words
+from app.gui.transcript.framed_block import FramedBlock
 from app.services.history.tool_steps import ToolCallRecord
 
 SCHEME = "tailor-tool"
@@ -91,7 +92,7 @@ def shown_result(result: str, show_all: bool) -> tuple[str, str]:
     return "\n".join(lines[:CUT_LINES])[:CUT_CHARS], "more"
 
 
-class ToolCard:
+class ToolCard(FramedBlock):
     """One call, in a frame inserted at `cursor` (which ends up inside it).
 
     Args:
@@ -119,20 +120,6 @@ class ToolCard:
     def header(self) -> str:
         """The header's words, as shown (with its ▸ or ▾)."""
         return self.header_cursor().selectedText()
-
-    def _cursor(self, position: int) -> QTextCursor:
-        cursor = QTextCursor(self.frame.document())
-        cursor.setPosition(position)
-        return cursor
-
-    def header_cursor(self) -> QTextCursor:
-        """A cursor selecting the header's text (what the keyboard focus of the link is)."""
-        cursor = self._cursor(self.frame.firstPosition())
-        cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
-        return cursor
-
-    def contains(self, position: int) -> bool:
-        return self.frame.firstPosition() <= position <= self.frame.lastPosition()
 
     # ------------------------------------------------------------ changes
 
