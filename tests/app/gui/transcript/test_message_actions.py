@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QApplication, QMenu
 
 from app.gui.transcript.view import ChatView
 from app.services.history.store import Message
+from tests.app.gui.transcript.shown_view import shown_view
 
 WAIT_MS = 3000
 STATS = {"ttft_s": 0.1, "prompt_tokens": 30, "cached_tokens": 21, "gen_tokens": 12, "prefill_tok_s": 100.0,
@@ -31,12 +32,7 @@ CHAT = [msg(1, "user", "Capital of France?"), msg(2, "assistant", "Paris.", STAT
 
 @pytest.fixture
 def view(qtbot) -> ChatView:
-    view = ChatView()
-    qtbot.addWidget(view)
-    view.resize(700, 600)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown_view(qtbot, height=600)
 
 
 def point_of(view: ChatView, text: str) -> QPoint:

@@ -16,6 +16,7 @@ from app.gui.transcript.tool_card import CUT_CHARS
 from app.gui.transcript.view import ChatView
 from app.services.history.store import Message
 from app.services.history.tool_steps import ToolCallRecord, ToolStep
+from tests.app.gui.transcript.shown_view import shown_view
 
 WAIT_MS = 3000
 ARGS = '{"path": "notes.txt", "lines": [1, 2]}'
@@ -37,12 +38,7 @@ def question() -> Message:
 
 @pytest.fixture
 def view(qtbot) -> ChatView:
-    view = ChatView()
-    qtbot.addWidget(view)
-    view.resize(700, 900)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown_view(qtbot, height=900)
 
 
 def header(view: ChatView, key: str) -> str:

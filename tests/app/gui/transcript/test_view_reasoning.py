@@ -11,6 +11,7 @@ from PySide6.QtGui import QGuiApplication, QPalette, QTextCursor
 
 from app.gui.transcript.view import ChatView
 from app.services.history.store import Message
+from tests.app.gui.transcript.shown_view import shown_view
 
 WAIT_MS = 3000
 THOUGHT_STATS = {"ttft_s": 0.1, "prompt_tokens": 30, "cached_tokens": 0, "gen_tokens": 392, "prefill_tok_s": 100.0,
@@ -24,12 +25,7 @@ def reply(content: str = "", reasoning: str = "", state: str = "complete", mid: 
 
 @pytest.fixture
 def view(qtbot) -> ChatView:
-    view = ChatView()
-    qtbot.addWidget(view)
-    view.resize(700, 900)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown_view(qtbot, height=900)
 
 
 def header_point(view: ChatView, message_id: int) -> QPoint:
