@@ -40,8 +40,11 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check app engine models tests
 	$(BIN)/lint-imports
 
+# Two workers (pytest-xdist): half the suite waits on processes, sockets and the event loop, so two keep
+# 2 cores busy; tests that share a costly session fixture stay on one worker (tests/conftest.py).
+TEST_WORKERS ?= 2
 test: lint
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -m "not slow"
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(VENV)/.dev-installed
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m tests.bench

@@ -13,7 +13,10 @@ from tests.isolation import UserFolders, isolate, real_user_folders
 
 # Before anything imports the app or huggingface_hub (which reads its cache folder when imported):
 # the real user's folders are watched, and this session's processes get folders of their own.
-_REAL_FOLDERS = real_user_folders()
+# Under pytest-xdist the controller watches them; each worker (started by the controller, so already
+# away from the real folders) gets folders of its own and watches nothing.
+_XDIST_WORKER = "PYTEST_XDIST_WORKER" in os.environ
+_REAL_FOLDERS = [] if _XDIST_WORKER else real_user_folders()
 _REAL_BEFORE = UserFolders.snapshot(_REAL_FOLDERS)
 SESSION_HOME = isolate()
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -31,6 +34,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.config.get_terminal_writer().line(
             f"FAILED: the tests wrote outside their temporary folders ({len(changed)} paths):\n  {shown}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# Session fixtures too costly to build on every pytest-xdist worker: the tests that use one run on one
+# worker (`make test` distributes with --dist loadgroup), so it is built once a run.
+_ONE_WORKER_FIXTURES = ("family_corpus",)  # 80 quantized files: about 40 s of CPU
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in _ONE_WORKER_FIXTURES:
+            if name in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(name))
 
 
 @pytest.fixture(scope="session")
