@@ -41,6 +41,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 _ONE_WORKER_FIXTURES = ("family_corpus",)  # 80 quantized files: about 40 s of CPU
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups off the items
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         for name in _ONE_WORKER_FIXTURES:

@@ -47,6 +47,11 @@ def test_a_second_listing_plans_nothing_and_gives_the_same_plans(files: list[Pat
 
 
 def test_a_changed_file_is_planned_again(files: list[Path], starter_model: Path):
+    # files[0] gets a new modification time below: a link would change the installed starter model's
+    # (shared by every test, and by the other pytest worker's listings), so it gets bytes of its own.
+    own = files[0].with_suffix(".copy")
+    shutil.copyfile(starter_model, own)
+    os.replace(own, files[0])
     planner, cache = LoadPlanner(profile_for("RTX 4090", ram_gib=16)), PlanCache()
     before = _listing(cache, planner, files)
     broken = files[2]
