@@ -57,7 +57,8 @@ def install_log_callback(on_log: Callable[[int, bytes, ctypes.c_void_p], None]) 
 
 
 def reset_log_callback() -> None:
-    mtmd.mtmd_helper_log_set(None, ctypes.c_void_p(0))
+    """libmtmd's log back to stderr (its default), e.g. before the callback installed is freed."""
+    mtmd.mtmd_helper_log_set(llama_cpp.llama_log_callback(), ctypes.c_void_p(0))  # a NULL function pointer
 
 
 # ---------------------------------------------------------------- media

@@ -9,6 +9,7 @@ same image gives chunks of the same id, and files llama.cpp must not see are ref
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import numpy as np
@@ -229,3 +230,19 @@ def test_a_closed_projector_refuses_and_closes_once(projectors: dict[str, Path],
     with media(Bitmap.image(64, 64, red_square())) as (image,), pytest.raises(ProjectorError, match="closed"):
         projector.tokenize("<__media__>", [image], add_bos=False)
 
+
+
+def test_libmtmd_s_log_goes_where_it_is_sent_with_the_projector_s_buffers(projectors: dict[str, Path],
+                                                                         llama: LlamaHandle):
+    lines: list[str] = []
+    callback = llama_mtmd.install_log_callback(lambda _level, text, _data: lines.append(text.decode()))
+    try:
+        projector = Projector(projectors["gemma3"], llama, use_gpu=False, n_threads=2)
+        projector.close()
+    finally:
+        llama_mtmd.reset_log_callback()  # stderr again before the callback is freed
+    del callback
+    logged = "".join(lines)
+    # what a forecast of the projector is checked against: its weights and its compute buffer at load
+    assert re.search(r"model size:\s+0\.2\d MiB", logged)
+    assert re.search(r"CPU compute buffer size =\s+[\d.]+ MiB", logged)
