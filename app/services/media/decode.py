@@ -72,6 +72,8 @@ def decode_pixels(data: bytes, header: ImageHeader, name: str, limits: ImageLimi
         ImageRefused: the bytes do not decode (damaged or truncated), or the reader finds more pixels
             than the header said and the limit allows.
     """
+    if header.format == WEBP and not getattr(WebPImagePlugin, "SUPPORTED", True):
+        raise ImageRefused(name, "is a WebP image, and this Pillow was built without WebP (install Pillow's wheel)")
     try:
         with _READERS[header.format](io.BytesIO(data)) as image:
             width, height = image.size

@@ -149,3 +149,14 @@ def test_the_cache_key_names_the_bytes_and_the_pixels(tmp_path: Path):
     assert full.cache_key.startswith(full.sha256) and full.sha256 == small.sha256
     assert full.cache_key != small.cache_key
     assert "rgb" not in repr(full) and "original" not in repr(full)
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "WEBP"])
+def test_an_exif_orientation_is_applied_in_png_and_webp_too(tmp_path: Path, fmt: str):
+    stored = Image.new("RGB", (30, 20), RED)
+    stored.paste(BLUE, (15, 0, 30, 20))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    image = read_image(save(stored, tmp_path / f"turned.{fmt.lower()}", fmt, exif=exif.tobytes(), lossless=True))
+    assert (image.width, image.height) == (20, 30)
+    assert pixel(image, 10, 2) == RED and pixel(image, 10, 27) == BLUE
