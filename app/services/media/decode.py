@@ -82,8 +82,11 @@ def decode_pixels(data: bytes, header: ImageHeader, name: str, limits: ImageLimi
             return _to_rgb(image, limits.max_side)
     except ImageRefused:
         raise
+    except MemoryError:
+        raise ImageRefused(name, f"is {header.width} × {header.height} pixels, more than the memory free "
+                                 "now can decode") from None
     except Exception as exc:  # noqa: BLE001 (hostile bytes: Pillow raises OSError, SyntaxError, ValueError,
-        # EOFError, struct.error, zlib.error, IndexError... and MemoryError; each is one refusal)
+        # EOFError, struct.error, zlib.error, IndexError...; each is one refusal)
         raise ImageRefused(name, f"is damaged or truncated ({_detail(exc)})") from None
 
 

@@ -197,3 +197,13 @@ def test_pillow_s_process_wide_bomb_limit_plays_no_part(tmp_path: Path, monkeypa
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)  # ... and would take any bomb
     with pytest.raises(ImageRefused, match="900 megapixels"):
         image_from_bytes(png_bomb(), name="bomb.png")
+
+
+def test_running_out_of_memory_while_decoding_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = save(red_square(), tmp_path / "square.png", "PNG")
+
+    def no_memory(self, *args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr("PIL.ImageFile.ImageFile.load", no_memory)
+    assert _refusal(path) == "square.png is 64 × 48 pixels, more than the memory free now can decode"
