@@ -13,6 +13,7 @@ import re
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from engine.gguf.llama_handle import install_log_callback
 
@@ -51,11 +52,13 @@ class LlamaLogBridge:
     current model, which the memory report uses.
     """
 
-    # llama.cpp keeps one log callback for the whole process and calls it until another is set,
-    # so the callback installed last must outlive its bridge: a bridge freed while still installed
-    # (a test's) left llama.cpp calling freed memory at the next model load. This mirrors that one
-    # C-side pointer, nothing more.
-    _installed: object = None
+    # llama.cpp keeps one log callback for the whole process and calls it until another is set, so a
+    # callback must outlive its bridge: a bridge freed while still installed (a test's) left llama.cpp
+    # calling freed memory at the next model load. Every callback ever installed is kept, not only the
+    # last: code that saved the pointer before a bridge was made puts it back afterwards (llama_log_get
+    # then llama_log_set, as tests do around a block), and that older callback must still be there. One
+    # bridge is made per engine process (a test process makes a few hundred: a few KiB).
+    _installed: ClassVar[list[object]] = []
 
     def __init__(self, logger: logging.Logger | None = None):
         self._logger = logger or logging.getLogger("llama_cpp")
@@ -63,7 +66,7 @@ class LlamaLogBridge:
         self._partial = ""
         self.recent_errors: deque[str] = deque(maxlen=8)
         self.buffers = BufferSizes()
-        LlamaLogBridge._installed = install_log_callback(self._on_log)
+        LlamaLogBridge._installed.append(install_log_callback(self._on_log))
 
     def reset_buffers(self) -> None:
         self.buffers = BufferSizes()

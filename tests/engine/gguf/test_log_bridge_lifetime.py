@@ -32,3 +32,30 @@ def test_a_dropped_bridge_keeps_its_callback_alive(starter_model: Path):
                           timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "loaded"
+
+
+SAVED_AND_PUT_BACK = """
+import ctypes, gc, sys
+import llama_cpp
+from engine.gguf.log_bridge import LlamaLogBridge
+
+LlamaLogBridge()  # an engine's bridge, installed
+saved, user_data = llama_cpp.llama_log_callback(), ctypes.c_void_p()
+llama_cpp.llama_log_get(ctypes.byref(saved), ctypes.byref(user_data))  # what a test saves around a block
+LlamaLogBridge()  # another bridge installed inside the block
+gc.collect()
+llama_cpp.llama_log_set(saved, user_data)  # and the first one's callback put back after it
+llm = llama_cpp.Llama(sys.argv[1], n_ctx=256, verbose=False)
+llm.close()
+print("loaded")
+"""
+
+
+def test_a_callback_saved_before_another_bridge_can_be_put_back(starter_model: Path):
+    # tests/fixtures/tiny_families.py's kept_llama_log does this: with only the last bridge's callback
+    # kept, the pointer it put back was freed, and the next load crashed the process (seen under xdist,
+    # where the tests ran in another order).
+    done = subprocess.run([sys.executable, "-c", SAVED_AND_PUT_BACK, str(starter_model)], capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "loaded"
