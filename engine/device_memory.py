@@ -149,7 +149,8 @@ def build_report(
 
     Args:
         parts: per device ("cpu", "cuda:N"), bytes of "weights", "kv" (allocated) and "compute", and
-            "draft" (a draft model's own buffers, all three).
+            "draft" (a draft model's own buffers, all three), "projector" (a multimodal projector's weights
+            and compute buffer).
         meter: reads the process's use and the free memory of each device.
         kv_used: KV cells holding tokens (shared prefixes once); kv_total: cells allocated.
         prefix_ram_bytes / prefix_disk_bytes: the prefix cache's tiers.
@@ -158,6 +159,7 @@ def build_report(
     devices = []
     for device, p in parts.items():
         weights, kv, compute, draft = p.get("weights", 0), p.get("kv", 0), p.get("compute", 0), p.get("draft", 0)
+        projector = p.get("projector", 0)
         prefix = prefix_ram_bytes if device == "cpu" else 0
         if device == "cpu":
             usage = meter.host()
@@ -165,7 +167,7 @@ def build_report(
             usage = meter.gpu(int(device.partition(":")[2]), (gpu_names or {}).get(device))
         else:
             usage = None  # a backend NVML cannot see (Vulkan, Metal): our parts only
-        ours = weights + kv + compute + prefix + draft
+        ours = weights + kv + compute + prefix + draft + projector
         process = usage.process_bytes if usage is not None else None
         devices.append(
             DeviceMemory(
@@ -181,6 +183,7 @@ def build_report(
                 kv_total_tokens=kv_total if kv else 0,
                 prefix_cache_bytes=prefix,
                 draft_bytes=draft,
+                projector_bytes=projector,
                 name=usage.name if usage is not None else device,
             )
         )

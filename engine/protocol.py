@@ -23,6 +23,25 @@ class ToolCall:
     arguments: str  # JSON text of an object, as OpenAI sends it
 
 
+MediaKind = Literal["image", "audio"]
+
+
+@dataclass(slots=True, frozen=True)
+class Media:
+    """An image (or a clip of audio) a message carries, ready for the model's projector.
+
+    The app decodes the file (app/services/media: formats, limits, orientation) and sends the pixels, so
+    the engine never parses an image file. `id` is the SHA-256 of the original file: the same picture sent
+    again is known to the prefix cache, and not encoded again.
+    """
+
+    kind: MediaKind
+    id: str
+    data: bytes = field(repr=False)  # RGB rows, 3 bytes a pixel (image); float32 mono PCM (audio)
+    width: int = 0  # pixels (an image)
+    height: int = 0
+
+
 @dataclass(slots=True, frozen=True)
 class ChatMessage:
     role: Literal["system", "user", "assistant", "tool"]
@@ -32,6 +51,9 @@ class ChatMessage:
     # A tool turn: the answer to the call with this id, from the tool of that name.
     tool_call_id: str | None = None
     name: str | None = None
+    # Images (and audio) of the message, in order; the model sees them before its text (as Ollama's
+    # `images` and LM Studio place them). Only a model loaded with a projector (LoadRequest.mmproj) takes them.
+    media: tuple[Media, ...] = ()
 
 
 # How much a reasoning model thinks before it answers: "auto" leaves it to the template's default,
@@ -120,6 +142,9 @@ class LoadRequest:
     draft_on_gpu: bool | None = None
     # The PyTorch engine's options (a model folder; the GGUF backend ignores them).
     torch: TorchOptions = TorchOptions()
+    # A GGUF model's multimodal projector (`mmproj-*.gguf`): with it the model takes images (and audio,
+    # where the projector does). It goes on the GPU when any of the model's layers are there.
+    mmproj: str | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -175,6 +200,10 @@ class ModelInfo:
     # of its reasoning format and of its tool-call format; None: it has none.
     reasoning_format: str | None = None
     tool_format: str | None = None
+    # What the model takes besides text, through its projector (LoadRequest.mmproj); None: no projector.
+    projector: str | None = None
+    vision: bool = False
+    audio: bool = False
 
 
 # What a load is doing: reading the weights (into RAM, or mapped), reading them with some layers copied
@@ -306,13 +335,14 @@ class DeviceMemory:
     kv_total_tokens: int = 0  # cells this device's KV cache has room for
     prefix_cache_bytes: int = 0  # saved sequence states held in this device's memory
     draft_bytes: int = 0  # a speculative draft model's weights, KV cache and compute buffers here
+    projector_bytes: int = 0  # a multimodal projector's weights and compute buffer here
     name: str = ""  # what people call it: "NVIDIA GeForce RTX 4090", "RAM"
 
     @property
     def process_bytes(self) -> int:
         """Everything this engine process holds on the device."""
-        return (self.weights_bytes + self.kv_allocated_bytes + self.compute_bytes
-                + self.prefix_cache_bytes + self.other_bytes)
+        return (self.weights_bytes + self.kv_allocated_bytes + self.compute_bytes + self.prefix_cache_bytes
+                + self.draft_bytes + self.projector_bytes + self.other_bytes)
 
     def to_dict(self) -> dict[str, int | str]:
         return {name: getattr(self, name) for name in self.__slots__}

@@ -30,12 +30,26 @@ from app.services.chat_defaults import (
 from app.services.history.store import StoreError
 from app.services.load_settings import LoadSettings
 from app.services.log_setup import configure_logging
+from app.services.media.errors import MediaRefused
+from app.services.media.intake import read_image
+from app.services.media.limits import check_image_count
 from app.services.paths import AppPaths
 from app.services.planning.draft_finder import library_drafts
 from app.services.planning.load_planner import LoadPlanner
 from engine.client import EngineClient, EngineNotRunning
-from engine.protocol import ChatMessage, Done, Error, Loaded, ModelInfo, ReplyShape, SamplingParams, Token
+from engine.protocol import (
+    ChatMessage,
+    Done,
+    Error,
+    Loaded,
+    Media,
+    ModelInfo,
+    ReplyShape,
+    SamplingParams,
+    Token,
+)
 from engine.starter import StarterModelMissing, starter_model_path
+from models.formats.projector_pairing import projector_beside
 from models.plan.decision_tree import Plan
 from models.plan.load_options import SPECULATIVE_MODES, SpeculativeOptions, TorchOptions
 
@@ -86,6 +100,15 @@ def add_chat_parser(subparsers: Any) -> None:
         "a .gguf file for a GGUF model",
     )
     chat.add_argument(
+        "--image", type=Path, action="append", default=[], metavar="FILE",
+        help="an image the message carries (PNG, JPEG, WebP, GIF, BMP; repeatable), for a model with a projector",
+    )
+    chat.add_argument(
+        "--mmproj", metavar="FILE|none",
+        help="the model's projector (mmproj-*.gguf), which lets it see images (default: the mmproj*.gguf "
+        "beside the model file that fits it, if any; none: load the model without one)",
+    )
+    chat.add_argument(
         "--gpu-memory-fraction", type=_fraction, default=0.9, metavar="F",
         help="PyTorch engine: share of the GPU memory left after the weights for the KV cache (%(default)s)",
     )
@@ -109,6 +132,8 @@ def add_chat_parser(subparsers: Any) -> None:
 def run_chat(args: argparse.Namespace) -> int:
     """Load the model in the engine process, stream the reply to stdout."""
     if getattr(args, "endpoint", None):
+        if args.image or args.mmproj:
+            raise CliError("--image and --mmproj are for a model this machine loads, not for --endpoint's server")
         from app.cli.remote_chat import run_remote_chat
 
         return run_remote_chat(args)
@@ -121,7 +146,11 @@ def run_chat(args: argparse.Namespace) -> int:
     messages = []
     if args.system:
         messages.append(ChatMessage("system", args.system))
-    messages.append(ChatMessage("user", args.prompt))
+    messages.append(ChatMessage("user", args.prompt, media=_images(args.image)))
+    mmproj = _projector(args, Path(model))
+    if messages[-1].media and mmproj is None:
+        raise CliError(f"{Path(model).name} cannot see images: there is no mmproj*.gguf beside it that fits it; "
+                       "give its projector with --mmproj FILE")
     sampling = SamplingParams(
         temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed
     )
@@ -132,7 +161,7 @@ def run_chat(args: argparse.Namespace) -> int:
     try:
         # GPU layers, KV type and flash attention as the decision tree plans them for this machine.
         planner = LoadPlanner(prefix_cache_dir=paths.prefix_cache, drafts=library_drafts(paths.data_dir))
-        planned = planner.plan_load(str(model), _load_settings(args))
+        planned = planner.plan_load(str(model), replace(_load_settings(args), mmproj=mmproj))
         if planned.refusal is not None:
             raise CliError(planned.refusal)
         client.load(planned.request)
@@ -206,6 +235,25 @@ def _load_settings(args: argparse.Namespace) -> LoadSettings:
                         auto_ctx_cap=args.ctx_cap or DEFAULT_AUTO_CTX_CAP)
 
 
+def _images(paths: list[Path]) -> tuple[Media, ...]:
+    """The --image files, read and checked (formats, size, pixels) before anything loads."""
+    try:
+        check_image_count(paths)
+        return tuple(read_image(p).as_media() for p in paths)
+    except MediaRefused as exc:
+        raise CliError(str(exc)) from None
+
+
+def _projector(args: argparse.Namespace, model: Path) -> str | None:
+    """The projector to load: --mmproj's file, none, or the one beside a GGUF model that fits it."""
+    if args.mmproj is not None:
+        return None if args.mmproj.lower() == "none" else str(Path(args.mmproj).expanduser())
+    if model.suffix.lower() != ".gguf":
+        return None
+    found = projector_beside(model)
+    return str(found) if found is not None else None
+
+
 def _wait_loaded(client: EngineClient) -> ModelInfo:
     while True:
         event = client.next_event()
@@ -220,6 +268,8 @@ def _wait_loaded(client: EngineClient) -> ModelInfo:
 def _loaded_line(info: ModelInfo, auto: bool, plan: Plan | None) -> str:
     """The startup line: the model and the context it was loaded with (the engine's figure), and why."""
     line = f"loaded {info.name} with {info.n_ctx:,} tokens of context"
+    if info.projector:
+        line += f", seeing through {Path(info.projector).name}"
     if not auto:
         return line
     if plan is None:

@@ -28,6 +28,7 @@ class LoadSettings:
     torch: TorchOptions = TorchOptions()
     auto_ctx_cap: int = DEFAULT_AUTO_CTX_CAP  # the most tokens Auto picks (below the trained length)
     n_parallel: int = DEFAULT_PARALLEL  # replies at once, sharing the KV cache (`tailor serve --parallel`)
+    mmproj: str | None = None  # a GGUF model's projector (images, audio), as LoadRequest's
 
     def resolved_flash_attn(self) -> tuple[bool, str | None]:
         """Flash attention on or off, and why when the choice was overruled."""

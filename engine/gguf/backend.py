@@ -23,10 +23,12 @@ from engine.gguf.draft_model import DraftModel
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.ggml_libraries import load_backends
 from engine.gguf.llama_handle import LlamaHandle, LlamaSettings, gpu_offload_supported
+from engine.gguf.llama_mtmd import Projector, ProjectorError
 from engine.gguf.llama_sampler import GrammarRefused, Sampler
 from engine.gguf.load_checks import check_load_request, default_threads
 from engine.gguf.load_progress import LlamaLoadProgress
 from engine.gguf.log_bridge import BufferSizes, LlamaLogBridge
+from engine.gguf.media_prompt import MediaPrompt, real_tokens, tokenize_with_media
 from engine.gguf.memory_report import GgufMemoryFigures, gguf_memory_report
 from engine.gguf.next_turn import FinishedTurn, NextTurns, next_turn_tokens
 from engine.gguf.offload_fallback import fallback_notice, is_out_of_memory, layer_attempts, next_attempt
@@ -39,7 +41,15 @@ from engine.gguf.sampling import make_sampler
 from engine.gguf.speculation import DEFAULT_DRAFT_TOKENS, DraftPolicy
 from engine.load_watch import ProgressFn
 from engine.openmp_policy import ThreadGovernor
-from engine.protocol import Done, GenerateRequest, LoadRequest, MemoryReport, ModelInfo, SamplingParams
+from engine.protocol import (
+    ChatMessage,
+    Done,
+    GenerateRequest,
+    LoadRequest,
+    MemoryReport,
+    ModelInfo,
+    SamplingParams,
+)
 from engine.reply.prompt import render_pinned
 from engine.reply.shape import ShapedPrompt, TemplateFormats, shape_prompt
 from engine.reply.stream import ReplyStream, check_fits
@@ -56,6 +66,9 @@ FALLBACK_TEMPLATE = (
 # under them, and a chat that starts with one shares its cells (nothing copied). Recurrent, hybrid and
 # sliding-window models get one live sequence alone, so one reply at a time (llama_handle.py says why).
 PARKED_SEQUENCES = 4
+# What stands for an image (or audio) in a rendered prompt: libmtmd cuts the prompt there. Not llama.cpp's
+# own "<__media__>", which a person may type (or paste from llama.cpp's docs) into a message.
+MEDIA_MARKER = "<__tailor_media_5b1f__>"
 
 
 class GgufBackend:
@@ -82,6 +95,9 @@ class GgufBackend:
         self._draft: DraftModel | None = None
         self._draft_buffers: BufferSizes | None = None  # llama.cpp's buffers of the draft model
         self._draft_notice: str | None = None  # why Auto loaded without its draft model
+        self._projector: Projector | None = None  # the model's multimodal projector (LoadRequest.mmproj)
+        self._projector_id = ""  # its file's identity: part of every media token (media_prompt.py)
+        self._projector_buffers: BufferSizes | None = None  # llama.cpp's buffers of the projector
         self._meter: DeviceMeter | None = None  # made at the first report, so NVML starts once
         self._formats = TemplateFormats(None, None)  # what the loaded model's template speaks
         self._next_turns = NextTurns()  # chats whose next turn is prefilled when idle
@@ -104,6 +120,7 @@ class GgufBackend:
         self._speculation = request.speculation
         self._draft_notice = None
         self._draft = self._open_draft(request, llama, n_gpu_layers)
+        self._projector = self._open_projector(request, llama, n_gpu_layers)
         if request.n_threads is None:  # threads the user chose are kept
             params = llama.context_params
             self._governor = ThreadGovernor(max(params.n_threads, params.n_threads_batch), self._set_threads,
@@ -146,6 +163,9 @@ class GgufBackend:
             notice=" ".join(n for n in (notice, self._draft_notice) if n) or None,
             reasoning_format=self._formats.reasoning.name if self._formats.reasoning else None,
             tool_format=self._formats.tools.name if self._formats.tools else None,
+            projector=str(self._projector.path) if self._projector else None,
+            vision=bool(self._projector and self._projector.supports_vision),
+            audio=bool(self._projector and self._projector.supports_audio),
         )
         self._pin(request.pinned_prompts)
         return self._info
@@ -228,6 +248,27 @@ class GgufBackend:
         self._draft_buffers = buffers
         return draft
 
+    def _open_projector(self, request: LoadRequest, llama: LlamaHandle, n_gpu_layers: int) -> Projector | None:
+        """The model's projector (LoadRequest.mmproj), its buffers logged apart; on the GPU when any of the
+        model's layers are. A projector that cannot be used fails the load as a whole, naming the file."""
+        if not request.mmproj:
+            return None
+        path = Path(request.mmproj).expanduser()
+        use_gpu = n_gpu_layers != 0 and gpu_offload_supported()
+        try:
+            check_gguf_path(path)  # a FIFO, a device, a folder or another format is refused before any read
+            self._logs.hear_projector()
+            with self._logs.separate_buffers() as buffers:
+                projector = Projector(path, llama, use_gpu, llama.context_params.n_threads, marker=MEDIA_MARKER)
+            identity = model_identity(path)
+        # ValueError: the file checks' InvalidModelFile, the header's (models/formats) and ProjectorMismatch
+        except (ValueError, ProjectorError, OSError) as exc:
+            self.close()  # no model without the projector that was asked for
+            raise BackendError("invalid_model", f"{path.name}: {exc}") from None
+        self._projector_buffers, self._projector_id = buffers, identity
+        log.info("projector %s: vision %s, audio %s", path.name, projector.supports_vision, projector.supports_audio)
+        return projector
+
     def _pin(self, system_prompts: tuple[str, ...]) -> None:
         """Prefill each pinned system prompt once; one the template cannot render alone is skipped."""
         for text in system_prompts:
@@ -242,6 +283,11 @@ class GgufBackend:
         if self._prefixes is not None:
             # What the context holds now is what is most likely resumed after a reload or restart.
             self._prefixes.keep_for_later()
+        if self._batch is not None and self._batch.running:  # a reply's chunks of media go before the projector that made them
+            self._batch.abort(BackendError("no_model", "The model was unloaded."))
+        if self._projector is not None:  # before the model it was made for
+            self._projector.close()
+            self._projector, self._projector_buffers, self._projector_id = None, None, ""
         if self._draft is not None:
             self._draft.close()
             self._draft, self._draft_buffers = None, None
@@ -268,11 +314,22 @@ class GgufBackend:
     def submit(self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]) -> None:
         """Start a reply in a free slot; its tokens come with the following `step()`s. BackendError when
         the prompt cannot run (no model, no template, too long for the context, every slot taken)."""
-        llama = self._require_model()
+        self._require_model()
         assert self._batch is not None and self._prefixes is not None
         t_start = time.perf_counter()
         shaped = self._shaped(request)
-        tokens = self._prompt_tokens(request, shaped)
+        with_media = self._media_prompt(request, shaped)
+        try:
+            self._start(request, shaped, with_media, t_start, emit, cancelled)
+        except BaseException:
+            if with_media is not None:
+                with_media.close()
+            raise
+
+    def _start(self, request: GenerateRequest, shaped: ShapedPrompt | None, with_media: MediaPrompt | None,
+               t_start: float, emit: Callable[[str], None], cancelled: Callable[[], bool]) -> None:
+        llama = self._require_model()
+        tokens = with_media.tokens if with_media is not None else self._prompt_tokens(request, shaped)
         check_fits(len(tokens), llama.n_ctx)
         s = request.sampling
         reply = ReplyStream(request, len(tokens), emit, t_start, shaped)
@@ -280,22 +337,38 @@ class GgufBackend:
         sampler = self._sampler(s, grammar if reply.in_answer else None, check=grammar)
         slot = self._batch.free_slot_for(tokens)
         cached = self._prefixes.prepare(tokens, room=len(tokens) + min(s.max_tokens, llama.n_ctx - len(tokens)),
-                                        slot=slot)
+                                        slot=slot, boundary=with_media.boundary if with_media else None)
         # Drafts are not verified through a grammar: a constrained reply decodes one token at a time.
         mode = self._speculation.mode if llama.trims_tail and grammar is None else "off"
         policy = DraftPolicy(mode, self._speculation.tokens or DEFAULT_DRAFT_TOKENS)
         self._batch.add(RunningReply(
-            request, slot, tokens, cached, reply, sampler, policy, self._drafter(tokens) if policy.active else None,
+            request, slot, tokens, cached, reply, sampler, policy,
+            self._drafter(tokens, with_media is not None) if policy.active else None,
             cancelled, grammar=None if reply.in_answer else grammar,
-            special=bool(shaped and shaped.reasoning and shaped.reasoning.special_tokens),
+            special=bool(shaped and shaped.reasoning and shaped.reasoning.special_tokens), media=with_media,
         ))
 
     def _shaped(self, request: GenerateRequest) -> ShapedPrompt | None:
         """The chat's prompt rendered for its shape (None for a raw completion)."""
         if request.prompt is not None:
             return None
-        return shape_prompt(self._template, self._template_error, list(request.messages), request.shape,
-                            self._formats)
+        messages = [_with_markers(m) for m in request.messages]
+        return shape_prompt(self._template, self._template_error, messages, request.shape, self._formats)
+
+    def _media_prompt(self, request: GenerateRequest, shaped: ShapedPrompt | None) -> MediaPrompt | None:
+        """The prompt cut into text and media by the projector; None for a prompt without media."""
+        items = [m for message in request.messages for m in message.media] if shaped is not None else []
+        if not items:
+            return None
+        if self._projector is None:
+            kinds = " and ".join(sorted({"images" if m.kind == "image" else "audio" for m in items}))
+            raise BackendError("bad_request", f"{self._info.name} cannot take {kinds}: it was loaded without a "
+                                              f"projector (an mmproj-*.gguf file beside the model).")
+        try:
+            return tokenize_with_media(self._projector, self._projector_id, shaped.text, items,
+                                       add_bos=self._adds_bos(shaped.text))
+        except ProjectorError as exc:
+            raise BackendError("bad_request", f"The model cannot take this message's media: {exc}.") from None
 
     def _sampler(self, params: SamplingParams, grammar: str | None, check: str | None = None) -> Sampler:
         """The reply's sampler chain, with `grammar` first; `check`: a grammar llama.cpp must be able to
@@ -321,7 +394,9 @@ class GgufBackend:
             ended = self._batch.abort(BackendError("internal", f"llama.cpp failed a batch: {exc}"))
         seqs = self._prefixes.seqs
         for r in ended:
-            if isinstance(r.outcome, Done) and r.request.prompt is None:
+            # A turn with media is not prefilled ahead: its history would need the media again. Its next turn
+            # still finds the picture in the slot (the media tokens match) and prefills from the reply on.
+            if isinstance(r.outcome, Done) and r.request.prompt is None and r.media is None:
                 self._next_turns.finished(FinishedTurn(r.slot, seqs.tokens_of(r.slot), r.request, r.outcome))
         return [(r.request.request_id, r.outcome) for r in ended if r.outcome is not None]
 
@@ -350,10 +425,13 @@ class GgufBackend:
         """One reply from start to end (steps every reply running beside it too): engine/backend.py's run_alone."""
         return run_alone(self, request, emit, cancelled)
 
-    def _drafter(self, prompt: list[int]) -> Drafter:
+    def _drafter(self, prompt: list[int], with_media: bool = False) -> Drafter:
         """What drafts for this reply: the draft model ("draft"), the conversation ("lookup"), or for
-        Auto the conversation where it has a match and the draft model (if any) where it has none."""
+        Auto the conversation where it has a match and the draft model (if any) where it has none. A prompt
+        with media drafts from the conversation alone, never into a media's positions (media_prompt.py)."""
         draft, lookup = self._draft, PromptLookup(prompt)
+        if with_media:
+            return lambda context, limit: real_tokens(lookup.follow(context, limit))
         if draft is None:
             return lookup.follow
         if self._speculation.mode == "draft":
@@ -377,8 +455,11 @@ class GgufBackend:
 
     def _tokenize(self, prompt: str) -> list[int]:
         """Tokens of a rendered prompt; BOS is added unless the template wrote it already."""
-        add_bos = self._add_bos and not (self._bos_text and prompt.startswith(self._bos_text))
-        return self._llama.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
+        return self._llama.tokenize(prompt.encode("utf-8"), add_bos=self._adds_bos(prompt), special=True)
+
+    def _adds_bos(self, prompt: str) -> bool:
+        """Whether BOS goes before a rendered prompt: where the model wants one and the template has not written it."""
+        return self._add_bos and not (self._bos_text and prompt.startswith(self._bos_text))
 
     # ------------------------------------------------------------ memory
 
@@ -400,7 +481,17 @@ class GgufBackend:
         seqs = self._prefixes.seqs
         return GgufMemoryFigures(self._logs.buffers, seqs.used_cells(), self._llama.n_ctx, ram, disk,
                                  dict(self._gpu_names), self._draft_buffers,
-                                 tuple(n for n in seqs.slot_tokens() if n), seqs.slots)
+                                 tuple(n for n in seqs.slot_tokens() if n), seqs.slots, self._projector_buffers)
+
+
+def _with_markers(message: ChatMessage) -> ChatMessage:
+    """The message as the template renders it: one marker per media before its text (where libmtmd puts each
+    media's chunk); a message without media as it is."""
+    if not message.media:
+        return message
+    markers = "".join(MEDIA_MARKER + "\n" for _ in message.media)
+    return ChatMessage(message.role, markers + message.content, message.tool_calls, message.tool_call_id,
+                       message.name)
 
 
 def _token_text(llama: LlamaHandle, token: int) -> str:

@@ -203,10 +203,12 @@ class Projector:
     embeddings are not as wide as the model's input) are raised before llama.cpp opens it; ProjectorError
     when llama.cpp refuses it. `use_gpu` puts the encoder on the GPU (as the model's layers are),
     `n_threads` are its CPU threads. `warmup` encodes a dummy image at load, so the compute buffer is
-    allocated (and logged) then rather than at the first image.
+    allocated (and logged) then rather than at the first image. `marker`: the text that stands for a media in
+    prompts (DEFAULT_MARKER unless given; a marker no person types keeps a user's text from being taken for one).
     """
 
-    def __init__(self, path: Path, llama: LlamaHandle, use_gpu: bool, n_threads: int, warmup: bool = True):
+    def __init__(self, path: Path, llama: LlamaHandle, use_gpu: bool, n_threads: int, warmup: bool = True,
+                 marker: str | None = None):
         self.info: ProjectorInfo = read_projector_info(path)
         self._llama = llama
         self.n_embd_inp = int(llama_cpp.llama_model_n_embd_inp(llama.model_pointer))
@@ -216,6 +218,9 @@ class Projector:
         params.n_threads = n_threads
         params.print_timings = False
         params.warmup = warmup
+        marker_bytes = marker.encode("utf-8") if marker else None  # libmtmd copies it at init
+        if marker_bytes:
+            params.media_marker = marker_bytes
         self.ptr = mtmd.mtmd_init_from_file(str(path).encode("utf-8"), llama.model_pointer, params)
         if not self.ptr:
             raise ProjectorError(f"llama.cpp could not load the projector {path.name} (its log says why)")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from engine.gguf.llama_handle import install_log_callback
+from engine.gguf.llama_mtmd import install_log_callback as install_mtmd_log_callback
 
 # enum ggml_log_level of the vendored llama.cpp (llama-cpp-python's own comment is out of date)
 _LEVELS = {0: logging.CRITICAL, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
@@ -24,6 +25,10 @@ _CONT = 5  # GGML_LOG_LEVEL_CONT: the line continues the previous one
 # e.g. "llama_kv_cache:        CPU KV buffer size =    22.50 MiB"
 _BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output) buffer size\s*=\s*([\d.]+) MiB")
 _KIND = {"model": "weights", "KV": "kv", "compute": "compute", "output": "compute"}
+# libmtmd's projector (clip.cpp) names its backend first, then the size of its weights, without a backend:
+# "clip_ctx: CLIP using CUDA0 backend" ... "load_hparams: model size:   181.05 MiB"
+_CLIP_BACKEND_RE = re.compile(r"CLIP using (\S+) backend")
+_CLIP_WEIGHTS_RE = re.compile(r"load_hparams: model size:\s*([\d.]+) MiB")
 
 
 @dataclass(slots=True)
@@ -66,7 +71,13 @@ class LlamaLogBridge:
         self._partial = ""
         self.recent_errors: deque[str] = deque(maxlen=8)
         self.buffers = BufferSizes()
+        self._clip_backend = "CPU"
         LlamaLogBridge._installed.append(install_log_callback(self._on_log))
+
+    def hear_projector(self) -> None:
+        """libmtmd's own log (a projector's load, its buffers, each encode) comes here too; it has a
+        callback of its own, which goes to stderr until set."""
+        LlamaLogBridge._installed.append(install_mtmd_log_callback(self._on_log))
 
     def reset_buffers(self) -> None:
         self.buffers = BufferSizes()
@@ -104,3 +115,7 @@ class LlamaLogBridge:
         if match:
             backend, kind, mib = match.groups()
             self.buffers.add(_KIND[kind], backend, int(float(mib) * 1024 * 1024))
+        elif match := _CLIP_BACKEND_RE.search(line):
+            self._clip_backend = match.group(1)
+        elif match := _CLIP_WEIGHTS_RE.search(line):
+            self.buffers.add("weights", self._clip_backend, int(float(match.group(1)) * 1024 * 1024))

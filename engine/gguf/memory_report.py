@@ -99,6 +99,7 @@ class GgufMemoryFigures:
     draft_buffers: BufferSizes | None = None  # the draft model's logged buffers (speculative decoding)
     sequence_tokens: tuple[int, ...] = ()  # tokens of each reply slot holding any
     parallel: int = 1  # reply slots
+    projector_buffers: BufferSizes | None = None  # a multimodal projector's logged weights and compute buffer
 
 
 def gguf_memory_report(figures: GgufMemoryFigures, meter: DeviceMeter) -> MemoryReport:
@@ -109,6 +110,10 @@ def gguf_memory_report(figures: GgufMemoryFigures, meter: DeviceMeter) -> Memory
     if figures.draft_buffers is not None:  # one part of its own per device, beside the model's
         for device, draft in parts_by_device(figures.draft_buffers).items():
             parts.setdefault(device, dict.fromkeys(_PARTS, 0))["draft"] = sum(draft.values())
+    if figures.projector_buffers is not None:
+        for device, projector in parts_by_device(figures.projector_buffers).items():
+            if total := sum(projector.values()):
+                parts.setdefault(device, dict.fromkeys(_PARTS, 0))["projector"] = total
     report = build_report(
         parts, meter, figures.kv_cells_used, figures.kv_cells_total,
         figures.prefix_ram_bytes, figures.prefix_disk_bytes, gpu_names=figures.gpu_names,

@@ -15,7 +15,7 @@ forth never prefills a history twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from engine.gguf.kv_sequences import LIVE, KvCacheFull, KvSequences, ParkedSequence
 from engine.gguf.llama_handle import LlamaHandle
@@ -56,18 +56,22 @@ class PrefixReuse:
 
     # ------------------------------------------------------------ before a prompt
 
-    def prepare(self, tokens: Sequence[int], room: int, slot: int = LIVE) -> int:
+    def prepare(self, tokens: Sequence[int], room: int, slot: int = LIVE,
+                boundary: Callable[[int], int] | None = None) -> int:
         """Put the longest known prefix of `tokens` into live sequence `slot`; return its length.
 
         At least the last prompt token is always evaluated again, so sampling starts from
         fresh logits. `room` is the cells the prompt and its reply need in all; parked
         sequences are evicted until what is not cached fits. Another live sequence (a reply
-        running beside, with the same system prompt) is a source too: its cells are shared.
+        running beside, with the same system prompt) is a source too: its cells are shared. `boundary`
+        cuts the prefix kept back to where it may end (a prompt with media: never inside a media's span).
         """
         seqs = self.seqs
         live = seqs.tokens_of(slot)
         live_len = common_prefix_len(live, tokens)
-        if len(live) - live_len >= MIN_SAVED_TOKENS:
+        # A dropped tail with a media in it is kept however short: its picture costs an encode (seconds on a
+        # CPU), not the prefill of a few tokens.
+        if len(live) - live_len >= MIN_SAVED_TOKENS or _holds_media(live[live_len:]):
             self._keep_live(live, slot)
         parked, parked_len = seqs.lookup(tokens)
         beside, beside_len = seqs.lookup_live(tokens, slot)
@@ -88,6 +92,8 @@ class PrefixReuse:
         elif saved is not None and saved_len >= gain:
             self._restore(saved, max(room, len(saved.tokens)), slot)
         cached = min(common_prefix_len(seqs.tokens_of(slot), tokens), len(tokens) - 1)
+        if boundary is not None:
+            cached = boundary(cached)
         # Recurrent models cannot drop a tail of their state, and a sliding-window cache may
         # have dropped cells the new tokens attend to: start over there. The window is checked
         # before trimming, which would leave it empty (and llama.cpp's minimum position unknown).
@@ -184,7 +190,7 @@ class PrefixReuse:
 
     def _save(self, seq_id: int, tokens: tuple[int, ...], pinned: bool = False) -> CacheEntry | None:
         """Copy the KV state of one sequence into the RAM tier; the entry, or None if not saved."""
-        if not self._saving or (len(tokens) < MIN_SAVED_TOKENS and not pinned):
+        if not self._saving or (len(tokens) < MIN_SAVED_TOKENS and not pinned and not _holds_media(tokens)):
             return None
         for entry in self._cache:
             if entry.key == self._key and entry.tokens == tokens:
@@ -222,3 +228,8 @@ class PrefixReuse:
             entry = self._save(slot, self.seqs.tokens_of(slot))
             if entry is not None and self._store is not None:
                 self._store.put(entry)
+
+
+def _holds_media(tokens: Sequence[int]) -> bool:
+    """Whether tokens hold an image's or audio's positions (media tokens are negative: media_prompt.py)."""
+    return any(t < 0 for t in tokens)

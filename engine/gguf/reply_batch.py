@@ -26,7 +26,9 @@ from engine.backend import BackendError
 from engine.gguf.kv_sequences import KvCacheFull
 from engine.gguf.llama_batch import BatchRow
 from engine.gguf.llama_handle import LlamaHandle
+from engine.gguf.llama_mtmd import NoFreeCells, ProjectorError
 from engine.gguf.llama_sampler import Sampler
+from engine.gguf.media_prompt import MediaPrompt, MediaSpan
 from engine.gguf.prefix_cache import common_prefix_len
 from engine.gguf.prefix_reuse import MIN_RESTORE_GAIN, PrefixReuse
 from engine.gguf.sampling import make_sampler
@@ -61,6 +63,8 @@ class RunningReply:
     # The answer's grammar while the reply still reasons: its sampler takes it when the answer starts.
     grammar: str | None = None
     special: bool = False  # its format's markers are control tokens: their text is read too
+    # A prompt with images or audio: which of its tokens are media, and the chunks that evaluate them.
+    media: MediaPrompt | None = None
 
     @property
     def generating(self) -> bool:
@@ -69,11 +73,16 @@ class RunningReply:
     def finish(self, finish: FinishReason) -> None:
         tail = self.decoder.decode(b"", final=True)
         self.outcome = self.reply.done(finish, self.cached, tail, self.policy.acceptance)
-        self.sampler.close()
+        self._release()
 
     def fail(self, error: BackendError) -> None:
         self.outcome = error
+        self._release()
+
+    def _release(self) -> None:
         self.sampler.close()
+        if self.media is not None:
+            self.media.close()
 
 
 @dataclass(slots=True)
@@ -84,6 +93,7 @@ class _Part:
     first: int  # batch index of its first row
     tokens: list[int]
     samples: bool  # its logits are sampled after the batch (generating, or its prompt's last chunk)
+    media: MediaSpan | None = None  # a media of the prompt: evaluated by the projector, alone in its batch
 
 
 class ReplyBatch:
@@ -149,6 +159,10 @@ class ReplyBatch:
             except KvCacheFull:
                 self._fail_newest()
                 continue  # the batch again, without it
+            except ProjectorError as exc:  # this reply's media alone: the others go on
+                parts[0].reply.fail(BackendError("bad_request", f"The model could not take a media: {exc}."))
+                self._seqs.clear_live(parts[0].reply.slot)
+                break
             for part in parts:
                 self._seqs.appended(part.reply.slot, part.tokens)
                 if not part.reply.generating:
@@ -186,8 +200,14 @@ class ReplyBatch:
         if waiting and (not generating or self._decoded_last):
             self._decoded_last = False
             reply = waiting[0]
-            chunk = reply.prompt[reply.prefilled : reply.prefilled + self._llama.n_batch]
-            return [_Part(reply, 0, chunk, reply.prefilled + len(chunk) == len(reply.prompt))]
+            start, end = reply.prefilled, reply.prefilled + self._llama.n_batch
+            if reply.media is not None:
+                if (span := reply.media.span_at(start)) is not None:
+                    # A prompt never ends in a media (the template's turn markers follow): nothing to sample.
+                    return [_Part(reply, 0, reply.prompt[span.start : span.end], False, span)]
+                end = min(end, reply.media.next_media(start))
+            chunk = reply.prompt[start:end]
+            return [_Part(reply, 0, chunk, start + len(chunk) == len(reply.prompt))]
         self._decoded_last = True
         parts, first = [], 0
         for reply in generating:
@@ -197,6 +217,9 @@ class ReplyBatch:
 
     def _decode(self, parts: list[_Part]) -> None:
         """One llama_decode of every part; parked sequences are evicted while llama.cpp finds no room."""
+        if parts[0].media is not None:
+            self._evaluate_media(parts[0])
+            return
         rows = []
         for part in parts:
             slot, start = part.reply.slot, self._seqs.length(part.reply.slot)
@@ -213,6 +236,18 @@ class ReplyBatch:
             if code != 1:  # 1: no KV slot for the batch; anything else is an error
                 raise RuntimeError(f"llama_decode returned {code}")
             self._prefixes.on_full()  # evicts a parked sequence, or raises KvCacheFull
+
+    def _evaluate_media(self, part: _Part) -> None:
+        """A media of a prompt, through the projector into the reply's slot (its part is alone in the step)."""
+        reply = part.reply
+        assert reply.media is not None and part.media is not None
+        self._llama.seq_rm(reply.slot, self._seqs.length(reply.slot), -1)
+        while True:
+            try:
+                reply.media.evaluate(part.media, reply.slot)
+                return
+            except NoFreeCells:
+                self._prefixes.on_full()  # evicts a parked sequence, or raises KvCacheFull
 
     def _fail_newest(self) -> None:
         """No room for the batch with every parked sequence gone: the reply that came last ends, its

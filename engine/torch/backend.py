@@ -73,6 +73,9 @@ class TorchBackend:
         return self._session
 
     def load(self, request: LoadRequest) -> ModelInfo:
+        if request.mmproj:
+            raise BackendError("bad_request", "A projector (mmproj) is for GGUF models; the PyTorch engine takes "
+                                              "text only.")
         self.close()
         self._session = open_session(request, self._device, self._speculative_tokens, self._progress)
         if self._device.type == "cpu":  # the threads the session runs on, fewer while other programs are busy
@@ -101,6 +104,9 @@ class TorchBackend:
             raise BackendError("no_model", "No model is loaded.")
         if self.free_slots <= 0:
             raise BackendError("busy", f"All {session.engine.config.max_num_seqs} reply slots are in use.")
+        if any(m.media for m in request.messages):
+            raise BackendError("bad_request", "The PyTorch engine takes no images or audio: load a GGUF model "
+                                              "with its projector (mmproj) for that.")
         engine = session.engine
         t_start = time.perf_counter()
         shaped = self._shaped(session, request)

@@ -21,6 +21,7 @@ from app.services.media.errors import ImageRefused
 from app.services.media.limits import DEFAULT_LIMITS, ImageLimits
 from app.services.media.sniff import SUFFIXES, read_header
 from app.services.media.store import MediaStore
+from engine.protocol import Media
 from models.formats.errors import InvalidModelFile
 from models.formats.local_file import kind_of, open_regular_file
 from models.units import human_size
@@ -65,6 +66,10 @@ class PreparedImage:
         """What identifies these pixels in a KV cache (an mtmd bitmap's id): the same file, decoded the
         same way to the same size, gives the same key."""
         return f"{self.sha256}:{self.width}x{self.height}:v{DECODE_VERSION}"
+
+    def as_media(self) -> Media:
+        """What the engine takes: the pixels, and an id (hex, as libmtmd's bitmap ids are) of `cache_key`."""
+        return Media("image", hashlib.sha256(self.cache_key.encode()).hexdigest(), self.rgb, self.width, self.height)
 
 
 def read_image(path: str | os.PathLike[str], *, name: str | None = None,

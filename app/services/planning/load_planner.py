@@ -145,7 +145,7 @@ class LoadPlanner:
             swa_full=plan.swa_full if plan else True, prefix_cache_dir=self._prefix_cache_dir, status_dir=self._status_dir,
             forecast=plan.forecast.to_dict() if plan and plan.forecast else None,
             pinned_prompts=settings.pinned_prompts, speculation=settings.speculation,
-            torch=settings.torch, n_parallel=settings.n_parallel,
+            torch=settings.torch, n_parallel=settings.n_parallel, mmproj=settings.mmproj,
         )
 
 
