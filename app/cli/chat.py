@@ -18,6 +18,7 @@ from app.cli.errors import CliError
 from app.cli.mem import final_report, memory_json
 from app.cli.plan import context_option
 from app.cli.preset import PresetError, apply_chat_preset
+from app.cli.projector_option import add_projector_argument, chosen_projector
 from app.cli.reply_options import add_reply_arguments, reply_shape
 from app.cli.reply_output import write_token
 from app.services.chat_defaults import (
@@ -49,7 +50,6 @@ from engine.protocol import (
     Token,
 )
 from engine.starter import StarterModelMissing, starter_model_path
-from models.formats.projector_pairing import projector_beside
 from models.plan.decision_tree import Plan
 from models.plan.load_options import SPECULATIVE_MODES, SpeculativeOptions, TorchOptions
 
@@ -103,11 +103,7 @@ def add_chat_parser(subparsers: Any) -> None:
         "--image", type=Path, action="append", default=[], metavar="FILE",
         help="an image the message carries (PNG, JPEG, WebP, GIF, BMP; repeatable), for a model with a projector",
     )
-    chat.add_argument(
-        "--mmproj", metavar="FILE|none",
-        help="the model's projector (mmproj-*.gguf), which lets it see images (default: the mmproj*.gguf "
-        "beside the model file that fits it, if any; none: load the model without one)",
-    )
+    add_projector_argument(chat)
     chat.add_argument(
         "--gpu-memory-fraction", type=_fraction, default=0.9, metavar="F",
         help="PyTorch engine: share of the GPU memory left after the weights for the KV cache (%(default)s)",
@@ -147,7 +143,7 @@ def run_chat(args: argparse.Namespace) -> int:
     if args.system:
         messages.append(ChatMessage("system", args.system))
     messages.append(ChatMessage("user", args.prompt, media=_images(args.image)))
-    mmproj = _projector(args, Path(model))
+    mmproj = chosen_projector(args, Path(model))
     if messages[-1].media and mmproj is None:
         raise CliError(f"{Path(model).name} cannot see images: there is no mmproj*.gguf beside it that fits it; "
                        "give its projector with --mmproj FILE")
@@ -242,16 +238,6 @@ def _images(paths: list[Path]) -> tuple[Media, ...]:
         return tuple(read_image(p).as_media() for p in paths)
     except MediaRefused as exc:
         raise CliError(str(exc)) from None
-
-
-def _projector(args: argparse.Namespace, model: Path) -> str | None:
-    """The projector to load: --mmproj's file, none, or the one beside a GGUF model that fits it."""
-    if args.mmproj is not None:
-        return None if args.mmproj.lower() == "none" else str(Path(args.mmproj).expanduser())
-    if model.suffix.lower() != ".gguf":
-        return None
-    found = projector_beside(model)
-    return str(found) if found is not None else None
 
 
 def _wait_loaded(client: EngineClient) -> ModelInfo:

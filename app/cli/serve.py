@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from app.cli.projector_option import add_projector_argument, chosen_projector
 from app.server.config import DEFAULT_PORT, DEFAULT_QUEUE_TIMEOUT_S, ServerConfig, ServerConfigError
 from app.server.own_engine import ModelLoadError, OwnEngine
 from app.server.runner import ServerStartError, serve_forever
@@ -56,6 +57,7 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--kv", choices=("f16", "q8_0", "q4_0"), default="f16", help="KV cache type (%(default)s)")
     serve.add_argument("--flash-attn", choices=("on", "off", "auto"), default="auto", help="flash attention (%(default)s)")
+    add_projector_argument(serve)
     serve.set_defaults(func=run_serve)
 
 
@@ -77,10 +79,12 @@ def run_serve(args: argparse.Namespace) -> int:
     engine = OwnEngine(log_path=paths.engine_log, prefix_cache_dir=paths.prefix_cache,
                        drafts=library_drafts(paths.data_dir))
     try:
-        settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, n_parallel=args.parallel)
+        settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, n_parallel=args.parallel,
+                                mmproj=chosen_projector(args, Path(model)))
         info = engine.load(model, settings)
-        print(f"tailor: loaded {info.name} (context {info.n_ctx}, shared by up to {args.parallel} replies at once)",
-              file=sys.stderr)
+        sees = f", seeing images through {Path(info.projector).name}" if info.projector else ""
+        print(f"tailor: loaded {info.name} (context {info.n_ctx}, shared by up to {args.parallel} replies at once"
+              f"{sees})", file=sys.stderr)
 
         def ready(url: str) -> None:
             print(f"tailor: serving on {url} (Ctrl+C to stop)", file=sys.stderr, flush=True)

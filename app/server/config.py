@@ -11,8 +11,9 @@ import psutil
 from engine.protocol import DEFAULT_PARALLEL, MAX_PARALLEL
 
 DEFAULT_PORT = 8080
-# Chat requests are text: even a full 128k-token context is well under this.
-DEFAULT_MAX_BODY_BYTES = 4 << 20
+# A full 128k-token context of text is well under 4 MiB; images come inline as base64 (4/3 of the file: a
+# phone photo is 3 to 8 MB), so a chat with a few pictures needs tens of megabytes.
+DEFAULT_MAX_BODY_BYTES = 64 << 20
 # A real client sends its request head in one packet and its body at network speed; these
 # only bound clients that stall (or hold sockets on purpose).
 DEFAULT_HEADER_TIMEOUT_S = 10.0

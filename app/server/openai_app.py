@@ -6,6 +6,7 @@ as OpenAI's chunks and ends with `data: [DONE]`; a client that leaves cancels it
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -22,6 +23,7 @@ from app.server.config import ServerConfig
 from app.server.engine_port import EnginePort, model_id
 from app.server.errors import ApiError, from_engine
 from app.server.guard import ASGIApp, Guard
+from app.server.image_parts import has_image_parts
 from app.server.params import CompletionParams, parse_chat, parse_completion
 from app.server.request_json import load_request_json
 from app.server.streaming import DONE_LINE, ClientGone, EventStream, sse, unless_disconnected
@@ -110,7 +112,10 @@ class _Api:
         info = self.port.model
         if info is None:
             raise ApiError(503, "No model is loaded.", "server_error", None, "model_not_loaded")
-        params = parse_chat(body, info) if chat else parse_completion(body, info)
+        if chat and has_image_parts(body):  # decoding images takes a while: not on the event loop
+            params = await asyncio.to_thread(parse_chat, body, info)
+        else:
+            params = parse_chat(body, info) if chat else parse_completion(body, info)
         if params.model not in self.port.model_ids():
             raise ApiError(
                 404, f"The model '{params.model}' does not exist here; this server has "

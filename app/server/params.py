@@ -13,9 +13,10 @@ from typing import Any
 
 from app.server.errors import ApiError, bad_param
 from app.server.field_policy import check_fields
+from app.server.image_parts import image_part, images_of
 from app.server.shape_params import message_tool_calls, parse_shape, tool_message_id
 from app.services.chat_defaults import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
-from engine.protocol import ChatMessage, ModelInfo, ReplyShape, SamplingParams
+from engine.protocol import ChatMessage, Media, ModelInfo, ReplyShape, SamplingParams
 
 MAX_STOP_STRINGS = 4
 MAX_STOP_LENGTH = 256
@@ -51,6 +52,10 @@ def parse_chat(body: Any, model: ModelInfo) -> CompletionParams:
             param="messages", code="context_length_exceeded",
         )
     parsed = _named_tool_turns([_message(m, i) for i, m in enumerate(messages)])
+    if not model.vision and any(m.media for m in parsed):
+        raise ApiError(400, f"The model '{model.name}' cannot see images: it was loaded without a projector "
+                            "(start `tailor serve` with a vision model and its --mmproj).", param="messages",
+                       code="model_not_multimodal")
     shape = parse_shape(body, model)
     return _common(body, n_ctx, messages=parsed, prompt=None, shape=shape)
 
@@ -132,22 +137,31 @@ def _message(item: Any, index: int) -> ChatMessage:
     content = item.get("content")
     if content is None and role == "assistant":
         content = ""
+    media: tuple[Media, ...] = ()
     if isinstance(content, list):
-        texts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise bad_param(f"{param}.content", "Only text content parts are supported by this server.")
-            texts.append(part["text"])
+        texts, images = [], []
+        for j, part in enumerate(content):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif kind == "image_url" and role == "user":
+                images.append(image_part(part, f"{param}.content[{j}]"))
+            elif kind == "image_url":
+                raise bad_param(f"{param}.content[{j}]", "Images go in user messages.")
+            else:
+                raise bad_param(f"{param}.content[{j}]", "Content parts must be text or image_url parts "
+                                                         "(this server takes no audio or files).")
         content = "".join(texts)
+        media = images_of(images, f"{param}.content")
     if not isinstance(content, str):
-        raise bad_param(f"{param}.content", f"'{param}.content' must be a string or an array of text parts.")
+        raise bad_param(f"{param}.content", f"'{param}.content' must be a string or an array of content parts.")
     name = item.get("name")
     if name is not None and not isinstance(name, str):
         raise bad_param(f"{param}.name", f"'{param}.name' must be a string.")
     if role == "tool":
         return ChatMessage("tool", content, tool_call_id=tool_message_id(item, param), name=name)
     calls = message_tool_calls(item, param) if role == "assistant" else ()
-    return ChatMessage(role, content, calls)  # type: ignore[arg-type]
+    return ChatMessage(role, content, calls, media=media)  # type: ignore[arg-type]
 
 
 def _named_tool_turns(messages: list[ChatMessage]) -> tuple[ChatMessage, ...]:

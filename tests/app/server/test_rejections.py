@@ -122,7 +122,7 @@ def test_oversized_bodies_are_refused(start_server: Callable[..., ServerThread])
         ({"messages": "hi"}, "messages"),
         ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role"),
         ({"messages": [{"role": "user", "content": 42}]}, "messages[0].content"),
-        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "messages[0].content"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "messages[0].content[0].image_url"),
         ({"model": 7}, "model"),
     ],
 )
