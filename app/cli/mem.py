@@ -25,7 +25,7 @@ from models.units import human_size
 # The keys of one device in the JSON line, in the order the issue gives them; then the extras.
 DEVICE_KEYS = (
     "device", "weights_bytes", "kv_allocated_bytes", "kv_used_bytes", "kv_used_tokens", "compute_bytes",
-    "prefix_cache_bytes", "other_bytes", "free_bytes", "total_bytes", "kv_total_tokens", "name", "draft_bytes",
+    "prefix_cache_bytes", "other_bytes", "free_bytes", "total_bytes", "kv_total_tokens", "name", "draft_bytes", "projector_bytes",
 )
 NO_ENGINE = "No Tailor engine is running."
 # How long `tailor chat --mem` waits for the report the engine sends after a reply.
@@ -153,5 +153,7 @@ def _device_lines(d: DeviceMemory, forecast: dict | None) -> list[str]:
         rows.append(row("prefix cache", d.prefix_cache_bytes))
     if d.draft_bytes:
         rows.append(row("draft model", d.draft_bytes))
+    if d.projector_bytes:
+        rows.append(row("projector", d.projector_bytes, "projector_bytes"))
     rows.append(row("other", d.other_bytes))
     return rows

@@ -123,6 +123,8 @@ class ProjectorInfo:
         has_grid_pinpoints: Images are tiled by candidate resolutions (`clip.vision.image_grid_pinpoints`).
         n_embd: Width of the vision encoder itself; None without vision.
         n_layers: Blocks of the vision encoder; None without vision.
+        n_ff: Feed-forward width of the vision encoder (`clip.vision.feed_forward_length`); None where the
+            file does not say or without vision.
         weights_by_type: Bytes of tensor data by ggml type name (`F16`, `Q8_0`, `F32`).
     """
 
@@ -140,6 +142,7 @@ class ProjectorInfo:
     n_embd: int | None
     n_layers: int | None
     weights_by_type: dict[str, int]
+    n_ff: int | None = None
 
     @property
     def weights_bytes(self) -> int:
@@ -217,6 +220,7 @@ def projector_info(header: GgufHeader) -> ProjectorInfo:
         n_embd=vision["n_embd"],
         n_layers=vision["n_layers"],
         weights_by_type=_weights_by_type(header.tensors),
+        n_ff=n_ff if has_vision and _is_int(n_ff := md.get("clip.vision.feed_forward_length")) and n_ff > 0 else None,
     )
     if has_vision:
         _check_vision_shapes(header, info, fail)

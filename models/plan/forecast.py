@@ -91,10 +91,12 @@ class DeviceForecast:
     kv_cache_bytes: int = 0
     compute_bytes: int = 0
     overhead_bytes: int = 0
+    projector_bytes: int = 0  # a multimodal projector's weights and compute buffer (projector_forecast.py)
 
     @property
     def total_bytes(self) -> int:
-        return self.weights_bytes + self.kv_cache_bytes + self.compute_bytes + self.overhead_bytes
+        return (self.weights_bytes + self.kv_cache_bytes + self.compute_bytes + self.overhead_bytes
+                + self.projector_bytes)
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -102,6 +104,7 @@ class DeviceForecast:
             "kv_cache_bytes": self.kv_cache_bytes,
             "compute_bytes": self.compute_bytes,
             "overhead_bytes": self.overhead_bytes,
+            "projector_bytes": self.projector_bytes,
             "total_bytes": self.total_bytes,
         }
 
@@ -115,7 +118,7 @@ class Forecast:
         return sum(getattr(d, part) for d in self.devices.values())
 
     def to_dict(self) -> dict:
-        parts = ("weights_bytes", "kv_cache_bytes", "compute_bytes", "overhead_bytes", "total_bytes")
+        parts = ("weights_bytes", "kv_cache_bytes", "compute_bytes", "overhead_bytes", "projector_bytes", "total_bytes")
         return {**{p: self.total(p) for p in parts}, "devices": {n: d.to_dict() for n, d in self.devices.items()}}
 
 

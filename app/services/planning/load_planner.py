@@ -18,6 +18,7 @@ from app.services.paths import AppPaths
 from app.services.planning.draft_finder import DraftFinder
 from app.services.planning.draft_plan import PlanOn, plan_with_draft
 from app.services.planning.machine import detect_machine
+from app.services.planning.projector_plan import plan_with_projector
 from engine.protocol import LoadRequest
 from models.formats.errors import InvalidModelFile
 from models.hardware.profile import HardwareProfile
@@ -81,6 +82,8 @@ class LoadPlanner:
                              auto_context_cap=settings.auto_ctx_cap)
 
         plan, draft_on_gpu = self._plan_with_draft(plan_on, settings.speculation)
+        if settings.mmproj:
+            plan = plan_with_projector(Machine.from_profile(self.profile), plan_on, plan, settings.mmproj)
         if overruled:
             plan = replace(plan, reasons=(*plan.reasons, overruled))
         if found is not None:

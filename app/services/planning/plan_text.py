@@ -22,7 +22,9 @@ def format_plan(plan: Plan, parallel: int = DEFAULT_PARALLEL) -> str:
         for device, d in plan.forecast.devices.items():
             lines.append(
                 f"  {device:<7} weights {d.weights_bytes / gib:6.2f} GiB  KV {d.kv_cache_bytes / gib:6.2f} GiB  "
-                f"compute {d.compute_bytes / gib:6.2f} GiB  total {d.total_bytes / gib:6.2f} GiB"
+                f"compute {d.compute_bytes / gib:6.2f} GiB  "
+                + (f"projector {d.projector_bytes / gib:6.2f} GiB  " if d.projector_bytes else "")
+                + f"total {d.total_bytes / gib:6.2f} GiB"
             )
     lines.append("Why:")
     lines += [f"  - {reason}" for reason in plan.reasons]

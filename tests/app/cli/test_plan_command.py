@@ -25,7 +25,7 @@ def test_plan_for_the_starter_model_on_this_machine(starter_model: Path):
     assert d["fits"] is True and d["format"] == "gguf" and d["quant"] == "Q4_1"
     assert d["n_layers"] == 30 and d["context"] == 4096 and d["kv_type"] == "f16"
     f = d["forecast"]
-    assert f["total_bytes"] == f["weights_bytes"] + f["kv_cache_bytes"] + f["compute_bytes"] + f["overhead_bytes"]
+    assert f["total_bytes"] == f["weights_bytes"] + f["kv_cache_bytes"] + f["compute_bytes"] + f["overhead_bytes"] + f["projector_bytes"]
     assert f["kv_cache_bytes"] == 30 * 4096 * 192 * 2 * 2
     assert d["reasons"]
 

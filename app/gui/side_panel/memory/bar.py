@@ -33,6 +33,7 @@ PARTS = (
     Part("compute", "compute", 4),
     Part("prefix_cache", "prefix cache", 6),
     Part("draft", "draft model", 5),
+    Part("projector", "vision projector", 1),
     Part("other", "engine, other", 8),
     Part("others", "other programs", 9),
     Part("free", "free", None),  # the palette's base colour: empty, in a light theme or a dark one
@@ -62,6 +63,7 @@ def segments_of(device: DeviceMemory) -> tuple[list[Segment], int]:
         "compute": device.compute_bytes,
         "prefix_cache": device.prefix_cache_bytes,
         "draft": device.draft_bytes,
+        "projector": device.projector_bytes,
         "other": device.other_bytes,
     }
     used = sum(ours.values())
