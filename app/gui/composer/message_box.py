@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, Qt, Signal
+from PySide6.QtGui import QImage, QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
+
+from app.services.media.sniff import SUFFIXES
 
 _WRITE = "Write a message — Enter sends, Shift+Enter adds a line"
 _EDIT = "Edit your message — Enter sends it as a new version (the old one stays), Esc cancels"
@@ -23,10 +27,14 @@ class Composer(QPlainTextEdit):
         submitted(str): Enter was pressed; the text (the box is not cleared: the receiver
             clears it once the message was accepted).
         edit_cancelled(): Esc was pressed while editing a message.
+        files_given(list): image files were dropped or pasted (their paths), to attach rather than type.
+        image_pasted(QImage): an image itself was pasted (a screenshot from the clipboard).
     """
 
     submitted = Signal(str)
     edit_cancelled = Signal()
+    files_given = Signal(list)
+    image_pasted = Signal(QImage)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -46,6 +54,21 @@ class Composer(QPlainTextEdit):
             self.moveCursor(self.textCursor().MoveOperation.End)
         self.setFocus()
 
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt override)
+        return source.hasImage() or bool(image_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt override: paste and drop)
+        files = image_files(source)
+        if files:
+            self.files_given.emit(files)
+            return
+        if source.hasImage():
+            image = source.imageData()
+            if isinstance(image, QImage) and not image.isNull():
+                self.image_pasted.emit(image)
+                return
+        super().insertFromMimeData(source)
+
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
             if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
@@ -61,3 +84,15 @@ class Composer(QPlainTextEdit):
             event.accept()
             return
         super().keyPressEvent(event)
+
+
+# The suffixes the media intake reads (it checks the bytes too: a suffix only says what to try).
+IMAGE_SUFFIXES = frozenset({*SUFFIXES.values(), ".jpeg"})
+
+
+def image_files(source: QMimeData) -> list[Path]:
+    """The local image files a paste or drop carries (by suffix); other URLs and files are text as before."""
+    if not source.hasUrls():
+        return []
+    paths = [Path(url.toLocalFile()) for url in source.urls() if url.isLocalFile()]
+    return [p for p in paths if p.suffix.lower() in IMAGE_SUFFIXES]
