@@ -8,6 +8,8 @@ to it at once (the engine freed it for the load); an engine that died stays dead
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Protocol
 
 from app.chat.listener import SessionListener
@@ -15,6 +17,7 @@ from app.services.load_settings import LoadSettings
 from app.services.planning.load_planner import PlannedLoad
 from engine.interface import Engine, EngineNotRunning
 from engine.protocol import Error, Loaded, LoadProgress
+from models.formats.projector_pairing import projector_beside
 from models.plan.decision_tree import Plan
 
 Wanted = tuple[str, LoadSettings]  # (model path, settings asked for)
@@ -48,6 +51,7 @@ class ModelState:
         # Whether the model loaded now reads tools: its template has a tool-call format Tailor parses (a
         # remote server's model is taken to: the server says when it does not).
         self.takes_tools = False
+        self.sees_images = False  # the loaded model has a projector that takes images
         self.dead = False  # the engine died: nothing runs until Reload
         self._good: Wanted | None = None  # the last model that loaded, with its settings
         self._loaded: Wanted | None = None
@@ -99,7 +103,7 @@ class ModelState:
         before = self._loaded, self._label
         self._loaded, self._loading = None, wanted
         self.listener.model_changed(f"Loading {file_name(path)} …")
-        planned = self.planner.plan_load(path, settings)
+        planned = self.planner.plan_load(path, with_projector(path, settings))
         self.plan = planned.plan
         self.listener.planned(planned.plan)
         if planned.refusal is not None:
@@ -117,6 +121,7 @@ class ModelState:
         self._good = self._loaded
         self.n_ctx = info.n_ctx
         self.takes_tools = info.tool_format is not None or info.architecture == "remote"
+        self.sees_images = info.vision
         where = "remote" if info.architecture == "remote" else f"context {info.n_ctx}"
         self._label = f"{info.name} · {where}"
         self.listener.model_changed(self._label)
@@ -185,10 +190,19 @@ class ModelState:
         # A reload comes first; Auto decides its context only when planned. This is the plan that load
         # makes (a header read and some arithmetic: ~20 ms for the starter model, on this thread as the
         # load's own is), needed only for the first message after a change of model or settings.
-        plan = self.planner.plan_load(*wanted).plan
+        plan = self.planner.plan_load(wanted[0], with_projector(*wanted)).plan
         if plan is None:
             return None
         return settings.n_ctx or plan.context, _max_context(plan)
+
+
+def with_projector(path: str, settings: LoadSettings) -> LoadSettings:
+    """`settings` with the projector found beside a GGUF model file (models/formats/projector_pairing.py), so a
+    vision model downloaded with its mmproj sees; settings that name one keep theirs."""
+    if settings.mmproj is not None or not path.lower().endswith(".gguf"):
+        return settings
+    found = projector_beside(Path(path))
+    return replace(settings, mmproj=str(found)) if found is not None else settings
 
 
 def not_running(exc: EngineNotRunning) -> Error:

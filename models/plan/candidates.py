@@ -34,7 +34,7 @@ def gguf_candidates(files: list[tuple[str, int]], shape: ModelShape) -> list[Can
     sets: dict[str, list[tuple[str, int]]] = {}
     for name, size in files:
         base = name.rsplit("/", 1)[-1]
-        if not base.lower().endswith(".gguf") or base.lower().startswith("mmproj"):
+        if not base.lower().endswith(".gguf") or "mmproj" in base.lower():  # "…-mmproj-f16.gguf" too
             continue
         split = _SPLIT.match(name)
         sets.setdefault(split.group("stem") if split else name, []).append((name, size))

@@ -198,6 +198,42 @@ def reasoning_next_turn() -> list[str]:
                        statistics.median(cold), 0.03), idle_line(warm)]
 
 
+def image_next_turn() -> list[str]:
+    """A chat with a picture: its first turn encodes the image (a projector of Gemma 3's encoder shape at
+    448 px, 12 layers, random weights, paired with the starter model: tests/fixtures/tiny_projector.py); its
+    next turn, and the turn after another chat took the slot (restored from RAM), find the picture in the
+    cache and prefill only what is new."""
+    import hashlib
+
+    import numpy as np
+
+    from engine.protocol import Media
+    from tests.fixtures.tiny_projector import TinyProjectorSpec, write_tiny_projector
+
+    first_ttft, same, restored = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        mmproj = write_tiny_projector(Path(tmp) / "mmproj.gguf", TinyProjectorSpec(
+            projector_type="gemma3", image_size=448, patch_size=14, n_embd=768, n_ff=3072, n_heads=12,
+            n_layers=12, merge=4))
+        engine = Engine(4096, mmproj=str(mmproj))
+        for r in range(ROUNDS):
+            pixels = np.random.default_rng(r).integers(0, 256, (600, 800, 3), dtype=np.uint8).tobytes()
+            picture = Media("image", hashlib.sha256(pixels).hexdigest(), pixels, 800, 600)
+            system = system_prompt(engine, f"pictures {r}", history_tokens=500)
+            turn = [ChatMessage("system", system), ChatMessage("user", "What is in this picture?", media=(picture,))]
+            first = engine.ask(turn)
+            first_ttft.append(first.stats.ttft_s)
+            same.append(engine.ttft([*turn, ChatMessage("assistant", first.text), ChatMessage("user", NEW_MESSAGE)]))
+            engine.ask(first_turn(system_prompt(engine, f"another chat {r}", history_tokens=500)))
+            restored.append(engine.ttft([*turn, ChatMessage("assistant", first.text),
+                                         ChatMessage("user", "And the colours?")]))
+        engine.close()
+    cold = statistics.median(first_ttft)
+    return [f"chat with a picture (~500-token history, one image encoded): first turn TTFT {cold * 1000:.0f} ms",
+            ratio_line("  its next turn", same, cold, 0.10),
+            ratio_line("  its next turn after another chat took the slot (restored from RAM)", restored, cold, 0.10)]
+
+
 def bare_next_turn() -> list[str]:
     """The same next turn on a bare `llama_cpp.Llama`, its prefix still in its context."""
     engine = Engine(4096, cache_bytes=0)  # for the template, the tokens and the replies
@@ -274,7 +310,7 @@ def kv_types() -> list[str]:
 
 
 def main() -> None:
-    for line in prefix_scenarios() + reasoning_next_turn() + bare_next_turn() + kv_types():
+    for line in prefix_scenarios() + reasoning_next_turn() + image_next_turn() + bare_next_turn() + kv_types():
         print(line, flush=True)
 
 
