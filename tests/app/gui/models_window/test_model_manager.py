@@ -160,11 +160,16 @@ def test_downloading_a_group_shows_progress_and_ends_done_in_the_hf_cache(
     manager.bridge.progress.connect(progress.append)
     row = download(qtbot, manager, "Q4_K_M", until=("done", "failed"))
     assert row.state == "done", row.status.text()
-    assert progress and progress[-1].done == progress[-1].total == tiny_quants["Q4_K_M"].stat().st_size
+    # The repo is a vision model's: its projector comes with the model file (pull_plan.projector_for).
+    model = [p for p in progress if p.path_in_repo == "Tiny-Llama-Q4_K_M.gguf"]
+    projector = [p for p in progress if p.path_in_repo == "mmproj-Tiny-Llama-F16.gguf"]
+    assert model[-1].file_done == model[-1].file_total == tiny_quants["Q4_K_M"].stat().st_size
+    assert progress[-1].done == progress[-1].total == model[-1].file_total + projector[-1].file_total
     assert row.bar.value() == row.bar.maximum()
     assert row.status.text().startswith("done")
     files = list((Path(os.environ["HF_HOME"]) / "hub").rglob("Tiny-Llama-Q4_K_M.gguf"))
     assert len(files) == 1 and sha256(files[0]) == sha256(tiny_quants["Q4_K_M"])
+    assert len(list((Path(os.environ["HF_HOME"]) / "hub").rglob("mmproj-Tiny-Llama-F16.gguf"))) == 1
     assert not row.pause_button.isEnabled() and not row.cancel_button.isEnabled()
 
 
