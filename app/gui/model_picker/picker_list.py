@@ -12,6 +12,7 @@ from pathlib import Path
 
 from app.chat.model_state import file_name
 from engine.protocol import ModelInfo
+from models.formats.projector_pairing import projector_beside
 from models.formats.quant_levels import quant_from_name
 from models.library import ModelStore
 from models.plan.decision_tree import Plan
@@ -70,6 +71,13 @@ def models_on_disk(store: ModelStore, extra: Iterable[str] = ()) -> list[DiskMod
         if path and Path(path).exists():
             found.setdefault(str(path), DiskModel(str(path), file_name(str(path))))
     return list(found.values())
+
+
+def vision_models(store: ModelStore) -> list[str]:
+    """The labels of the library's GGUF models with a projector beside them that fits: the ones that see
+    (a header read per file: run it off the GUI thread)."""
+    return [m.label for m in models_on_disk(store) if m.path.lower().endswith(".gguf")
+            and projector_beside(Path(m.path)) is not None]
 
 
 def verdict(plan: Plan | None) -> tuple[str, bool]:
