@@ -7,11 +7,16 @@ the reply that continues it. Nothing here runs while a reply is being written.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from app.chat.hints import BUSY_HINT
 from app.chat.listener import SessionListener
-from app.services.history.store import ChatStore, Conversation, Message, StoreError
+from app.services.history.store import ChatStore, Conversation, ImageRef, Message, StoreError
+from app.services.media.errors import StoredMediaError
+
+if TYPE_CHECKING:
+    from app.services.media.intake import PreparedImage
 
 
 class BranchingSession(Protocol):
@@ -51,9 +56,11 @@ class BranchActions:
         self._start_reply(self.current.id)
         return True
 
-    def edit_message(self: BranchingSession, message_id: int, text: str) -> bool:
+    def edit_message(self: BranchingSession, message_id: int, text: str,
+                     images: Sequence[PreparedImage | ImageRef] | None = None) -> bool:
         """Send `text` in place of one of your messages on the branch shown (not only the last): a new
-        branch starts there and is answered; the old one stays, as the other version of that message."""
+        branch starts there and is answered; the old one stays, as the other version of that message. The
+        new version carries `images` (None: the images the old one carried; () none)."""
         text = text.strip()
         if not text or self.current is None or not self._can_start():
             return False
@@ -62,8 +69,9 @@ class BranchActions:
         if at is None or self._outgrows(messages[:at], text, editing=True, edit_of=message_id):
             return False
         try:
-            self.store.add_message(self.current.id, "user", text, parent_id=messages[at].parent_id)
-        except StoreError:
+            self.store.add_message(self.current.id, "user", text, parent_id=messages[at].parent_id,
+                                   images=messages[at].images if images is None else images)
+        except (StoreError, StoredMediaError):  # the disk filled up: the history, or the images beside it
             self.listener.history_failed()
             return False
         self.open_conversation(self.current.id)

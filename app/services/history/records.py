@@ -6,7 +6,7 @@ import functools
 import json
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from app.services.chat_defaults import (
     DEFAULT_CONTEXT,
@@ -25,7 +25,11 @@ from app.services.history.settings_fields import (
 )
 from app.services.history.tool_steps import ToolStep, ToolStepsError, steps_from_json
 from app.services.load_settings import LoadSettings
+from app.services.media.sniff import SUFFIXES
 from engine.protocol import Reasoning
+
+if TYPE_CHECKING:  # intake imports the media store, which imports this package: no cycle at run time
+    from app.services.media.intake import PreparedImage
 
 Role = Literal["system", "user", "assistant"]
 ToolChoice = Literal["auto", "required"]
@@ -133,6 +137,35 @@ class Folder:
     created: float
 
 
+@dataclass(slots=True, frozen=True)
+class ImageRef:
+    """An image a stored message carries: the file of the media store beside the history that holds its
+    original bytes (app/services/media/store.py), and what is shown of it without opening that file.
+
+    Attributes:
+        sha256: hex digest of the original bytes: the file's name in the store, checked when it is read.
+        format: PNG, JPEG, WEBP, GIF or BMP, as the intake found it (the stored file's suffix follows).
+        name: the name it came with ("photo.jpg", "pasted image"), for the transcript and exports.
+        width, height: its full size, upright (not the size a projector was sent).
+    """
+
+    sha256: str
+    format: str
+    name: str
+    width: int
+    height: int
+
+    @property
+    def suffix(self) -> str:
+        """The suffix of its stored file (".png"...); "" for a format this release does not know."""
+        return SUFFIXES.get(self.format, "")
+
+    @classmethod
+    def of(cls, image: PreparedImage) -> ImageRef:
+        """The reference to a prepared image (its full size, not the scaled size it is sent at)."""
+        return cls(image.sha256, image.format, image.name, image.full_width, image.full_height)
+
+
 @dataclass(slots=True)
 class Message:
     id: int
@@ -151,6 +184,8 @@ class Message:
     parent_id: int | None = None
     # A reply that called tools: its steps, before `content` (what it wrote after the last of them).
     tool_steps: tuple[ToolStep, ...] = ()
+    # The images a user message carries, in the order they were attached (message_media.py).
+    images: tuple[ImageRef, ...] = ()
 
 
 @dataclass(slots=True, frozen=True)

@@ -28,7 +28,7 @@ from app.services.history.tool_steps import ToolStepsError, steps_from_json
 log = logging.getLogger(__name__)
 
 MAX_ROWID = 2**63 - 1
-_TABLES = ("conversations", "messages", "presets")  # parents first
+_TABLES = ("conversations", "messages", "message_media", "presets")  # parents first
 
 
 @dataclass(slots=True, frozen=True)
@@ -116,6 +116,9 @@ class _Salvage:
         else:  # a message whose parent was on a lost page follows the message before it
             out.execute(f"{LINE_UP_MESSAGES} WHERE parent_id IS NOT NULL AND parent_id NOT IN (SELECT id FROM messages)")
         counts["conversations"] += self._adopt_orphans(out)
+        # The images of messages lost with a damaged page go with them (the new file is written without
+        # foreign keys enforced; the files stay in the media store until its next collect).
+        out.execute("DELETE FROM message_media WHERE message_id NOT IN (SELECT id FROM messages)")
         return counts["conversations"], counts["messages"], counts["presets"]
 
     def _copy_table(self, source: sqlite3.Connection, out: sqlite3.Connection, table: str) -> int:
@@ -233,6 +236,10 @@ def _clean(table: str, row: dict) -> dict | None:
                 row["reasoning_closed"] = 1
             if "tool_steps" in row and not _steps_readable(row["tool_steps"]):
                 row["tool_steps"] = ""  # the reply stays, without the steps that cannot be read
+        elif table == "message_media":
+            ok = (all(isinstance(row[k], int) for k in ("message_id", "position", "width", "height"))
+                  and all(isinstance(row[k], str) for k in ("sha256", "format", "name"))
+                  and len(row["sha256"]) == 64 and all(c in "0123456789abcdef" for c in row["sha256"]))
         else:
             ok = isinstance(row["name"], str) and bool(row["name"].strip()) and isinstance(row["pinned"], int)
             ok = ok and _json_or(row["settings"], None) is not None

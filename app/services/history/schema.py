@@ -134,10 +134,33 @@ def _v7_tool_steps(db: sqlite3.Connection) -> list[str]:
     return _add_column(db, "messages", "tool_steps", "TEXT NOT NULL DEFAULT ''")
 
 
+def _v8_message_media(db: sqlite3.Connection) -> list[str]:
+    # The images a message carries (issue 33), in order: each names its file in the media store beside the
+    # history (app/services/media/store.py) by the sha256 of the original bytes, with what is shown without
+    # opening it (its name, format and full size). A message's rows go with it (ON DELETE CASCADE, and with
+    # it its chat's). The index on sha256 answers "is this file still used?" when chats are deleted, so the
+    # store's collect removes only what no message names.
+    found = _create(
+        db, "message_media",
+        """CREATE TABLE message_media (
+            message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            format TEXT NOT NULL,
+            name TEXT NOT NULL,
+            width INTEGER NOT NULL,
+            height INTEGER NOT NULL,
+            PRIMARY KEY (message_id, position)
+        )""",
+    )
+    found += _create(db, "message_media_by_sha256", "CREATE INDEX message_media_by_sha256 ON message_media(sha256)")
+    return found
+
+
 # A step returns the names of what it found already there (a half-done step being finished).
 MIGRATIONS: list[Callable[[sqlite3.Connection], list[str]]] = [
     _v1_initial, _v2_settings_and_stats, _v3_presets, _v4_reasoning, _v5_external_ids, _v6_branches_and_folders,
-    _v7_tool_steps,
+    _v7_tool_steps, _v8_message_media,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -4,6 +4,9 @@ A chat's messages form a tree (tree.py): a regenerated reply or an edited messag
 beside the one it replaces, and the chat shows one branch. The file lives under the user data
 dir unless a path is given. It runs in WAL mode with `synchronous=FULL`, so a reply saved while
 it streams survives a crash of the app or the machine; every change is one transaction. The schema is versioned (app/services/history/schema.py).
+The images messages carry are files of the media store beside it (app/services/media/store.py), named by
+hash in `message_media` (message_media.py): a message's originals are put there just before the message is
+saved, and a deletion that leaves a file unnamed ends with the store's collect.
 A file that cannot be written opens read-only and one that cannot be read is refused with
 what is needed to recover it (app/services/history/opening.py). No Qt here: the CLI and the server use the
 same store.
@@ -12,11 +15,22 @@ same store.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
+from collections.abc import Sequence
 from types import EllipsisType
+from typing import TYPE_CHECKING
 
 from app.services.history.file import HistoryFile, default_db_path
+from app.services.history.message_media import (
+    attach_chat_images,
+    attach_message_images,
+    chat_hashes,
+    insert_images,
+    named_hashes,
+    unnamed,
+)
 from app.services.history.problems import (
     HistoryProblem,
     StoreDamagedError,
@@ -33,6 +47,7 @@ from app.services.history.records import (
     ChatSettings,
     Conversation,
     Folder,
+    ImageRef,
     Message,
     MessageState,
     Preset,
@@ -47,10 +62,16 @@ from app.services.history.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from app.services.history.search import json_like_pattern, like_pattern, steps_match
 from app.services.history.tool_steps import ToolCallRecord, ToolStep, steps_to_json
 from app.services.history.tree import branch, delete_subtree, first_hit, leaf_of, show_branch_of, versions
+from app.services.media.store import COLLECT_GRACE_S, Collected, MediaStore
+
+if TYPE_CHECKING:  # only its type: the store never decodes an image
+    from app.services.media.intake import PreparedImage
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "FOLDER_NAME_LIMIT", "DEFAULT_PRESET", "DEFAULT_TITLE", "MESSAGE_STATES", "MIGRATIONS", "SCHEMA_VERSION", "ChatSettings", "ChatStore",
-    "Conversation", "Folder", "HistoryProblem", "Message", "MessageState", "Preset", "Role", "StoreDamagedError", "StoreError",
+    "Conversation", "Folder", "HistoryProblem", "ImageRef", "Message", "MessageState", "Preset", "Role", "StoreDamagedError", "StoreError",
     "StoreTooNewError", "StoreUnwritableError", "ToolCallRecord", "ToolStep", "Version", "default_db_path", "migrate",
 ]
 
@@ -60,7 +81,19 @@ FOLDER_NAME_LIMIT = 80
 
 
 class ChatStore(HistoryFile):
-    """Conversations, their messages (a tree of branches per chat), folders and presets."""
+    """Conversations, their messages (a tree of branches per chat), folders and presets.
+
+    Attributes:
+        media_grace_s: how long a media file no message names is kept after it was put (the media store's
+            collect grace: a file put by another process for a message it has not saved yet); tests set 0.
+    """
+
+    media_grace_s: float = COLLECT_GRACE_S
+
+    @property
+    def media(self) -> MediaStore:
+        """The media store of this history: `<history>-media/` beside its file."""
+        return MediaStore.beside(self.path)
 
     # ------------------------------------------------------------ conversations
 
@@ -96,9 +129,13 @@ class ChatStore(HistoryFile):
             )
 
     def delete_conversation(self, conversation_id: int) -> None:
-        """Delete a conversation and all its messages."""
+        """Delete a conversation and all its messages; media files it alone used are then collected."""
         with self._write() as db:
+            used = chat_hashes(db, conversation_id)
             db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            freed = unnamed(db, used)
+        if freed:
+            self.collect_media()
 
     def list_conversations(self, query: str = "", folder_id: int | None | EllipsisType = ...) -> list[Conversation]:
         """Conversations, pinned first, then most recently updated first; `query` keeps those whose title
@@ -136,7 +173,7 @@ class ChatStore(HistoryFile):
     def insert_conversation(self, conversation: Conversation, messages: list[Message], uid: str,
                             leaf_id: int | None = None, *, linear: bool = False) -> int | None:
         """Add a whole chat as given (title, times, settings, folder, pin; messages with their states, stats,
-        reasoning, tool steps and times) under `uid`, in one transaction. Messages name their parents by the ids they
+        reasoning, tool steps, images and times) under `uid`, in one transaction. Messages name their parents by the ids they
         have in `messages` (each after its parent; None: a first message), or with `linear` form one line,
         each under the one before; `leaf_id` names the branch shown (None: the last message's). Returns the
         chat's id, or None when a chat with `uid` is there already (then nothing is added).
@@ -172,14 +209,16 @@ class ChatStore(HistoryFile):
                     (cid, m.role, m.content, m.state, json.dumps(m.stats) if m.stats is not None else None,
                      m.created, m.reasoning, int(m.reasoning_closed), parent, steps_to_json(m.tool_steps)),
                 ).lastrowid
+                if m.images:
+                    insert_images(db, last, m.images)
                 new_ids[m.id] = last
             leaf = new_ids.get(leaf_id, last) if leaf_id is not None else last
             db.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (leaf, cid))
         return cid
 
     def copy_branch(self, message_id: int, title: str | None = None) -> Conversation | None:
-        """A new chat holding the branch up to `message_id` (its settings too, its replies' tool steps), under
-        a new id; None when there is no such message."""
+        """A new chat holding the branch up to `message_id` (its settings too, its replies' tool steps, its
+        messages' images: the same files, named once more), under a new id; None when there is no such message."""
         source = self.get_message(message_id)
         if source is None:
             return None
@@ -195,11 +234,24 @@ class ChatStore(HistoryFile):
 
     def add_message(
         self, conversation_id: int, role: Role, content: str, state: MessageState = "complete",
-        parent_id: int | None | EllipsisType = ...,
+        parent_id: int | None | EllipsisType = ..., *, images: Sequence[PreparedImage | ImageRef] = (),
     ) -> Message:
         """Add a message after `parent_id` (left out: the end of the branch the chat shows; None: as a first
-        message), and show the branch it ends."""
+        message), and show the branch it ends.
+
+        Args:
+            images: what the message carries, in order. A PreparedImage's original bytes are put into the
+                media store first (the same bytes are stored once, however many messages carry them); an
+                ImageRef names a file there already (an edited message keeping the images of the one it
+                replaces: pass `old.images`).
+
+        Raises:
+            StoreUnwritableError: the history is read-only (nothing is stored, not even an image).
+            StoredMediaError: an image could not be written into the media store (disk full...): the
+                message is not added.
+        """
         _check_state(state)
+        refs = self._store_images(images)
         now = time.time()
         with self._write() as db:
             parent = leaf_of(db, conversation_id) if parent_id is ... else parent_id
@@ -208,9 +260,26 @@ class ChatStore(HistoryFile):
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (conversation_id, role, content, state, now, parent),
             )
+            if refs:
+                insert_images(db, cur.lastrowid, refs)
             db.execute("UPDATE conversations SET updated = ?, leaf_id = ? WHERE id = ?",
                        (now, cur.lastrowid, conversation_id))
-        return Message(cur.lastrowid, conversation_id, role, content, state, None, now, parent_id=parent)
+        return Message(cur.lastrowid, conversation_id, role, content, state, None, now, parent_id=parent, images=refs)
+
+    def _store_images(self, images: Sequence[PreparedImage | ImageRef]) -> tuple[ImageRef, ...]:
+        """The references of `images`, the originals of prepared ones put into the media store (just before
+        the message that names them is saved: the store's grace period spares them meanwhile)."""
+        if not images:
+            return ()
+        if self.problem is not None:  # a read-only history: no file is left behind for a message never saved
+            raise StoreUnwritableError(self.problem)
+        refs = []
+        for image in images:
+            if not isinstance(image, ImageRef):
+                self.media.put(image.original, image.suffix)
+                image = ImageRef.of(image)
+            refs.append(image)
+        return tuple(refs)
 
     def update_message_content(
         self, message_id: int, content: str, reasoning: str | None = None, reasoning_closed: bool = True
@@ -250,13 +319,32 @@ class ChatStore(HistoryFile):
             )
 
     def delete_message(self, message_id: int) -> None:
-        """Delete a message and the branch under it; the chat then shows the newest branch left there."""
+        """Delete a message and the branch under it; the chat then shows the newest branch left there. Media
+        files only they used are then collected."""
         with self._write() as db:
+            row = db.execute("SELECT conversation_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+            used = chat_hashes(db, row[0]) if row else set()
             delete_subtree(db, message_id)
+            freed = unnamed(db, used)
+        if freed:
+            self.collect_media()
+
+    def collect_media(self, grace_s: float | None = None) -> Collected | None:
+        """Remove the files of the media store that no message names and that were put more than `grace_s`
+        seconds ago (None: `media_grace_s`); what was removed, or None when the folder could not be swept
+        (logged: a file left behind costs space, never a chat). Run after a deletion that left a file
+        unnamed; the window may also run it now and then, for files a deletion spared as too young."""
+        grace = self.media_grace_s if grace_s is None else grace_s
+        try:
+            return self.media.collect(named_hashes(self._db), grace_s=grace)
+        except OSError as exc:
+            log.warning("Could not remove unused images from %s: %s", self.media.folder, exc)
+            return None
 
     def get_message(self, message_id: int) -> Message | None:
+        """The message with `message_id` (its images too); None when there is none."""
         row = self._db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,)).fetchone()
-        return message_of(row) if row else None
+        return attach_message_images(self._db, message_of(row)) if row else None
 
     def message_count(self, conversation_id: int) -> int:
         """Messages of the chat in all its branches."""
@@ -268,11 +356,11 @@ class ChatStore(HistoryFile):
         return branch(self._db, conversation_id)
 
     def all_messages(self, conversation_id: int) -> list[Message]:
-        """Every message of every branch of the chat, each after the one it follows (by id)."""
+        """Every message of every branch of the chat, each after the one it follows (by id), with its images."""
         rows = self._db.execute(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
         )
-        return [message_of(row) for row in rows]
+        return attach_chat_images(self._db, conversation_id, [message_of(row) for row in rows])
 
     def leaf_id(self, conversation_id: int) -> int | None:
         """The message the branch the chat shows ends at."""

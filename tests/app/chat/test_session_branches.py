@@ -5,6 +5,8 @@ folders and pins."""
 from __future__ import annotations
 
 from app.chat.session import BUSY_HINT
+from app.services.media.intake import read_image
+from tests.app.services.media.images import red_square, save
 
 
 def _answer(chat, text: str) -> None:
@@ -112,3 +114,17 @@ def test_folders_and_pins_change_the_list(chat):
     assert chat.session.list_conversations()[0].id == other.id
     assert chat.session.folders.delete(work.id)
     assert chat.session.list_conversations(folder_id=None)[0].id == other.id
+
+
+def test_an_edited_message_keeps_its_images_unless_told_otherwise(chat, tmp_path):
+    photo = read_image(save(red_square(), tmp_path / "photo.png", "PNG"))
+    chat.started()
+    conversation = chat.session.current
+    first = chat.store.add_message(conversation.id, "user", "What is this?", images=[photo])
+    chat.session.open_conversation(conversation.id)
+    assert chat.session.edit_message(first.id, "What colour is this?")
+    _answer(chat, "Red.")
+    kept = chat.store.list_messages(conversation.id)[0]
+    assert kept.content == "What colour is this?" and kept.images == first.images
+    assert chat.session.edit_message(kept.id, "Never mind.", images=())
+    assert chat.store.list_messages(conversation.id)[0].images == ()
