@@ -15,16 +15,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from app.chat.engine_history import engine_messages
+from app.chat.engine_history import UnavailableImage, engine_messages
 from app.chat.listener import SessionListener, TimerFactory
 from app.chat.reply_steps import ReplySteps
 from app.chat.reply_tools import ReplyTools
 from app.chat.stats_line import format_stats
+from app.chat.stored_images import StoredImages
 from app.chat.tool_rounds import ToolHost
 from app.chat.tool_set import ToolSet
 from app.services.history.store import ChatStore, StoreError
 from engine.interface import Engine, EngineNotRunning
-from engine.protocol import Done, Error, ReplyShape, SamplingParams, Token
+from engine.protocol import ChatMessage, Done, Error, ReplyShape, SamplingParams, Token
 
 SAVE_INTERVAL_S = 0.4  # a streaming reply reaches the database at least this often
 
@@ -87,6 +88,8 @@ class Replies(ReplySteps):
         self.ignored: set[int] = set()  # request ids whose late events are dropped
         self._timer = make_timer(self.save_partial)
         self.tool_host: ToolHost | None = None  # how tools run (None: this session runs none)
+        # The history's images, decoded once each, for a model that sees (engine_history.engine_messages).
+        self.images = StoredImages(store.media)
 
     @property
     def busy(self) -> bool:
@@ -140,9 +143,12 @@ class Replies(ReplySteps):
 
     # ------------------------------------------------------------ starting and stopping
 
-    def begin(self, engine: Engine, conversation_id: int, tools: ToolSet | None = None, tool_choice: str = "auto") -> None:
+    def begin(self, engine: Engine, conversation_id: int, tools: ToolSet | None = None, tool_choice: str = "auto",
+              sees_images: bool = False) -> None:
         """Ask the engine for the reply of the conversation's last message; with `tools` (and a tool host),
         the model may call them (`tool_choice` holds for the first request: "auto", "required" or a name).
+        The messages' images go with them to a model that sees (`sees_images`); to one that does not, the
+        chat is sent without them, and a notice says so.
 
         Raises:
             EngineNotRunning: the engine is gone (the caller reports it).
@@ -153,7 +159,7 @@ class Replies(ReplySteps):
             self.listener.busy_changed(False)
             return
         settings = conversation.settings
-        history = engine_messages(self.store.list_messages(conversation_id), settings.system_prompt)
+        history = self._history(conversation_id, settings.system_prompt, sees_images)
         sampling = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens)
         tools = tools if self.tool_host is not None else None
         shape = ReplyShape(reasoning=settings.reasoning, think_budget=settings.think_budget,
@@ -177,6 +183,22 @@ class Replies(ReplySteps):
         if self._is_open(conversation_id):
             self.listener.stream_started(message)
             self.listener.versions_changed(self.store.versions(conversation_id))  # a regenerated reply is one more
+
+    def _history(self, conversation_id: int, system_prompt: str, sees_images: bool) -> list[ChatMessage]:
+        """The branch as the engine is sent it; what of its images cannot go is said in a notice."""
+        messages = self.store.list_messages(conversation_id)
+        pictures = sum(len(m.images) for m in messages)
+        if not sees_images:
+            if pictures:
+                self.listener.notice(f"This model cannot see images: the chat's {pictures} "
+                                     f"image{'s' * (pictures != 1)} went without it (load a model with its mmproj).")
+            return engine_messages(messages, system_prompt)
+        unavailable: list[UnavailableImage] = []
+        history = engine_messages(messages, system_prompt, self.images, unavailable)
+        if unavailable:
+            self.listener.notice("Sent without " + "; ".join(str(u) for u in unavailable[:3])
+                                 + (f" and {len(unavailable) - 3} more" if len(unavailable) > 3 else "") + ".")
+        return history
 
     def stop(self, engine: Engine) -> None:
         """Stop the reply being written (its Done arrives as 'cancelled')."""

@@ -8,7 +8,7 @@ session (the window posts them onto the GUI thread). Tests drive it with a scrip
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import EllipsisType
 
@@ -34,6 +34,7 @@ from app.services.history.store import (
     StoreError,
 )
 from app.services.load_settings import LoadSettings
+from app.services.media.intake import PreparedImage
 from engine.interface import Engine, EngineNotRunning
 from engine.protocol import Done, Error, Event, Loaded, LoadProgress, MemoryReport, Token, Unloaded
 from models.plan.decision_tree import Plan
@@ -163,7 +164,7 @@ class ChatSession(BranchActions, SessionTools):
         tools = self._tools_for(conversation.settings) if conversation is not None else None
         choice = conversation.settings.tool_choice if conversation is not None else "auto"
         try:
-            self.replies.begin(self.model.engine, conversation_id, tools, choice)
+            self.replies.begin(self.model.engine, conversation_id, tools, choice, sees_images=self.model.sees_images)
         except EngineNotRunning as exc:
             self._on_engine_died(not_running(exc))
 
@@ -318,11 +319,12 @@ class ChatSession(BranchActions, SessionTools):
             return False
         return True
 
-    def send(self, text: str) -> bool:
-        """Send a user message; False (the caller keeps the text) when it cannot be sent now, or when
-        the conversation would outgrow the context (then `context_outgrown` says so)."""
+    def send(self, text: str, images: Sequence[PreparedImage] = ()) -> bool:
+        """Send a user message, with the images it carries; False (the caller keeps the text and the images)
+        when it cannot be sent now, or when the conversation would outgrow the context (then
+        `context_outgrown` says so)."""
         text = text.strip()
-        if not text or not self._can_start():
+        if not (text or images) or not self._can_start():
             return False
         try:
             if self.current is None:
@@ -330,12 +332,12 @@ class ChatSession(BranchActions, SessionTools):
             conversation = self.current
             if self._outgrows(self.store.list_messages(conversation.id), text, editing=False):
                 return False
-            message = self.store.add_message(conversation.id, "user", text)
+            message = self.store.add_message(conversation.id, "user", text, images=images)
         except StoreError:  # the disk filled up meanwhile: the composer keeps the text
             self.listener.history_failed()
             return False
         if conversation.title == DEFAULT_TITLE:
-            self.rename_conversation(conversation.id, text.splitlines()[0][:48])
+            self.rename_conversation(conversation.id, (text.splitlines() or [images[0].name])[0][:48])
         else:
             self.listener.conversations_changed()
         self.listener.message_added(message)

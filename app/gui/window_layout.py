@@ -118,18 +118,20 @@ def chat_header() -> tuple[QWidget, QHBoxLayout]:
 
 
 def readable_chat(chat: QWidget, composer: QWidget, send_stop: QWidget, *, tools: QWidget | None = None,
-                  above_composer: QWidget | None = None) -> ReadableColumn:
+                  attach: QWidget | None = None, above_composer: tuple[QWidget, ...] = ()) -> ReadableColumn:
     """The transcript above the message box and its Send/Stop button, readable and centred; `tools` (the Tools
-    button) beside the box, `above_composer` (the tool permission bar, hidden until it asks) between."""
+    button) and `attach` (the Attach button) beside the box, `above_composer` (the images to send, the tool
+    permission bar: each hidden while empty) between."""
     row = QHBoxLayout()
-    if tools is not None:
-        row.addWidget(tools, 0, Qt.AlignmentFlag.AlignBottom)
+    for button in (tools, attach):
+        if button is not None:
+            row.addWidget(button, 0, Qt.AlignmentFlag.AlignBottom)
     row.addWidget(composer, 1)
     row.addWidget(send_stop, 0, Qt.AlignmentFlag.AlignBottom)
     readable = ReadableColumn(chat)
     readable.column.addWidget(chat, 1)
-    if above_composer is not None:
-        readable.column.addWidget(above_composer)
+    for widget in above_composer:
+        readable.column.addWidget(widget)
     readable.column.addLayout(row)
     return readable
 

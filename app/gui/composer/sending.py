@@ -14,10 +14,12 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from app.chat.hints import BUSY_HINT
 from app.chat.session import ChatSession
+from app.gui.composer.attachments import Attachments
 from app.gui.composer.message_box import Composer
 from app.services.history.store import Message
 
 NOT_EDITING = "Not editing any more: that message is not in the chat shown."
+IMAGES_READING = "The images are still being read: send again in a moment."
 
 
 class Sending(QObject):
@@ -36,17 +38,21 @@ class Sending(QObject):
     notice = Signal(str)
 
     def __init__(self, session: ChatSession, composer: Composer, before_send: Callable[[], None],
-                 parent: QObject | None = None):
+                 attachments: Attachments | None = None, parent: QObject | None = None):
         super().__init__(parent)
-        self.session, self.composer = session, composer
+        self.session, self.composer, self.attachments = session, composer, attachments
         self._before_send = before_send
         self._submitting = False
 
     @Slot(str)
     def submit(self, text: str) -> None:
-        """Send `text` (or, while editing, put it in the edited message's place as its new version)."""
+        """Send `text` with the images attached (or, while editing, put it in the edited message's place as its
+        new version, with the images of the message it replaces)."""
+        if self.attachments is not None and self.attachments.busy:
+            self.notice.emit(IMAGES_READING)
+            return
         self._before_send()
-        editing = self.composer.editing_id
+        editing, was_editing = self.composer.editing_id, self.composer.editing
         self._submitting = True  # the chat opens again on its new branch: that ends no edit
         try:
             if editing is not None:
@@ -54,12 +60,14 @@ class Sending(QObject):
             elif self.composer.editing:
                 accepted = self.session.edit_last_user_message(text)
             else:
-                accepted = self.session.send(text)
+                accepted = self.session.send(text, self.attachments.images if self.attachments else ())
         finally:
             self._submitting = False
         if accepted:
             self.composer.clear()
             self.composer.set_editing(None)
+            if self.attachments is not None and not was_editing:  # an edit sends none: they wait for the next
+                self.attachments.clear()
 
     @Slot()
     def stop(self) -> None:

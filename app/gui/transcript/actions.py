@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QMenu, QTextBrowser
 
 from app.gui.common.tool_text import copy_with_steps
 from app.gui.transcript.html import CODE_SCHEME
+from app.gui.transcript.images import IMAGE_SCHEME
 from app.gui.transcript.message_menu import add_message_actions
 from app.gui.transcript.state import TranscriptRequests, TranscriptState
 from app.gui.transcript.tool_steps_view import message_code_blocks
@@ -90,5 +91,7 @@ class TranscriptActions:
             message_id, _, index = target.partition(".")
             if message_id.isdigit() and index.isdigit():
                 self.copy_code(int(message_id), int(index))
+        elif url.scheme() == IMAGE_SCHEME:
+            self._requests.image_opened.emit(target)
         elif url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)

@@ -21,6 +21,7 @@ class TranscriptRequests(Protocol):
     branch_requested: SignalInstance  # (int) copy the branch up to this message into a new chat
     regenerate_requested: SignalInstance  # () write the last reply again
     copied: SignalInstance  # (str) something was put on the clipboard, said in words
+    image_opened: SignalInstance  # (str) show this image (its sha256) full size
 
 
 @dataclass(slots=True)

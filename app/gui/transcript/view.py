@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QEvent, QMimeData, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, QMimeData, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QContextMenuEvent, QKeyEvent, QResizeEvent, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
@@ -41,6 +41,7 @@ from app.gui.transcript.html import (
     stats_html,
     themed,
 )
+from app.gui.transcript.images import THUMB_SCHEME, THUMB_SIDE, TranscriptImages, thumb_size
 from app.gui.transcript.links import TranscriptLinks
 from app.gui.transcript.marks import TranscriptMarks
 from app.gui.transcript.message_actions import MessageActions
@@ -51,6 +52,7 @@ from app.gui.transcript.version_bar import VersionBars
 from app.services.history.store import Message, Version
 from app.services.history.tool_steps import ToolCallRecord
 from app.services.markdown_render import render_block, split_blocks, warm_up_in_background
+from app.services.media.store import MediaStore
 
 MIN_INTERVAL_MS = 16
 MAX_INTERVAL_MS = 250
@@ -71,6 +73,7 @@ class ChatView(QTextBrowser):
         branch_requested(int): copy the branch up to this message into a new chat.
         regenerate_requested(): write the last reply again (its Regenerate button or context menu).
         copied(str): something was put on the clipboard, said in words ("Copied the python code").
+        image_opened(str): an image's thumbnail was clicked (its sha256); shown full size when `images` is set.
     """
 
     version_requested = Signal(int)
@@ -78,6 +81,7 @@ class ChatView(QTextBrowser):
     branch_requested = Signal(int)
     regenerate_requested = Signal()
     copied = Signal(str)
+    image_opened = Signal(str)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -111,6 +115,24 @@ class ChatView(QTextBrowser):
         self.anchorClicked.connect(self.transcript_actions.open_link)
         self.marks = TranscriptMarks(self, self.state, self.version_bars)
         self.message_actions = MessageActions(self, self.state, self, self.transcript_actions.copy_message)
+        self.images: TranscriptImages | None = None  # the messages' images (use_media_store)
+        self.image_opened.connect(self._open_image)
+
+    def use_media_store(self, store: MediaStore) -> None:
+        """Where the messages' images are kept (the history's media store): their thumbnails come from there."""
+        self.images = TranscriptImages(store, self.document(), self)
+
+    def loadResource(self, kind: int, url: QUrl) -> object:  # noqa: N802 (Qt override)
+        if url.scheme() == THUMB_SCHEME and self.images is not None:
+            sha256 = url.path()
+            ref = next((i for m in self.state.messages.values() for i in m.images if i.sha256 == sha256), None)
+            size = thumb_size(ref.width, ref.height) if ref is not None else (THUMB_SIDE, THUMB_SIDE)
+            return self.images.thumbnail(sha256, size)
+        return super().loadResource(kind, url)
+
+    def _open_image(self, sha256: str) -> None:
+        if self.images is not None:
+            self.images.open(sha256, self)
 
     @property
     def reasoning_blocks(self) -> dict[int, ReasoningBlock]:
