@@ -15,6 +15,7 @@ from app.services.history.store import ChatStore
 from app.services.transfer.export import ChatRecord, iter_chats, json_chunks, load_chats
 from app.services.transfer.export_files import export_media, render, write_export_file, write_export_folder
 from app.services.transfer.importer import ImportProgress, ImportResult, import_file
+from app.services.transfer.user_files import check_target
 
 
 class ExportError(Exception):
@@ -43,6 +44,7 @@ def export_chats(db_path: Path, ids: list[int] | None, fmt: str, target: Path, e
                                   overwrite=overwrite)
                 count = counted[0]
             else:
+                check_target(target, overwrite=overwrite)  # refused before any image is written beside it
                 records = load_chats(store, ids)
                 write_export_file(target, [render(fmt, records, media)], overwrite=overwrite)
                 count = len(records)
