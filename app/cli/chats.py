@@ -22,7 +22,13 @@ from app.services.transfer.export import (
     json_chunks,
     load_chats,
 )
-from app.services.transfer.export_files import FORMATS, render, write_export_file, write_export_folder
+from app.services.transfer.export_files import (
+    FORMATS,
+    export_media,
+    render,
+    write_export_file,
+    write_export_folder,
+)
 from app.services.transfer.importer import ChatImportError, ImportResult, folder_key, import_file, probe_file
 from app.services.transfer.user_files import TargetRefused, check_target
 
@@ -72,6 +78,9 @@ def add_chats_parsers(subparsers: Any) -> None:
         help="the file to write (default: stdout); an existing folder gets one file per chat",
     )
     export.add_argument("--force", action="store_true", help="replace files that are there already")
+    export.add_argument("--embed-media", action="store_true",
+                        help="json: the chats' images inside the file (base64) rather than in a <name>-media "
+                             "folder beside it; only so do they travel on stdout (html always holds them)")
     export.set_defaults(func=run_export)
 
     imp = subparsers.add_parser("import", help="add the chats of a Tailor JSON export or of ChatGPT's "
@@ -241,6 +250,10 @@ def run_export(args: argparse.Namespace) -> int:
         if output is not None and not to_folder:
             check_target(output, overwrite=args.force)  # before the history is read: refused at once
         store = _open(args)
+        # Images: inline in HTML, embedded in JSON when asked, else beside the file (none beside stdout).
+        media_store, problems = store.media, []
+        media = export_media(media_store, args.format, None if to_folder else output, embed=args.embed_media,
+                             overwrite=args.force)
         try:
             ids = None if args.all else [_chat_id(store, args.chat)]
             if args.format == "json" and not to_folder:
@@ -248,7 +261,8 @@ def run_export(args: argparse.Namespace) -> int:
                 count = len(ids) if ids else len(store.list_conversations())
                 if not count:
                     raise ChatsError("There are no chats to export.")
-                _emit(output, json_chunks(iter_chats(store, ids)), args.force)
+                _emit(output, json_chunks(iter_chats(store, ids), media), args.force)
+                _said(media.problems)
                 _wrote(output, count)
                 return 0
             records = load_chats(store, ids)
@@ -257,13 +271,22 @@ def run_export(args: argparse.Namespace) -> int:
         if not records:
             raise ChatsError("There are no chats to export.")
         if to_folder:
-            write_export_folder(output, records, args.format, overwrite=args.force)
+            write_export_folder(output, records, args.format, overwrite=args.force, media_store=media_store,
+                                embed_media=args.embed_media, problems=problems)
         else:
-            _emit(output, [render(args.format, records)], args.force)
+            _emit(output, [render(args.format, records, media)], args.force)
+            problems = media.problems
     except TargetRefused as exc:
         raise ChatsError(str(exc)) from None
+    _said(problems)
     _wrote(output, len(records))
     return 0
+
+
+def _said(problems: list[str]) -> None:
+    """An image an export left out, a line each on stderr (the export itself is written)."""
+    for line in problems:
+        print(f"tailor: {line}", file=sys.stderr)
 
 
 def _wrote(output: Path | None, count: int) -> None:

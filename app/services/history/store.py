@@ -331,9 +331,13 @@ class ChatStore(HistoryFile):
 
     def collect_media(self, grace_s: float | None = None) -> Collected | None:
         """Remove the files of the media store that no message names and that were put more than `grace_s`
-        seconds ago (None: `media_grace_s`); what was removed, or None when the folder could not be swept
-        (logged: a file left behind costs space, never a chat). Run after a deletion that left a file
-        unnamed; the window may also run it now and then, for files a deletion spared as too young."""
+        seconds ago (None: `media_grace_s`); what was removed, or None when nothing was: the history is
+        shown read-only (perhaps an empty stand-in for a damaged file, whose messages name nothing: its files
+        are not touched), or the folder could not be swept (logged: a file left behind costs space, never a
+        chat). Run after a deletion that left a file unnamed; the window may also run it now and then (at
+        start), for the files a deletion spared as too young."""
+        if self.problem is not None:
+            return None
         grace = self.media_grace_s if grace_s is None else grace_s
         try:
             return self.media.collect(named_hashes(self._db), grace_s=grace)

@@ -6,7 +6,9 @@ sorted; chats oldest first; messages in the order they were written; no export t
 imported into an empty history exports again byte for byte. It is written a chat at a time
 (`json_chunks`), so exporting a large history does not hold it twice. Markdown and HTML show the
 branch each chat shows, and say where a message on it has other versions; a reply's tool steps come
-before its answer (app/services/transfer/export_steps.py). HTML lives in
+before its answer (app/services/transfer/export_steps.py). A message's images are named in the JSON
+(name, format, sha256, full size) and carried as the export's ExportMedia says: embedded or in a folder
+beside it (export_media.py); Markdown links the files in that folder. HTML lives in
 app/services/transfer/export_html.py. No Qt here.
 """
 
@@ -19,16 +21,18 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from urllib.parse import quote
 
-from app.services.history.store import ChatStore, Conversation, Message
+from app.services.history.store import ChatStore, Conversation, ImageRef, Message
 from app.services.history.timestamps import checked_time, iso_time
+from app.services.transfer.export_media import ExportMedia
 from app.services.transfer.export_steps import steps_markdown
 from app.services.transfer.markdown_text import close_fences, fence_for
 
 FORMAT = "tailor-chats"
-# 3: a reply's tool steps; 2: branches (each message's id and parent, the chat's leaf), folder and pin; 1: one line
+# 4: a message's images; 3: a reply's tool steps; 2: branches (each message's id and parent, the chat's leaf), folder and pin; 1: one line
 # per chat. An older Tailor refuses a newer version whole rather than import replies without their tool calls.
-VERSION = 3
+VERSION = 4
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 
 
@@ -118,10 +122,24 @@ def _finite(value: object) -> object:
     return value
 
 
-def message_dict(message: Message, local: dict[int, int]) -> dict:
+def image_dict(ref: ImageRef, media: ExportMedia | None = None) -> dict:
+    """One image of a message in the JSON export: what names it (sha256 of the original bytes, its format, its
+    name, its full size), and its bytes as `media` carries them: `data` (base64) when embedded, `file` (a
+    path relative to the export) when beside it; neither when it could not be read or `media` is None."""
+    found: dict = {"sha256": ref.sha256, "format": ref.format, "name": ref.name, "width": ref.width,
+                   "height": ref.height}
+    if media is not None:
+        carried = media.base64(ref) if media.embed else media.beside(ref)
+        if carried is not None:
+            found["data" if media.embed else "file"] = carried
+    return found
+
+
+def message_dict(message: Message, local: dict[int, int], media: ExportMedia | None = None) -> dict:
     """One message of the JSON export: `id` and `parent` its own and its parent's number in the chat (from 1,
     in the order written; null: a first message); stats as stored (a figure JSON cannot hold, such as NaN,
-    as null); `tool_steps` a list of ToolStep.to_dict() (empty: it called no tools)."""
+    as null); `tool_steps` a list of ToolStep.to_dict() (empty: it called no tools); `images` a list of
+    image_dict (empty: it carries none)."""
     return {
         "id": local[message.id],
         "parent": local.get(message.parent_id) if message.parent_id is not None else None,
@@ -133,10 +151,11 @@ def message_dict(message: Message, local: dict[int, int]) -> dict:
         "stats": _finite(message.stats),
         "created": checked_time(message.created),  # null: no time (a bad one kept from an older file)
         "tool_steps": _finite([step.to_dict() for step in message.tool_steps]),
+        "images": [image_dict(ref, media) for ref in message.images],
     }
 
 
-def chat_dict(record: ChatRecord) -> dict:
+def chat_dict(record: ChatRecord, media: ExportMedia | None = None) -> dict:
     """One chat of the JSON export; `settings` as the history stores them (flat keys)."""
     c = record.conversation
     local = {m.id: i + 1 for i, m in enumerate(record.messages)}
@@ -150,25 +169,26 @@ def chat_dict(record: ChatRecord) -> dict:
         "folder": record.folder,
         "pinned": c.pinned,
         "leaf": local[leaf] if leaf is not None else None,
-        "messages": [message_dict(m, local) for m in record.messages],
+        "messages": [message_dict(m, local, media) for m in record.messages],
     }
 
 
-def json_chunks(records: Iterable[ChatRecord]) -> Iterator[str]:
-    """Tailor's JSON export, a chat at a time: `{"format": "tailor-chats", "version": 2, "chats": [...]}`."""
+def json_chunks(records: Iterable[ChatRecord], media: ExportMedia | None = None) -> Iterator[str]:
+    """Tailor's JSON export, a chat at a time: `{"format": "tailor-chats", "version": 4, "chats": [...]}`; the
+    images as `media` carries them (None: named only)."""
     yield f'{{\n  "format": {json.dumps(FORMAT)},\n  "version": {VERSION},\n  "chats": ['
     first = True
     for record in records:
-        text = json.dumps(chat_dict(record), sort_keys=True, ensure_ascii=False, indent=2, allow_nan=False)
+        text = json.dumps(chat_dict(record, media), sort_keys=True, ensure_ascii=False, indent=2, allow_nan=False)
         # Indented as one member of "chats" (JSON strings hold no raw line breaks, so only layout moves).
         yield ("\n" if first else ",\n") + "    " + text.replace("\n", "\n    ")
         first = False
     yield ("]" if first else "\n  ]") + "\n}\n"
 
 
-def to_json(records: Iterable[ChatRecord]) -> str:
+def to_json(records: Iterable[ChatRecord], media: ExportMedia | None = None) -> str:
     """The chats as Tailor's JSON export (see `json_chunks`)."""
-    return "".join(json_chunks(records))
+    return "".join(json_chunks(records, media))
 
 
 def display_title(title: str) -> str:
@@ -201,10 +221,22 @@ def message_notes(message: Message, versions: dict[int, tuple[int, int]]) -> lis
     return notes
 
 
-def chat_markdown(record: ChatRecord) -> str:
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>!])")
+
+
+def image_markdown(ref: ImageRef, media: ExportMedia | None) -> str:
+    """An image as Markdown: `![name](chats-media/….png)` linking its file beside the export, or
+    `*[image: name]*` where there is none (no folder, or its stored file could not be read)."""
+    alt = _MARKDOWN_SPECIAL.sub(r"\\\1", display_title(ref.name))
+    link = media.beside(ref) if media is not None else None
+    return f"![{alt}]({quote(link)})" if link else f"*\\[image: {alt}\\]*"
+
+
+def chat_markdown(record: ChatRecord, media: ExportMedia | None = None) -> str:
     """One chat as Markdown: `# title`, a line of times, the system prompt, then each message of the branch
     it shows under a `### You` / `### Assistant` heading (with `*(version 2 of 3)*` where it has other
-    versions); a reply's tool steps before its answer; reasoning in a collapsed <details> block."""
+    versions); a message's images (image_markdown), then its text; a reply's tool steps before its answer;
+    reasoning in a collapsed <details> block."""
     c = record.conversation
     shown, versions = record.branch(), record.versions()
     lines = [f"# {display_title(c.title)}", "", f"*{meta_line(record, shown)}*", ""]
@@ -216,19 +248,22 @@ def chat_markdown(record: ChatRecord) -> str:
         notes = message_notes(message, versions)
         note = f" *({' · '.join(notes)})*" if notes else ""
         lines += [f"### {ROLE_NAMES.get(message.role, message.role)}{note}", ""]
+        if message.images:
+            lines += [*(image_markdown(ref, media) for ref in message.images), ""]
         lines += steps_markdown(message.tool_steps)
         if message.reasoning:
             summary = "Thought" + ("" if message.reasoning_closed else " (cut off)")
             lines += [f"<details><summary>{summary}</summary>", "", close_fences(message.reasoning).strip("\n"),
                       "", "</details>", ""]
-        if message.content or not message.tool_steps:  # a reply that ended after its calls wrote nothing more
+        # A reply that ended after its calls, or a message of images alone, wrote nothing more.
+        if message.content or not (message.tool_steps or message.images):
             lines += [close_fences(message.content).strip("\n") or "*(empty)*", ""]
     return "\n".join(lines)
 
 
-def to_markdown(records: list[ChatRecord]) -> str:
-    """The chats as one Markdown document, separated by rules."""
-    return "\n---\n\n".join(chat_markdown(r) for r in records)
+def to_markdown(records: list[ChatRecord], media: ExportMedia | None = None) -> str:
+    """The chats as one Markdown document, separated by rules (images linked as `media` writes them)."""
+    return "\n---\n\n".join(chat_markdown(r, media) for r in records)
 
 
 _UNSAFE = re.compile(r'[\\/:*?"<>|]+')

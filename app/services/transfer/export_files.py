@@ -5,7 +5,9 @@ link, and over an existing file only when the user agreed (`--force`, or the win
 a folder, every chat gets a file name of its own, checked rather than assumed: two titles that clean up
 to the same name (".", "..", "a/b" and "a-b"), or differ only in case (the folder may be on a disk that
 ignores case), get "-2", "-3"...; Windows' reserved device names are never used, since exports travel.
-Every target is checked before the first file is written, so a refusal writes nothing.
+Every target is checked before the first file is written, so a refusal writes nothing. A chat's images
+go as `export_media` says: inline in HTML, embedded in JSON when asked, else into `<file name>-media/`
+beside each file (export_media.py).
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from app.services.media.store import MediaStore
 from app.services.transfer.export import ChatRecord, json_chunks, safe_filename, to_markdown
 from app.services.transfer.export_html import to_html
+from app.services.transfer.export_media import ExportMedia, media_folder_of
 from app.services.transfer.user_files import TargetExists, check_folder, check_target, what_is_at, write_whole
 
 FORMATS = ("json", "md", "html")
@@ -23,13 +27,25 @@ RESERVED_NAMES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in ran
                             *(f"LPT{i}" for i in range(1, 10))})
 
 
-def render(fmt: str, records: Sequence[ChatRecord]) -> str:
-    """The chats as one document: "md", "html" or "json" (Tailor's export)."""
+def render(fmt: str, records: Sequence[ChatRecord], media: ExportMedia | None = None) -> str:
+    """The chats as one document: "md", "html" or "json" (Tailor's export), images as `media` carries them."""
     if fmt == "md":
-        return to_markdown(list(records))
+        return to_markdown(list(records), media)
     if fmt == "html":
-        return to_html(list(records))
-    return "".join(json_chunks(records))
+        return to_html(list(records), media)
+    return "".join(json_chunks(records, media))
+
+
+def export_media(store: MediaStore | None, fmt: str, target: Path | None, *, embed: bool = False,
+                 overwrite: bool = False) -> ExportMedia | None:
+    """How an export of `fmt` to the file `target` carries its images: HTML inline; JSON embedded with
+    `embed`, else in `<target name>-media/` beside it; Markdown in that folder. Written to no file (None:
+    standard output), only embedded ones travel. None when there is no `store` (images named only)."""
+    if store is None:
+        return None
+    embed = embed or fmt == "html"
+    folder = media_folder_of(target) if target is not None and not embed else None
+    return ExportMedia(store, embed=embed, folder=folder, overwrite=overwrite)
 
 
 def portable(name: str) -> str:
@@ -57,8 +73,12 @@ def write_export_file(path: Path, chunks: Iterable[str], *, overwrite: bool) -> 
     write_whole(path, chunks, overwrite=overwrite)
 
 
-def write_export_folder(folder: Path, records: Sequence[ChatRecord], fmt: str, *, overwrite: bool) -> int:
-    """Write a file per chat into `folder`; how many were written.
+def write_export_folder(folder: Path, records: Sequence[ChatRecord], fmt: str, *, overwrite: bool,
+                        media_store: MediaStore | None = None, embed_media: bool = False,
+                        problems: list[str] | None = None) -> int:
+    """Write a file per chat into `folder`; how many were written. Images as `export_media` carries them
+    (each file's own `-media` folder), from `media_store` (None: named only); a line for each image that
+    could not be exported is added to `problems`.
 
     Raises:
         TargetRefused: the folder is not one, or a chat's name is taken by something that is not a regular
@@ -75,5 +95,8 @@ def write_export_folder(folder: Path, records: Sequence[ChatRecord], fmt: str, *
         raise TargetExists(existing, f"{len(existing)} file{'' if len(existing) == 1 else 's'} of these chats "
                                      f"exist in {folder} ({shown}); use --force to replace them")
     for record, target in zip(records, targets, strict=True):
-        write_whole(target, [render(fmt, [record])], overwrite=overwrite)
+        media = export_media(media_store, fmt, target, embed=embed_media, overwrite=overwrite)
+        write_whole(target, [render(fmt, [record], media)], overwrite=overwrite)
+        if media is not None and problems is not None:
+            problems += media.problems
     return len(records)

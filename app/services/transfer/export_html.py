@@ -4,16 +4,19 @@ Each chat shows the branch it shows in the window; a message of it that has othe
 ("version 2 of 3"), so nothing looks hidden (the JSON export holds every branch). Messages are rendered from Markdown by app/services/markdown_render.py, which escapes raw HTML in
 them (a message with `<script>` shows as text), drops unsafe link schemes and turns images into
 plain links, so the page loads nothing; code blocks keep pygments' inline colours. A reply's tool steps
-come before its answer (export_steps.py), a tool's arguments and results as escaped code. No Qt here.
+come before its answer (export_steps.py), a tool's arguments and results as escaped code. A message's
+images are inline `data:` URIs (the page stays one file that fetches nothing: its policy allows images
+from `data:` only), shown as thumbnails; a click (focus) shows one at full width, without script. No Qt here.
 """
 
 from __future__ import annotations
 
 from html import escape
 
-from app.services.history.store import Message
+from app.services.history.store import ImageRef, Message
 from app.services.markdown_render import highlight_code, render_markdown
 from app.services.transfer.export import ROLE_NAMES, ChatRecord, display_title, message_notes, meta_line
+from app.services.transfer.export_media import ExportMedia
 from app.services.transfer.export_steps import STEPS_CSS, steps_html
 
 _CSS = """
@@ -34,28 +37,51 @@ pre { overflow-x: auto; border-radius: 6px; white-space: pre-wrap; }
 code { font-family: ui-monospace, "SF Mono", Consolas, monospace; }
 table { border-collapse: collapse; }
 hr { border: none; border-top: 1px solid #ddd; margin: 2rem 0; }
+.images { margin: 0.5rem 0; }
+.images img { max-width: 16rem; max-height: 12rem; margin: 0 0.4rem 0.4rem 0; border-radius: 6px;
+              vertical-align: top; cursor: zoom-in; }
+.images img:focus { max-width: 100%; max-height: none; cursor: zoom-out; outline: none; }
+.missing { color: #667; font-style: italic; }
 """ + STEPS_CSS
 
 
-def _message_html(message: Message, notes: list[str]) -> str:
+def images_html(images: tuple[ImageRef, ...], media: ExportMedia | None) -> str:
+    """A message's images as thumbnails (focusable: a click shows one whole), each an <img> with its data
+    inline; one whose bytes cannot be read (or with no `media`) is named in words instead."""
+    parts = ['<div class="images">']
+    for ref in images:
+        name = escape(display_title(ref.name))
+        uri = media.data_uri(ref) if media is not None else None
+        if uri is None:
+            parts.append(f'<span class="missing">[image: {name}]</span>')
+        else:
+            parts.append(f'<img src="{uri}" alt="{name}" title="{name} ({ref.width} × {ref.height})"'
+                         f' width="{ref.width}" height="{ref.height}" tabindex="0">')
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def _message_html(message: Message, notes: list[str], media: ExportMedia | None) -> str:
     state = message.state
     note = "" if state == "complete" else f' <span class="state">({escape(state)})</span>'
     note += "".join(f' <span class="version">· {escape(n)}</span>' for n in notes if n != state)
     parts = [f'<div class="message {escape(message.role)}">',
              f'<div class="role">{escape(ROLE_NAMES.get(message.role, message.role))}{note}</div>']
+    if message.images:
+        parts.append(images_html(message.images, media))
     if message.tool_steps:
         parts.append(steps_html(message.tool_steps))
     if message.reasoning:
         summary = "Thought" + ("" if message.reasoning_closed else " (cut off)")
         parts.append(f"<details><summary>{summary}</summary>\n{render_markdown(message.reasoning)}</details>")
-    if message.content or not message.tool_steps:
+    if message.content or not (message.tool_steps or message.images):
         parts.append(render_markdown(message.content) if message.content else "<p><em>(empty)</em></p>")
     parts.append("</div>")
     return "\n".join(parts)
 
 
-def chat_html(record: ChatRecord) -> str:
-    """One chat as an HTML <section>: the branch it shows."""
+def chat_html(record: ChatRecord, media: ExportMedia | None = None) -> str:
+    """One chat as an HTML <section>: the branch it shows, its images inline as `media` reads them."""
     c = record.conversation
     shown, versions = record.branch(), record.versions()
     head = [
@@ -66,19 +92,21 @@ def chat_html(record: ChatRecord) -> str:
     if c.settings.system_prompt:
         head.append(f"<details><summary>System prompt</summary>\n{highlight_code(c.settings.system_prompt, '')}"
                     "</details>")
-    body = [_message_html(m, message_notes(m, versions)) for m in shown]
+    body = [_message_html(m, message_notes(m, versions), media) for m in shown]
     return "\n".join([*head, *body, "</section>"])
 
 
-def to_html(records: list[ChatRecord]) -> str:
-    """The chats as one HTML document (the first chat's title as its title)."""
+def to_html(records: list[ChatRecord], media: ExportMedia | None = None) -> str:
+    """The chats as one HTML document (the first chat's title as its title), images inline (None: named)."""
     title = display_title(records[0].conversation.title) if len(records) == 1 else "Tailor chats"
-    sections = "\n<hr>\n".join(chat_html(r) for r in records)
+    sections = "\n<hr>\n".join(chat_html(r, media) for r in records)
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        # No script and nothing fetched, even if a message's link slipped through: the page says so itself.
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
+        # No script and nothing fetched, even if a message's link slipped through: the page says so itself
+        # (its images are `data:` URIs, the only source it allows them).
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline';"
+        " img-src data:\">\n"
         f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
         f"{sections}\n</body>\n</html>\n"
     )

@@ -7,8 +7,12 @@ branches: each user or assistant node with text is kept, tool calls and their ou
 steps of the reply they belong to (app/services/transfer/import_chatgpt_tools.py; text the model wrote
 just before a call is that step's text), and a node left out (the hidden system message, a reasoning
 recap, an empty message) hands the nodes under it to its nearest kept ancestor. A "thoughts" node becomes the reasoning of the reply under it; the first
-visible system text becomes the chat's system prompt; an image becomes "[image]". `current_node`
-(or its nearest kept ancestor) is the branch shown.
+visible system text becomes the chat's system prompt. An image the user sent (an `image_asset_pointer`
+part: `file-service://file-XXXX`) is taken from the export's folder as its node is read, when its file
+is there (import_media.py: `file-XXXX-photo.png`, through the media intake), and carried by the message;
+where it is not, the text says so in its place ("[image not in the export: file-XXXX]"). Any other image
+(a tool's, an assistant's) becomes "[image]". `current_node` (or its nearest kept ancestor) is the branch
+shown.
 
 A conversation whose tree is broken (a parent missing from the mapping, parents that go round in a
 cycle) is skipped with a line naming the node; the others are imported. Each chat's stable id is
@@ -22,9 +26,11 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
+from app.services.history.records import ImageRef
 from app.services.history.store import ChatSettings, Conversation
 from app.services.history.timestamps import checked_time
 from app.services.history.tool_steps import MAX_CALLS
+from app.services.media.errors import ImageRefused
 from app.services.transfer.import_chatgpt_tools import (
     NO_REPLY,
     PendingReply,
@@ -34,10 +40,12 @@ from app.services.transfer.import_chatgpt_tools import (
     parts_text,
     tool_name,
 )
+from app.services.transfer.import_media import ImportMedia
 from app.services.transfer.import_parsed import (
     MessageList,
     ParsedChat,
     SkippedChat,
+    left_out_images,
     mended_times,
     pack,
     unpack,
@@ -64,6 +72,7 @@ class _Node:
     mended: bool = False  # its create_time was no time (out of 1970–9999, not a number)
     tool: str = ""  # the tool called, or that answered
     failed: bool = False  # a tool's output that reports a failure
+    images: tuple[ImageRef, ...] = ()  # a user's message: its images, in the media store already
 
 
 @dataclass(slots=True)
@@ -74,11 +83,14 @@ class ReadConversation:
     nodes: dict[str, _Node] = field(default_factory=dict)
     has_mapping: bool = False
     is_object: bool = True
+    lost_images: list[str] = field(default_factory=list)  # images refused (a FIFO, a bomb), each named with why
 
 
-def read_conversation(stream: JsonStream, found: ReadConversation | None = None) -> ReadConversation:
+def read_conversation(stream: JsonStream, found: ReadConversation | None = None,
+                      media: ImportMedia | None = None) -> ReadConversation:
     """Read the conversation that starts here into `found`, whatever it holds (the stream is left after it;
-    when it breaks, `found` holds what was read before)."""
+    when it breaks, `found` holds what was read before); its user's images are taken in through `media`
+    (None: each said in its text to be not in the export)."""
     found = found if found is not None else ReadConversation()
     if stream.peek() != "{":
         stream.skip()
@@ -90,7 +102,7 @@ def read_conversation(stream: JsonStream, found: ReadConversation | None = None)
             for node_id in stream.items():
                 entry = stream.value()
                 if isinstance(entry, dict):  # anything else counts as missing
-                    found.nodes[node_id] = _node(entry)
+                    found.nodes[node_id] = _node(entry, media, found.lost_images)
         elif key in _FIELDS:
             found.fields[key] = stream.value()
         else:
@@ -129,6 +141,8 @@ def chat_of(read: ReadConversation) -> ParsedChat:
     conversation = Conversation(0, title or "ChatGPT chat", created, max(updated, created), settings)
     if tree.mended:
         notes.append(mended_times(tree.mended, "message"))
+    if read.lost_images:
+        notes.append(left_out_images(read.lost_images))
     if tree.dropped:
         notes.append(f"{tree.dropped:,} tool call{'' if tree.dropped == 1 else 's'} past the {MAX_CALLS:,} a reply "
                      "holds were left out")
@@ -149,7 +163,7 @@ def _dict(value: object) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _node(entry: dict) -> _Node:
+def _node(entry: dict, media: ImportMedia | None = None, lost: list[str] | None = None) -> _Node:
     parent = entry.get("parent") if isinstance(entry.get("parent"), str) else None
     message = entry.get("message")
     if not isinstance(message, dict):
@@ -171,10 +185,42 @@ def _node(entry: dict) -> _Node:
     if role == "tool":
         name = tool_name(_dict(message.get("author")).get("name"))
         return _Node(parent, "tool", pack(output_text(content)), created, tool=name, failed=output_failed(message))
-    text = _text(content)
-    if recipient != "all" or not text.strip():
+    if role == "user" and recipient == "all":
+        text, images = _user_content(content, media, lost if lost is not None else [])
+    else:
+        text, images = _text(content), ()
+    if recipient != "all" or not (text.strip() or images):
         return _Node(parent)  # addressed to a tool by someone else than the model, or empty
-    return _Node(parent, role, pack(text), created, mended=raw is not None and created is None)
+    return _Node(parent, role, pack(text), created, mended=raw is not None and created is None, images=images)
+
+
+def _user_content(content: dict, media: ImportMedia | None, lost: list[str]) -> tuple[str, tuple[ImageRef, ...]]:
+    """A user's text and images: each `image_asset_pointer` part taken from the export's folder through
+    `media` (its id: "file-XXXX" of "file-service://file-XXXX", "file_0000…" of "sediment://file_0000…"),
+    or said in its place in the text: "[image not in the export: file-XXXX]", or, when its file is there but
+    refused, "[image not imported: file-XXXX]" with why added to `lost`."""
+    parts = content.get("parts")
+    if content.get("content_type") != "multimodal_text" or not isinstance(parts, list):
+        return _text(content), ()
+    texts: list[str] = []
+    images: list[ImageRef] = []
+    for part in parts:
+        pointer = part.get("asset_pointer") if isinstance(part, dict) else None
+        if not (isinstance(pointer, str) and part.get("content_type") == "image_asset_pointer"):
+            texts.append(parts_text({"parts": [part]}))
+            continue
+        asset_id = pointer.rpartition("://")[2]
+        try:
+            found = media.asset(asset_id) if media is not None else None
+        except ImageRefused as exc:
+            lost.append(str(exc))
+            texts.append(f"[image not imported: {asset_id}]")
+            continue
+        if found is None:
+            texts.append(f"[image not in the export: {asset_id}]")
+        else:
+            images.append(found)
+    return "\n".join(t for t in texts if t), tuple(images)
 
 
 def _text(content: dict) -> str:
@@ -264,7 +310,7 @@ def _visit(tree: _Tree, node_id: str, node: _Node, where: _At, continues: bool) 
         if reply.open:  # a reply that wrote nothing after its last call, at the time of its last node
             above, thoughts = tree.add_reply(reply, thoughts, above, before), ()
         tree.mended += node.mended
-        return tree.messages.append("user", node.text, at, above), (), at, NO_REPLY
+        return tree.messages.append("user", node.text, at, above, images=node.images), (), at, NO_REPLY
     if node.role == "assistant":
         tree.mended += node.mended
         reply = reply.wrote(unpack(node.text))

@@ -1,4 +1,4 @@
-"""Chats from Tailor's own JSON export (app/services/transfer/export.py), version 1 to 3, read one at a time.
+"""Chats from Tailor's own JSON export (app/services/transfer/export.py), version 1 to 4, read one at a time.
 
 Version 2 writes `format` and `version` first, so the file is known before its first chat is read.
 Version 1 sorted every key, `chats` before them: its chats are skipped once to read what follows,
@@ -7,7 +7,10 @@ time: a chat of 100,000 messages is never held as JSON objects) and a chat that 
 left out with a line naming it and the field; a damaged file stops the reading (StreamError). A reply's
 tool steps (version 3) that fail their checks (tool_steps.py: types, statuses, at most MAX_CALLS calls,
 names of at most NAME_LIMIT characters) are left out of that reply alone, and a note says so; the
-rest of the chat is imported. No Qt here.
+rest of the chat is imported. A message's images (version 4) are taken into the history's media store as
+they are read (import_media.py: embedded, or from the folder beside the export, each checked against its
+sha256); one that is missing, refused or not the bytes named is left out of its message, named in a note.
+No Qt here.
 """
 
 from __future__ import annotations
@@ -16,27 +19,33 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 
-from app.services.history.records import ROLES
+from app.services.history.records import ROLES, ImageRef
 from app.services.history.settings_fields import parse_settings
 from app.services.history.store import MESSAGE_STATES, ChatSettings, Conversation
 from app.services.history.timestamps import checked_time
 from app.services.history.tool_steps import ToolStep, ToolStepsError, steps_from_data
+from app.services.media.errors import ImageRefused
 from app.services.transfer.export import FORMAT, VERSION
+from app.services.transfer.import_media import ImportMedia
 from app.services.transfer.import_parsed import (
     ChatImportError,
     MessageList,
     ParsedChat,
     SkippedChat,
+    left_out_images,
     mended_times,
 )
 from app.services.transfer.json_stream import JsonStream, StreamError
 
 _CHAT_KEYS = ("id", "title", "created", "updated", "settings", "folder", "pinned", "leaf")
+NAME_CHARS = 255  # of an image's name, as kept
 
 
-def tailor_items(stream: JsonStream, reopen: Callable[[int], JsonStream], name: str) -> Iterator[str | ParsedChat]:
+def tailor_items(stream: JsonStream, reopen: Callable[[int], JsonStream], name: str,
+                 media: ImportMedia | None = None) -> Iterator[str | ParsedChat]:
     """"tailor" once the file is known to be a Tailor export of a version this release reads, then each
-    chat: a ParsedChat, or a line saying why it was left out.
+    chat: a ParsedChat, or a line saying why it was left out. Images are taken in through `media` (None:
+    left out, with a note).
 
     Raises:
         ChatImportError: before anything is yielded: another format, a version unknown or newer.
@@ -55,7 +64,7 @@ def tailor_items(stream: JsonStream, reopen: Callable[[int], JsonStream], name: 
         elif len(header) == 2:
             version = _check(header, name)
             yield "tailor"
-            yield from _chats(stream, version)
+            yield from _chats(stream, version, media)
             streamed = True
         else:  # version 1: "chats" before "format" and "version"
             chats_at = stream.offset
@@ -67,7 +76,7 @@ def tailor_items(stream: JsonStream, reopen: Callable[[int], JsonStream], name: 
     if chats_at is None:
         raise ChatImportError(f'{name}: "chats" must be a list')
     yield "tailor"
-    yield from _chats(reopen(chats_at), version)
+    yield from _chats(reopen(chats_at), version, media)
 
 
 def _skip_unknown(stream: JsonStream, name: str) -> None:
@@ -94,18 +103,18 @@ def _check(header: dict, name: str) -> int:
     return version
 
 
-def _chats(stream: JsonStream, version: int) -> Iterator[str | ParsedChat]:
+def _chats(stream: JsonStream, version: int, media: ImportMedia | None) -> Iterator[str | ParsedChat]:
     for index in stream.elements():
-        yield _chat_item(stream, version, index)
+        yield _chat_item(stream, version, index, media)
 
 
-def _chat_item(stream: JsonStream, version: int, index: int) -> str | ParsedChat:
+def _chat_item(stream: JsonStream, version: int, index: int, media: ImportMedia | None) -> str | ParsedChat:
     """Read one chat; a ParsedChat, or the line that says why it is left out (the stream is after it)."""
     if stream.peek() != "{":
         stream.skip()
         return f"Skipped chat {index + 1}: it is not an object"
     data: dict[str, object] = {}
-    reading = _Messages(version)
+    reading = _Messages(version, media)
     for key in stream.items():
         if key == "messages" and stream.peek() == "[":
             data["messages"] = True
@@ -129,13 +138,14 @@ class _Messages:
     """A chat's messages, checked one at a time as they are read; after the first bad one, the rest are
     read past and dropped (the chat is left out whole)."""
 
-    def __init__(self, version: int):
-        self.version = version
+    def __init__(self, version: int, media: ImportMedia | None = None):
+        self.version, self.media = version, media
         self.messages = MessageList()
         self.problem = ""
         self.now = time.time()  # the time of a message whose own is no time
         self.mended = 0  # messages given `now`
         self.lost_steps: list[str] = []  # why each message's tool steps were left out ("message 3: ...")
+        self.lost_images: list[str] = []  # each image left out, named, with why ("message 1: a.png is not ...")
 
     def add(self, data: object, index: int) -> None:
         if self.problem:
@@ -158,12 +168,37 @@ class _Messages:
         created = checked_time(_field(data, "created", "time", where))
         if created is None:
             created, self.mended = self.now, self.mended + 1
-        self.messages.append(
-            role, _field(data, "content", "str", where), created, parent,
-            state=state, stats=_field(data, "stats", "object or null", where),
-            reasoning=_field(data, "reasoning", "str", where),
-            reasoning_closed=_field(data, "reasoning_closed", "bool", where), tool_steps=self._steps(data, where),
-        )
+        content, stats = _field(data, "content", "str", where), _field(data, "stats", "object or null", where)
+        reasoning = _field(data, "reasoning", "str", where)
+        closed = _field(data, "reasoning_closed", "bool", where)
+        steps = self._steps(data, where)
+        # Last, once the message is known to be whole: only then are its images stored.
+        self.messages.append(role, content, created, parent, state=state, stats=stats, reasoning=reasoning,
+                             reasoning_closed=closed, tool_steps=steps, images=self._images(data, where))
+
+    def _images(self, data: dict, where: str) -> tuple[ImageRef, ...]:
+        """The message's images (none before version 4), each taken into the media store; one that cannot
+        be is left out, and why is kept for the chat's note."""
+        listed = data.get("images", []) if self.version >= 4 else []
+        if not isinstance(listed, list):
+            self.lost_images.append(f'{where}: "images" must be a list, not {type(listed).__name__}')
+            return ()
+        refs = []
+        for number, item in enumerate(listed, 1):
+            given = item.get("name") if isinstance(item, dict) else None
+            name = " ".join(given.split())[:NAME_CHARS] if isinstance(given, str) and given.strip() else f"image {number}"
+            try:
+                if not isinstance(item, dict):
+                    raise ImageRefused(name, "is not an object")
+                if self.media is None:
+                    raise ImageRefused(name, "was not read (this import keeps no images)")
+                if "data" in item:
+                    refs.append(self.media.embedded(item["data"], name, item.get("sha256")))
+                else:
+                    refs.append(self.media.beside(name, item.get("sha256"), item.get("format"), item.get("file")))
+            except ImageRefused as exc:
+                self.lost_images.append(f"{where}: {exc}")
+        return tuple(refs)
 
     def _steps(self, data: dict, where: str) -> tuple[ToolStep, ...]:
         """The message's tool steps (none before version 3); steps that fail a check are left out, and why
@@ -213,6 +248,8 @@ def _parsed(data: dict, reading: _Messages, version: int) -> ParsedChat:
         count = len(reading.lost_steps)
         notes.append(f"the tool steps of {count} message{'' if count == 1 else 's'} could not be read and were left "
                      f"out ({reading.lost_steps[0]}{'; …' if count > 1 else ''})")
+    if reading.lost_images:
+        notes.append(left_out_images(reading.lost_images))
     messages = reading.messages
     if version == 1:
         return ParsedChat(uid, conversation, messages, notes=tuple(notes))

@@ -9,7 +9,9 @@ saying why; one whose stable id is there already is skipped (importing a file tw
 once); the chats already in the history are never touched. A file damaged part way (cut off, invalid
 JSON, not UTF-8) keeps the chats before the damage, and `ImportResult.error` says where it broke and
 how many were imported. The window runs `import_file` on a thread of its own, with its own ChatStore
-on the same file, and follows it with `on_progress` and stops it with `cancelled`. No Qt here.
+on the same file, and follows it with `on_progress` and stops it with `cancelled`. The chats' images go
+into the history's media store as they are read (import_media.py), just before their chat is saved; one
+that cannot be read is left out of its message and named in the chat's note. No Qt here.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import BinaryIO
 from app.services.history.problems import StoreUnwritableError
 from app.services.history.store import ChatStore
 from app.services.transfer.import_chatgpt import ReadConversation, chat_of, label, read_conversation
+from app.services.transfer.import_media import ImportMedia
 from app.services.transfer.import_parsed import ChatImportError, ParsedChat, SkippedChat
 from app.services.transfer.import_tailor import tailor_items
 from app.services.transfer.json_stream import JsonStream, StreamError
@@ -77,7 +80,7 @@ def import_file(
         total = os.fstat(file.fileno()).st_size
         progress = _Progress(on_progress, total, file)
         progress.report(0)
-        items = _items(JsonStream(file), file, name)
+        items = _items(JsonStream(file), file, name, ImportMedia(store.media, Path(path)))
         result = ImportResult(source=_read(lambda: _kind(items, name), path))
         try:
             _run(store, items, result, progress, cancelled, name)
@@ -197,15 +200,17 @@ def _read(first: Callable[[], str], path: Path) -> str:
         raise ChatImportError(f"Cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _items(stream: JsonStream, file: BinaryIO, name: str) -> Iterator[str | ParsedChat]:
-    """The file's kind ("tailor" or "chatgpt"), then its chats (a ParsedChat, or a line for one left out)."""
+def _items(stream: JsonStream, file: BinaryIO, name: str, media: ImportMedia | None = None,
+           ) -> Iterator[str | ParsedChat]:
+    """The file's kind ("tailor" or "chatgpt"), then its chats (a ParsedChat, or a line for one left out), their
+    images taken into the media store through `media` (None, as for a probe: none is)."""
     first = stream.peek()
     if first == "":
         raise ChatImportError(f"{name} is not a Tailor chat export: it is empty")
     if first == "{":
-        yield from tailor_items(stream, lambda at: _reopen(file, at), name)
+        yield from tailor_items(stream, lambda at: _reopen(file, at), name, media)
     elif first == "[":
-        yield from _chatgpt_items(stream)
+        yield from _chatgpt_items(stream, media)
     else:
         stream.value()  # JSON or not, it is no export: say what is wrong with it when it is not JSON
         raise ChatImportError(f"{name} is not a Tailor chat export")
@@ -216,7 +221,7 @@ def _reopen(file: BinaryIO, offset: int) -> JsonStream:
     return JsonStream(file, start=offset)
 
 
-def _chatgpt_items(stream: JsonStream) -> Iterator[str | ParsedChat]:
+def _chatgpt_items(stream: JsonStream, media: ImportMedia | None) -> Iterator[str | ParsedChat]:
     indexes = stream.elements()
     if next(indexes, None) is None:
         yield "chatgpt"  # an empty list: ChatGPT's export of no conversations
@@ -225,7 +230,7 @@ def _chatgpt_items(stream: JsonStream) -> Iterator[str | ParsedChat]:
     found = ReadConversation()
     damage = None
     try:
-        read_conversation(stream, found)
+        read_conversation(stream, found, media)  # a mapping's images are stored only in a ChatGPT export
     except StreamError as exc:
         damage = exc
     if not found.has_mapping:  # no mapping seen before it ended or broke: not ChatGPT's
@@ -239,7 +244,7 @@ def _chatgpt_items(stream: JsonStream) -> Iterator[str | ParsedChat]:
     yield first
     first = None
     for index in indexes:
-        yield _chatgpt_chat(read_conversation(stream), index)
+        yield _chatgpt_chat(read_conversation(stream, media=media), index)
     stream.expect_end()
 
 

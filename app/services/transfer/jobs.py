@@ -13,8 +13,9 @@ from pathlib import Path
 
 from app.services.history.store import ChatStore
 from app.services.transfer.export import ChatRecord, iter_chats, json_chunks, load_chats
-from app.services.transfer.export_files import render, write_export_file, write_export_folder
+from app.services.transfer.export_files import export_media, render, write_export_file, write_export_folder
 from app.services.transfer.importer import ImportProgress, ImportResult, import_file
+from app.services.transfer.user_files import check_target
 
 
 class ExportError(Exception):
@@ -22,22 +23,33 @@ class ExportError(Exception):
 
 
 def export_chats(db_path: Path, ids: list[int] | None, fmt: str, target: Path, each: bool = False,
-                 overwrite: bool = False) -> int:
+                 overwrite: bool = False, *, embed_media: bool = False, problems: list[str] | None = None) -> int:
     """Write the chats `ids` (None: all) as `fmt` ("md", "json", "html") to the file `target`, or with `each`
     a file per chat into the folder `target` (named after its title); how many chats were written. An existing
-    file is replaced only with `overwrite` (TargetExists otherwise: the window asks, then runs it again)."""
+    file is replaced only with `overwrite` (TargetExists otherwise: the window asks, then runs it again).
+
+    Images: inline in HTML; in JSON embedded with `embed_media`, else written into `<target name>-media/`
+    beside it, as for Markdown (export_files.export_media). Each image that could not be exported (its
+    stored file missing or damaged) is left out and a line added to `problems`."""
     store = ChatStore(db_path, recover=False)  # the window may be writing a reply now
     try:
         if each:
-            count = write_export_folder(target, load_chats(store, ids), fmt, overwrite=overwrite)
-        elif fmt == "json":  # a chat at a time: a large history is not held in memory twice
-            counted = [0]
-            write_export_file(target, json_chunks(_counting(iter_chats(store, ids), counted)), overwrite=overwrite)
-            count = counted[0]
+            count = write_export_folder(target, load_chats(store, ids), fmt, overwrite=overwrite,
+                                        media_store=store.media, embed_media=embed_media, problems=problems)
         else:
-            records = load_chats(store, ids)
-            write_export_file(target, [render(fmt, records)], overwrite=overwrite)
-            count = len(records)
+            media = export_media(store.media, fmt, target, embed=embed_media, overwrite=overwrite)
+            if fmt == "json":  # a chat at a time: a large history is not held in memory twice
+                counted = [0]
+                write_export_file(target, json_chunks(_counting(iter_chats(store, ids), counted), media),
+                                  overwrite=overwrite)
+                count = counted[0]
+            else:
+                check_target(target, overwrite=overwrite)  # refused before any image is written beside it
+                records = load_chats(store, ids)
+                write_export_file(target, [render(fmt, records, media)], overwrite=overwrite)
+                count = len(records)
+            if problems is not None:
+                problems += media.problems
     finally:
         store.close()
     if count == 0:

@@ -16,7 +16,7 @@ import errno
 import os
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from models.formats.local_file import kind_of
@@ -79,6 +79,25 @@ def write_whole(path: Path, chunks: Iterable[str], *, overwrite: bool) -> None:
     Raises:
         TargetRefused, TargetExists: as `check_target`, checked before and again at the end.
     """
+    def fill(fd: int) -> None:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            for chunk in chunks:
+                f.write(chunk)
+
+    _write(path, fill, overwrite)
+
+
+def write_bytes_whole(path: Path, data: bytes, *, overwrite: bool) -> None:
+    """Write `data` to `path` whole or not at all, as `write_whole` writes text (an exported image)."""
+    def fill(fd: int) -> None:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+
+    _write(path, fill, overwrite)
+
+
+def _write(path: Path, fill: Callable[[int], None], overwrite: bool) -> None:
+    """`fill` writes (and closes) the descriptor of a temporary file beside `path`, which then takes its place."""
     check_target(path, overwrite=overwrite)
     try:
         fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
@@ -86,9 +105,7 @@ def write_whole(path: Path, chunks: Iterable[str], *, overwrite: bool) -> None:
         raise TargetRefused(f"Cannot write {path}: {exc.strerror or exc}") from None
     temp = Path(temp_name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for chunk in chunks:
-                f.write(chunk)
+        fill(fd)
         os.chmod(temp, 0o666 & ~_umask())  # mkstemp's file is private; an export is as any file the user writes
         _put_in_place(temp, path, overwrite)
     except OSError as exc:

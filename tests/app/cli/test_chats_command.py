@@ -13,10 +13,12 @@ import pytest
 
 from app.cli.main import main
 from app.services.history.store import ChatStore
+from app.services.media.intake import read_image
 from app.services.paths import AppPaths
 from app.services.transfer.export import load_chats, to_json
 from tests.app.cli.test_chat_command import tailor
 from tests.app.services.history.history_files import chats_of
+from tests.app.services.media.images import red_square, save
 from tests.app.services.transfer.test_export import add_branches, make_history
 from tests.app.services.transfer.test_import_chatgpt import chatgpt_export
 
@@ -133,6 +135,34 @@ def test_export_all_to_one_file_or_one_file_per_chat_in_a_folder(home: Path, tmp
     names = sorted(p.name for p in folder.iterdir())
     assert len(names) == 2 and names[0].startswith("Code - -b-HTML-b-") and names[1].startswith("Maths-")
     assert all(n.endswith(".html") for n in names)
+
+
+def test_export_carries_images_beside_the_file_or_embedded_and_import_takes_them_back(home: Path, tmp_path: Path,
+                                                                                     capsys):
+    photo = read_image(save(red_square(), tmp_path / "photo.png", "PNG"))
+    store = ChatStore(AppPaths.default().chat_db)
+    chat = store.create_conversation("Picture")
+    store.add_message(chat.id, "user", "What is this?", images=[photo])
+    store.close()
+    target = tmp_path / "out.json"
+    assert run(capsys, "export", "--chat", str(chat.id), "--format", "json", "-o", str(target))[0] == 0
+    assert (tmp_path / "out-media" / f"{photo.sha256}.png").read_bytes() == photo.original
+    code, out, err = run(capsys, "export", "--chat", str(chat.id), "--format", "json", "--embed-media")
+    assert code == 0 and err == ""
+    embedded = tmp_path / "embedded.json"
+    embedded.write_text(out)
+    for source, db in ((target, "beside.sqlite3"), (embedded, "embedded.sqlite3")):
+        code, _, err = run(capsys, "import", str(source), "--db", str(tmp_path / db))
+        assert code == 0 and err == ""
+        other = ChatStore(tmp_path / db)
+        assert [m.images for m in other.list_messages(other.list_conversations()[0].id)][0][0].sha256 == photo.sha256
+        assert other.media.read(photo.sha256) == photo.original
+        other.close()
+    ChatStore(AppPaths.default().chat_db).media.remove(photo.sha256)  # gone from the history: said, not fatal
+    code, out, err = run(capsys, "export", "--chat", str(chat.id), "--format", "md")
+    assert code == 0 and "*\\[image: photo.png\\]*" in out
+    code, out, err = run(capsys, "export", "--chat", str(chat.id), "--format", "html")
+    assert code == 0 and err.startswith("tailor: photo.png was left out of the export: The image")
 
 
 def test_export_errors_are_one_line(home: Path, tmp_path: Path, capsys):

@@ -10,7 +10,14 @@ from contextlib import closing
 import pytest
 
 from app.services.history.recovery import recover_history
-from app.services.history.store import SCHEMA_VERSION, ChatStore, ImageRef, StoreUnwritableError
+from app.services.history.store import (
+    SCHEMA_VERSION,
+    ChatStore,
+    HistoryProblem,
+    ImageRef,
+    StoreDamagedError,
+    StoreUnwritableError,
+)
 from app.services.media.intake import PreparedImage, read_image
 from tests.app.services.history.history_files import Medium, chats_of, old_history
 from tests.app.services.media.images import red_square, save
@@ -156,3 +163,13 @@ def test_a_recovered_history_keeps_the_images_of_its_messages(tmp_path, photos):
         assert store._db.execute("SELECT count(*) FROM message_media").fetchone()[0] == 2
     finally:
         store.close()
+
+
+def test_a_stand_in_for_a_damaged_history_never_collects_its_files(store, photos):
+    chat = store.create_conversation()
+    store.add_message(chat.id, "user", "x", images=photos)
+    stand_in = ChatStore.unavailable(StoreDamagedError(HistoryProblem("damaged", store.path, "malformed")))
+    assert stand_in.list_conversations() == [] and stand_in.media.folder == store.media.folder
+    assert stand_in.collect_media(grace_s=0) is None  # it names nothing: every file would look unused
+    assert store.media.hashes() == {p.sha256 for p in photos}
+    stand_in.close()

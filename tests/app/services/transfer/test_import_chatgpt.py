@@ -112,7 +112,8 @@ def test_a_real_shaped_export_keeps_every_branch(store: ChatStore):
     assert (conversation.created, conversation.updated) == (1717236000.123456, 1717236900.654321)
     chart = _chat(store, "Reading a chart")
     assert _tree(store, chart) == [
-        (1, None, "user", "[image]\nWhat does this chart say?"),  # the hidden custom instructions left out
+        # The hidden custom instructions left out; the chart is not beside the file.
+        (1, None, "user", "[image not in the export: file-Ab12Cd34Ef56]\nWhat does this chart say?"),
         (2, 1, "assistant", "Sales rose every quarter; Q4 doubled Q1."),  # the code call and its output: a step
     ]
     (step,) = store.list_messages(chart)[1].tool_steps
@@ -166,7 +167,7 @@ def test_broken_trees_are_skipped_by_name_and_the_others_imported(store: ChatSto
     assert result.imported == ["Greetings", "Tools and images"] and result.error is None
     assert chats_of(store) == [
         ("Greetings", ["Hi", "Hey!", "Some code?", "```python\nprint('hi')\n```"]),
-        ("Tools and images", ["[image]\nWhat is this?", "A cat."]),
+        ("Tools and images", ["[image not in the export: x]\nWhat is this?", "A cat."]),
     ]
     greetings = _chat(store, "Greetings")
     assert [m.content for m in store.all_messages(greetings)][:3] == ["Hi", "Hello (the first try)", "Hey!"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.services.history.store import ChatStore, Conversation, Message
-from app.services.transfer.export import load_chats, to_json
+from app.services.transfer.export import VERSION, load_chats, to_json
 from app.services.transfer.importer import ChatImportError, ParsedChat, import_chats, import_file, probe_file
 from tests.app.services.history.history_files import chats_of
 from tests.app.services.transfer.test_export import add_branches, make_history
@@ -145,8 +145,8 @@ def _refused(exported: Path) -> dict[str, tuple[str, str]]:
         "another format": (json.dumps({"format": "something", "chats": []}), 'no "format": "tailor-chats"'),
         "a list": ("[1, 2]", "not a Tailor chat export (nor ChatGPT's conversations.json)"),
         "a number": ("42", "is not a Tailor chat export"),
-        "newer version": (json.dumps({**doc, "version": 4}), "written by a newer Tailor (export version 4; this one"
-                                                             " reads up to 3)"),
+        "newer version": (json.dumps({**doc, "version": VERSION + 1}),
+                          f"written by a newer Tailor (export version {VERSION + 1}; this one reads up to {VERSION})"),
         "version 0": (json.dumps({**doc, "version": 0}), "unknown export version 0"),
         "chats not a list": (json.dumps({"format": "tailor-chats", "version": 2, "chats": {}}), '"chats" must be a list'),
         "no chats": (json.dumps({"format": "tailor-chats", "version": 2}), '"chats" must be a list'),
