@@ -81,6 +81,8 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_model_path(self.session.model_path)
         self.settings_panel.set_presets(self.session.store.list_presets())
         self._open_initial()
+        # Images of chats deleted within the store's grace period last time (app/services/media/store.py).
+        self.session.store.collect_media()
         restore_window(self, self.layout_state, app_settings())  # its size, splitter and side panel as last closed
         self.composer.setFocus()
 
