@@ -153,8 +153,8 @@ def run_chat(args: argparse.Namespace) -> int:
     paths = AppPaths.default()
     configure_logging(paths.app_log)
     client = EngineClient(log_path=paths.engine_log)
-    client.start()
     try:
+        client.start()
         # GPU layers, KV type and flash attention as the decision tree plans them for this machine.
         planner = LoadPlanner(prefix_cache_dir=paths.prefix_cache, drafts=library_drafts(paths.data_dir))
         planned = planner.plan_load(str(model), replace(_load_settings(args), mmproj=mmproj))

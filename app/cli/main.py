@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import multiprocessing
 import sys
 from collections.abc import Callable
 from importlib import metadata
@@ -78,7 +79,17 @@ def main(argv: list[str] | None = None, open_window: OpenWindow | None = None) -
         # What was done stays done: an import's chats are each written whole, a pull's partial
         # download is kept and resumed by the next pull.
         print("tailor: interrupted", file=sys.stderr)
+        _end_children()
         return 130
+
+
+def _end_children() -> None:
+    """Kill what an interrupted command started and did not stop (an engine process Ctrl+C came while it
+    started, before the command could ask it to exit): at exit, multiprocessing would wait for each, and a
+    hung one (or one stopped: SIGTERM waits until it runs again) would keep the command from ever ending."""
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join(2.0)
 
 
 def _version() -> str:
