@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import QObject, Qt, QUrl
-from PySide6.QtGui import QColor, QImage, QKeySequence, QPixmap, QShortcut, QTextDocument
+from PySide6.QtGui import QGuiApplication, QImage, QKeySequence, QPalette, QPixmap, QShortcut, QTextDocument
 from PySide6.QtWidgets import QDialog, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from app.gui.common.jobs import Jobs
@@ -77,7 +77,7 @@ class TranscriptImages(QObject):
             self._jobs.run(lambda: self._decode_thumb(sha256), lambda img: self._thumb_ready(sha256, img),
                            lambda exc: self._thumb_failed(sha256, exc))
         blank = QImage(max(1, size[0]), max(1, size[1]), QImage.Format.Format_RGB32)
-        blank.fill(QColor(128, 128, 128, 60))
+        blank.fill(QGuiApplication.palette().color(QPalette.ColorRole.Midlight))
         return blank
 
     def _decode_thumb(self, sha256: str) -> QImage:
