@@ -40,11 +40,10 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check app engine models tests
 	$(BIN)/lint-imports
 
-# TEST_WORKERS=2: two pytest-xdist workers (half the suite waits on processes, sockets and the event loop,
-# so two keep 2 cores busy: 14 min against 20); tests that share a costly session fixture stay on one
-# worker (tests/conftest.py). One process by default until the greedy comparisons across cache states are
-# robust to another worker's timing (README, Tests and benchmarks).
-TEST_WORKERS ?= 0
+# Two pytest-xdist workers (half the suite waits on processes, sockets and the event loop, so two keep 2 cores
+# busy: 15 min against 20); tests that share a costly session fixture stay on one worker (tests/conftest.py).
+# TEST_WORKERS=0 runs it in one process (README, Tests and benchmarks).
+TEST_WORKERS ?= 2
 test: lint
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -m "not slow" $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 
