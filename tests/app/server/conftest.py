@@ -55,11 +55,15 @@ def client(server: ServerThread) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
 
 
+FORMAT_SETTINGS = LoadSettings(n_ctx=2048)
+
+
 @contextlib.contextmanager
-def format_server(model: Path, logs: Path) -> Iterator[ServerThread]:
-    """Tailor's server over an engine of its own with `model` (a format model: another template)."""
+def format_server(model: Path, logs: Path, settings: LoadSettings = FORMAT_SETTINGS) -> Iterator[ServerThread]:
+    """Tailor's server over an engine of its own with `model` (a format model: another template), loaded with
+    `settings` (a projector, say)."""
     engine = OwnEngine(log_path=logs / "engine.log")
-    engine.load(model, LoadSettings(n_ctx=2048))
+    engine.load(model, settings)
     thread = ServerThread(engine.client, engine.model_info, ServerConfig(port=0)).start()
     try:
         yield thread

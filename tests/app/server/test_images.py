@@ -14,11 +14,9 @@ import openai
 import pytest
 from PIL import Image
 
-from app.server.config import ServerConfig
-from app.server.own_engine import OwnEngine
 from app.server.runner import ServerThread
 from app.services.load_settings import LoadSettings
-from tests.app.server.conftest import served_model
+from tests.app.server.conftest import format_server, served_model
 from tests.app.server.test_rejections import assert_error
 from tests.fixtures.tiny_projector import TinyProjectorSpec, write_tiny_projector
 
@@ -27,15 +25,8 @@ from tests.fixtures.tiny_projector import TinyProjectorSpec, write_tiny_projecto
 def vision_server(starter_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     folder = tmp_path_factory.mktemp("vision")
     projector = write_tiny_projector(folder / "mmproj-gemma3.gguf", TinyProjectorSpec(projector_type="gemma3"))
-    engine = OwnEngine(log_path=folder / "engine.log")
-    info = engine.load(starter_model, LoadSettings(n_ctx=2048, mmproj=str(projector)))
-    assert info.vision
-    thread = ServerThread(engine.client, engine.model_info, ServerConfig(port=0)).start()
-    try:
+    with format_server(starter_model, folder, LoadSettings(n_ctx=2048, mmproj=str(projector))) as thread:
         yield thread
-    finally:
-        thread.stop()
-        engine.shutdown()
 
 
 def png_url(colour: tuple[int, int, int], size: tuple[int, int] = (80, 60)) -> str:
