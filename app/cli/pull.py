@@ -10,7 +10,13 @@ from typing import Any, TextIO
 from app.services.paths import AppPaths
 from app.services.planning.draft_finder import library_drafts
 from app.services.planning.machine import detect_machine
-from app.services.planning.pull_plan import build_request, torch_available, with_extras
+from app.services.planning.pull_plan import (
+    build_request,
+    projector_fit,
+    projector_for,
+    torch_available,
+    with_extras,
+)
 from models.download.downloader import Downloader
 from models.download.request import DownloadError, Progress
 from models.formats.errors import InvalidModelFile
@@ -125,7 +131,11 @@ def _choose(client: HubClient, details: RepoDetails, args: argparse.Namespace,
     plan = make_plan(machine, candidates, context=args.ctx, torch_ok=torch_ok)
     print(f"Plan: {plan.quant or plan.format} — {plan.reasons[-1]}", file=sys.stderr)
     group = next((g for g in groups if g.paths == plan.files), None)
-    return with_extras(details, group) if group else plan.files
+    if group is None:
+        return plan.files
+    chosen = [c for c in candidates if c.files == plan.files]
+    fits = projector_fit(machine, lambda m: make_plan(m, chosen, context=args.ctx, torch_ok=torch_ok), plan)
+    return with_extras(details, group, projector_for(details, group, fits) if group.format == "gguf" else None)
 
 
 class TerminalProgress:

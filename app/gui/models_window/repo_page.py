@@ -317,7 +317,7 @@ class RepoPage(QWidget):
             return
         details = self.assessment.details
         try:
-            request = build_request(self._client, details, with_extras(details, g.group), "main")
+            request = build_request(self._client, details, with_extras(details, g.group, g.projector), "main")
         except Exception as exc:  # a refused name: say so on the page
             self.status.setText(describe_error(exc))
             return

@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from models.download.request import DownloadFile, DownloadRequest
 from models.hub.client import HubClient, RepoDetails
@@ -18,6 +19,7 @@ from models.plan.context import AUTO_CONTEXT_CAP
 from models.plan.decision_tree import Plan, make_plan
 from models.plan.machine import Machine
 from models.plan.sources import repo_candidates
+from models.units import human_size
 
 # Small files a safetensors checkpoint needs beside its weights.
 CHECKPOINT_EXTRAS = (".json", ".txt", ".model", ".tiktoken", ".jinja")
@@ -29,11 +31,12 @@ def torch_available() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def with_extras(details: RepoDetails, group: FileGroup) -> tuple[str, ...]:
+def with_extras(details: RepoDetails, group: FileGroup, projector: str | None = None) -> tuple[str, ...]:
     """The group's files, plus the config/tokenizer files a safetensors checkpoint needs, or the projector a
-    GGUF model of a vision repo sees through (`projector_for`)."""
+    GGUF model of a vision repo sees through: `projector` where the caller chose it (GroupVerdict.projector,
+    picked by fit), else `projector_for`'s pick by precision alone."""
     if group.format == "gguf":
-        projector = projector_for(details, group)
+        projector = projector or projector_for(details, group)
         return group.paths + ((projector,) if projector else ())
     if group.format == "mmproj":
         return group.paths
@@ -46,10 +49,14 @@ def with_extras(details: RepoDetails, group: FileGroup) -> tuple[str, ...]:
 _PROJECTOR_PRECISION = ("F16", "BF16", "Q8_0", "F32")
 
 
-def projector_for(details: RepoDetails, model: FileGroup) -> str | None:
+Fits = Callable[[int], bool]  # whether a projector of so many bytes fits beside the model, costing it nothing
+
+
+def projector_for(details: RepoDetails, model: FileGroup, fits: Fits | None = None) -> str | None:
     """The projector file to download with a GGUF model of `details`: one in the model's own folder (repos
-    with a folder per quant keep one per folder), else at the repo's root, by _PROJECTOR_PRECISION; None
-    for a repo without one."""
+    with a folder per quant keep one per folder), else at the repo's root; the most precise by
+    _PROJECTOR_PRECISION that `fits` (F16 when it fits, else Q8_0...), the smallest when none does, or by
+    precision alone without `fits`; None for a repo without one."""
     folder = model.paths[0].rpartition("/")[0]
     projectors = [g for g in group_files(details.files) if g.format == "mmproj" and g.complete]
     near = [g for g in projectors if g.paths[0].rpartition("/")[0] == folder] or \
@@ -62,7 +69,26 @@ def projector_for(details: RepoDetails, model: FileGroup) -> str | None:
         return (_PROJECTOR_PRECISION.index(quant) if quant in _PROJECTOR_PRECISION else len(_PROJECTOR_PRECISION),
                 g.name)
 
-    return min(near, key=rank).paths[0]
+    ranked = sorted(near, key=rank)
+    if fits is None:
+        return ranked[0].paths[0]
+    return next((g for g in ranked if fits(g.total_size)), min(ranked, key=lambda g: g.total_size)).paths[0]
+
+
+def projector_fit(machine: Machine, plan_on: Callable[[Machine], Plan], alone: Plan) -> Fits:
+    """`Fits` for a model whose plan on `machine` is `alone`: a projector fits when the model planned again
+    with its bytes taken from the device it would go on (the GPU when any of the model's layers are there,
+    as the engine places it; else the RAM) keeps every GPU layer and the context. The bytes are the file's
+    (its weights, within a few KB); its compute buffer is counted once the header is read, at load."""
+    on_gpu = alone.n_gpu_layers > 0 and machine.has_gpu
+
+    def fits(size: int) -> bool:
+        less = (replace(machine, gpu_free_bytes=max(0, machine.gpu_free_bytes - size)) if on_gpu else
+                replace(machine, ram_available_bytes=max(0, machine.ram_available_bytes - size)))
+        plan = plan_on(less)
+        return plan.fits and plan.n_gpu_layers >= alone.n_gpu_layers and plan.context >= alone.context
+
+    return fits
 
 
 def download_file(client: HubClient, details: RepoDetails, path: str) -> DownloadFile:
@@ -94,6 +120,8 @@ class GroupVerdict:
         recommended: The decision tree picks this group for this machine.
         plan: The plan for this group alone (None when it cannot be planned).
         reasons: Why: the whole tree's reasons for the recommended group, else this group's.
+        projector: For a GGUF model of a vision repo, the projector downloaded with it (`projector_for`,
+            picked by what fits beside this plan).
     """
 
     group: FileGroup
@@ -101,6 +129,7 @@ class GroupVerdict:
     recommended: bool
     plan: Plan | None
     reasons: tuple[str, ...]
+    projector: str | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -159,9 +188,12 @@ def assess_candidates(details: RepoDetails, candidates: list[Candidate], machine
     torch_ok = torch_available() if torch_ok is None else torch_ok
     groups = group_files(details.files)
 
-    def plan_of(chosen: list[Candidate]) -> Plan:
-        return make_plan(machine, chosen, context=context, kv_type=kv_type, torch_ok=torch_ok,
+    def plan_of_on(on: Machine, chosen: list[Candidate]) -> Plan:
+        return make_plan(on, chosen, context=context, kv_type=kv_type, torch_ok=torch_ok,
                          auto_context_cap=auto_context_cap)
+
+    def plan_of(chosen: list[Candidate]) -> Plan:
+        return plan_of_on(machine, chosen)
 
     best = plan_of(candidates) if candidates else None
     by_files: dict[tuple[str, ...], Candidate] = {c.files: c for c in candidates}
@@ -175,10 +207,25 @@ def assess_candidates(details: RepoDetails, candidates: list[Candidate], machine
         plan = plan_of([candidate])
         recommended = best is not None and best.files == group.paths
         reasons = best.reasons if recommended and best is not None else plan.reasons
-        out.append(GroupVerdict(group, verdict_text(plan, machine), recommended, plan, tuple(reasons)))
+        projector = None
+        if group.format == "gguf":
+            fits = projector_fit(machine, lambda m, c=candidate: plan_of_on(m, [c]), plan)
+            projector = projector_for(details, group, fits)
+            if projector is not None:
+                reasons = (*reasons, _projector_reason(details, projector, plan, fits))
+        out.append(GroupVerdict(group, verdict_text(plan, machine), recommended, plan, tuple(reasons), projector))
     if not candidates and note is None:
         note = "the repo has no GGUF, AWQ, GPTQ or FP8 model files"
     return RepoAssessment(details, tuple(out), best, note)
+
+
+def _projector_reason(details: RepoDetails, projector: str, plan: Plan, fits: Fits) -> str:
+    f = details.file(projector)
+    size = f.size if f is not None else 0
+    where = "the GPU" if plan.n_gpu_layers > 0 else "the RAM"
+    why = (f"the most precise that fits in {where} beside this plan" if fits(size) else
+           f"the smallest; none fits in {where} beside this plan without taking from it")
+    return f"Projector {projector.rpartition('/')[2]} ({human_size(size)}) comes with it: {why}."
 
 
 def _no_candidate_reason(group: FileGroup) -> str:
