@@ -66,11 +66,14 @@ class BranchActions:
             return False
         messages = self.store.list_messages(self.current.id)
         at = next((i for i, m in enumerate(messages) if m.id == message_id and m.role == "user"), None)
-        if at is None or self._outgrows(messages[:at], text, editing=True, edit_of=message_id):
+        if at is None:
+            return False
+        carried = messages[at].images if images is None else images
+        if self._outgrows(messages[:at], text, editing=True, edit_of=message_id, images=carried):
             return False
         try:
             self.store.add_message(self.current.id, "user", text, parent_id=messages[at].parent_id,
-                                   images=messages[at].images if images is None else images)
+                                   images=carried)
         except (StoreError, StoredMediaError):  # the disk filled up: the history, or the images beside it
             self.listener.history_failed()
             return False

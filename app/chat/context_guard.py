@@ -18,7 +18,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.chat.media_tokens import ImageTokenCount
 from app.services.history.store import Message
+
+Size = tuple[int, int]  # an image's width and height
 
 MESSAGE_OVERHEAD = 8  # role markers and separators a chat template adds around each message
 # Letter runs, single digits, whitespace runs, single ASCII symbols, single non-ASCII characters.
@@ -52,9 +55,12 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(n * _MARGIN) + MESSAGE_OVERHEAD
 
 
-def conversation_tokens(messages: Sequence[Message], system_prompt: str, new_text: str) -> int:
-    """Tokens of the prompt that answers `new_text` after `messages`: counted by the engine up to
-    the last reply that has stats, estimated after it (or throughout, when no reply has them)."""
+def conversation_tokens(messages: Sequence[Message], system_prompt: str, new_text: str,
+                        new_images: Sequence[Size] = (), image_tokens: ImageTokenCount | None = None) -> int:
+    """Tokens of the prompt that answers `new_text` (with images of `new_images` sizes) after `messages`:
+    counted by the engine up to the last reply that has stats, estimated after it (or throughout, when no
+    reply has them). Images count by `image_tokens` (the loaded projector's); without it, not at all: a
+    model without a projector is sent none."""
     known, rest = 0, list(messages)
     for i in range(len(messages) - 1, -1, -1):
         stats = messages[i].stats or {}
@@ -66,7 +72,11 @@ def conversation_tokens(messages: Sequence[Message], system_prompt: str, new_tex
     else:
         if system_prompt.strip():
             known = estimate_tokens(system_prompt)
-    return known + sum(estimate_tokens(m.content) for m in rest if m.content) + estimate_tokens(new_text)
+    text = sum(estimate_tokens(m.content) for m in rest if m.content) + estimate_tokens(new_text)
+    if image_tokens is None:
+        return known + text
+    sizes = [(i.width, i.height) for m in rest for i in m.images] + list(new_images)
+    return known + text + sum(image_tokens(w, h) for w, h in sizes)
 
 
 @dataclass(slots=True, frozen=True)
@@ -79,6 +89,7 @@ class ContextShortfall:
         needed: Tokens the reply needs: the prompt (see `conversation_tokens`) and its max tokens.
         n_ctx: The context it would be answered in.
         max_context: The largest context that fits this model here (the plan's); None when unknown.
+        images: The images it carries, as `carried` gave them (sizes alone go into `needed`).
     """
 
     text: str
@@ -87,6 +98,7 @@ class ContextShortfall:
     n_ctx: int
     max_context: int | None
     edit_of: int | None = None  # the message it replaces, when editing
+    images: tuple = ()  # the images it carries (PreparedImage or ImageRef), sent with it after a reload
 
     @property
     def can_reload(self) -> bool:
@@ -97,9 +109,11 @@ class ContextShortfall:
 def shortfall(
     messages: Sequence[Message], system_prompt: str, text: str, max_tokens: int, n_ctx: int,
     max_context: int | None = None, editing: bool = False, edit_of: int | None = None,
+    images: Sequence[Size] = (), image_tokens: ImageTokenCount | None = None, carried: tuple = (),
 ) -> ContextShortfall | None:
-    """The shortfall of answering `text` with up to `max_tokens` in `n_ctx` tokens; None when it fits."""
-    needed = conversation_tokens(messages, system_prompt, text) + max_tokens
+    """The shortfall of answering `text` (and `images`) with up to `max_tokens` in `n_ctx` tokens; None
+    when it fits."""
+    needed = conversation_tokens(messages, system_prompt, text, images, image_tokens) + max_tokens
     if needed <= n_ctx:
         return None
-    return ContextShortfall(text, editing, needed, n_ctx, max_context, edit_of)
+    return ContextShortfall(text, editing, needed, n_ctx, max_context, edit_of, carried)

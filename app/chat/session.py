@@ -29,6 +29,7 @@ from app.services.history.store import (
     ChatSettings,
     ChatStore,
     Conversation,
+    ImageRef,
     Message,
     Preset,
     StoreError,
@@ -330,7 +331,7 @@ class ChatSession(BranchActions, SessionTools):
             if self.current is None:
                 self.new_conversation()
             conversation = self.current
-            if self._outgrows(self.store.list_messages(conversation.id), text, editing=False):
+            if self._outgrows(self.store.list_messages(conversation.id), text, editing=False, images=images):
                 return False
             message = self.store.add_message(conversation.id, "user", text, images=images)
         except StoreError:  # the disk filled up meanwhile: the composer keeps the text
@@ -362,14 +363,17 @@ class ChatSession(BranchActions, SessionTools):
         """(context, largest context that fits or None) a reply with `settings` gets (ModelState.context_for)."""
         return self.model.context_for(self._load_settings(settings))
 
-    def _outgrows(self, messages: list[Message], text: str, editing: bool, edit_of: int | None = None) -> bool:
-        """Whether answering `text` after `messages` would outgrow the context (`context_outgrown` is told)."""
+    def _outgrows(self, messages: list[Message], text: str, editing: bool, edit_of: int | None = None,
+                  images: Sequence[PreparedImage | ImageRef] = ()) -> bool:
+        """Whether answering `text` (with `images`) after `messages` would outgrow the context
+        (`context_outgrown` is told)."""
         settings = self.current.settings
         context = self.context_of(settings)
         if context is None:
             return False
+        sizes = [(i.full_width, i.full_height) if isinstance(i, PreparedImage) else (i.width, i.height) for i in images]
         short = shortfall(messages, settings.system_prompt, text, settings.max_tokens, *context, editing=editing,
-                          edit_of=edit_of)
+                          edit_of=edit_of, images=sizes, image_tokens=self.model.image_tokens, carried=tuple(images))
         if short is not None:
             self.listener.context_outgrown(short)
         return short is not None
@@ -390,5 +394,5 @@ class ChatSession(BranchActions, SessionTools):
             larger = replace(load, n_ctx=short.max_context)
         self.update_settings(replace(settings, load=larger))
         if short.editing and short.edit_of is not None:
-            return self.edit_message(short.edit_of, short.text)
-        return self.send(short.text)
+            return self.edit_message(short.edit_of, short.text, list(short.images))
+        return self.send(short.text, short.images)

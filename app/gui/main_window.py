@@ -177,7 +177,7 @@ class MainWindow(QMainWindow):
     def _build_features(self) -> None:
         """The context question, the Server menu, Export and Import, Preferences."""
         # Asks before a chat that outgrows its context is sent.
-        self.context_prompt = ContextPrompt(self.session, self.composer, self)
+        self.context_prompt = ContextPrompt(self.session, self.composer, self, self.image_attach.strip)
         # Serve the loaded model; chat with a remote server.
         self.server_menu = ServerMenu(self.controller, self)
         self.menuBar().addMenu(self.server_menu.menu)

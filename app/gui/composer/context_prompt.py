@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QAbstractButton, QMessageBox, QWidget
 
 from app.chat.context_guard import ContextShortfall
 from app.chat.session import ChatSession
+from app.gui.composer.attachments import Attachments
 from app.gui.composer.message_box import Composer
 
 
@@ -64,6 +65,7 @@ class ContextPrompt(QObject):
         session: the chat session (it reloads with the larger context and sends).
         composer: the message box that holds the message meanwhile.
         parent: the widget the question is asked over (the window).
+        attachments: the images waiting above the box (sent with the message after a reload, then cleared).
 
     Signals:
         settings_changed(object): the chat's ChatSettings after a reload with a larger context (to show them).
@@ -73,9 +75,11 @@ class ContextPrompt(QObject):
     settings_changed = Signal(object)
     new_chat_requested = Signal()
 
-    def __init__(self, session: ChatSession, composer: Composer, parent: QWidget):
+    def __init__(self, session: ChatSession, composer: Composer, parent: QWidget,
+                 attachments: Attachments | None = None):
         super().__init__(parent)
         self.session, self.composer, self._parent = session, composer, parent
+        self.attachments = attachments
         self.dialog: OutgrownDialog | None = None
 
     @Slot(object)
@@ -100,6 +104,8 @@ class ContextPrompt(QObject):
             if sent:
                 composer.clear()
                 composer.set_editing(None)
+                if self.attachments is not None and not dialog.short.editing:  # they went with the message
+                    self.attachments.clear()
         elif button is dialog.new_chat_button:
             # The box still holds the message as typed (the question is window-modal); an edit of the
             # old chat's last message becomes a new message of the new chat.

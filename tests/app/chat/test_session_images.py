@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from PIL import Image
@@ -112,5 +113,34 @@ def test_a_stored_image_gone_from_disk_costs_that_image_alone(tmp_path: Path, st
         assert [m.id for m in first_user.media] == [kept.as_media().id]
         assert any(n.startswith("Sent without lost.png") for (n,) in chat.heard.of("notice"))
         assert chat.session.current is not None  # the chat is there, its text and its other image
+    finally:
+        chat.store.close()
+
+
+def test_images_that_outgrow_the_context_hold_the_message_back_and_go_with_it_after_the_reload(
+        tmp_path: Path, starter_model: Path):
+    chat = vision_chat(tmp_path, starter_model)
+    try:
+        settings = chat.session.current.settings
+        chat.session.update_settings(replace(settings, max_tokens=64, load=replace(settings.load, n_ctx=256)))
+        assert chat.session.model.image_tokens is not None  # the loaded projector's count
+        # the tiny gemma3 projector: 16 positions an image, and its markers counted high
+        per_image = chat.session.model.image_tokens(90, 60)
+        assert per_image >= 16
+        two = [read_image(picture(tmp_path / f"p{i}.png", "red")) for i in range(2)]
+        many = two * 4
+        assert chat.session.send("What are these?", two)  # fits
+        finish(chat, "Two red ones.")
+        assert chat.engine.loads[-1].n_ctx == 256
+        assert not chat.session.send("And these?", many)
+        (short,) = chat.heard.last("context_outgrown")
+        assert short.needed > 256 and short.images == tuple(many)
+        held = len(chat.store.list_messages(chat.session.current.id))
+        assert held == 2  # nothing was added
+        assert chat.session.send_with_larger_context(short)
+        chat.engine.pump()
+        assert chat.engine.loads[-1].n_ctx == short.max_context
+        sent = chat.engine.prompts[chat.engine.last_request][-1]
+        assert sent.content == "And these?" and len(sent.media) == len(many)
     finally:
         chat.store.close()
