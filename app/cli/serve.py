@@ -45,6 +45,11 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> None:
         "--allow-host", action="append", default=[], metavar="NAME",
         help="another name clients reach this server by (checked against the Host header; repeatable)",
     )
+    serve.add_argument(
+        "--allow-image-urls", action="store_true",
+        help="fetch images that requests name by http(s) URL (off: only inline data: URLs; on, the server "
+        "fetches any address a request names, up to 50 MB and 60 s each)",
+    )
     serve.add_argument("--ctx", type=int, default=DEFAULT_N_CTX, help="context length in tokens (%(default)s)")
     serve.add_argument(
         "--parallel", type=int, default=DEFAULT_PARALLEL, metavar="N",
@@ -65,7 +70,7 @@ def run_serve(args: argparse.Namespace) -> int:
     config = ServerConfig(
         host=args.host, port=args.port, api_key=args.api_key, allow_origins=tuple(args.allow_origin),
         allow_remote=args.allow_remote, allow_hosts=tuple(args.allow_host),
-        parallel=args.parallel, queue_timeout_s=args.queue_timeout,
+        parallel=args.parallel, queue_timeout_s=args.queue_timeout, allow_image_urls=args.allow_image_urls,
     )
     try:
         config.check()

@@ -1,4 +1,4 @@
-"""The body of a streamed /chat/completions request, in OpenAI's shape, tools included.
+"""The body of a streamed /chat/completions request, in OpenAI's shape, tools and images included.
 
 A conversation that used tools goes back as OpenAI has it: an assistant turn's calls in `tool_calls`
 (its content null when it wrote nothing besides), each tool's answer a `tool` turn naming the call it
@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from app.remote.media_parts import content_parts
 from engine.protocol import ChatMessage, ReplyShape, SamplingParams
 
 
@@ -45,6 +46,8 @@ def chat_body(model: str, messages: Sequence[ChatMessage], sampling: SamplingPar
 def message_json(message: ChatMessage) -> dict[str, Any]:
     """One turn as OpenAI's API takes it."""
     item: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.media and message.role == "user":
+        item["content"] = content_parts(message.content, message.media)
     if message.tool_calls:
         item["content"] = message.content or None
         item["tool_calls"] = [

@@ -37,6 +37,7 @@ def remote_model_info(endpoint: RemoteEndpoint) -> ModelInfo:
     return ModelInfo(
         path=endpoint.base, name=f"{endpoint.model} (remote)", architecture=ARCHITECTURE, n_ctx=0,
         n_ctx_train=0, n_params=0, size_bytes=0, has_chat_template=True,
+        vision=True,  # taken to see: a server whose model cannot answers the images with its own error
     )
 
 

@@ -77,6 +77,8 @@ class ServerConfig:
         max_connections: open connections at most; see app/server/connections.py.
         parallel: replies the server runs at once (the engine batches them); the others queue.
         queue_timeout_s: a queued request gets a 503 after waiting this long for its turn.
+        allow_image_urls: fetch the http(s) image URLs requests name (app/server/image_parts.py); off, only
+            inline data: URLs are taken.
     """
 
     host: str = "127.0.0.1"
@@ -91,6 +93,7 @@ class ServerConfig:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     parallel: int = DEFAULT_PARALLEL
     queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S
+    allow_image_urls: bool = False
 
     def check(self) -> None:
         """Raise ServerConfigError for settings that would expose the model by accident."""

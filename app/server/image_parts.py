@@ -1,7 +1,9 @@
 """OpenAI's `image_url` content parts: an image sent inline as a `data:` URL, checked and decoded here.
 
-Only `data:` URLs are taken: fetching an `http(s)` URL would make the server a client of any address a
-request names (another machine on the network, a slow or endless download). The base64 is checked for its
+`data:` URLs are taken. An `http(s)` URL is fetched only when the server was started with
+`--allow-image-urls` (ImageFetch), since it makes the server a client of any address a request names
+(another machine on its network, a slow or endless download); then with the download module's stall
+limit, deadline and the same byte cap as an inline image (models/download/small_fetch.py). The base64 is checked for its
 length before it is decoded, and the image goes through the same intake as the window's and the CLI's
 (app/services/media): formats by their magic bytes, pixels by their header before anything decodes them,
 so a decompression bomb costs nothing. Each refusal is a 400 naming the part.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Callable
 from typing import Any
 
 from app.server.errors import bad_param
@@ -19,6 +22,10 @@ from app.services.media.errors import MediaRefused
 from app.services.media.intake import image_from_bytes
 from app.services.media.limits import MAX_FILE_BYTES, check_image_count
 from engine.protocol import Media
+from models.download.request import DownloadError
+from models.download.small_fetch import fetch_small
+
+ImageFetch = Callable[[str], bytes]  # an http(s) URL's bytes, at most MAX_FILE_BYTES (or DownloadError)
 
 # data:[<media type>][;<parameter>]*;base64,<data>
 _DATA_URL = re.compile(r"data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<params>(?:;[\w.+-]+=[^;,]*)*);base64,", re.ASCII)
@@ -26,8 +33,9 @@ _DATA_URL = re.compile(r"data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<params>(?:;[\w.+-]
 _MAX_BASE64_CHARS = (MAX_FILE_BYTES + 2) // 3 * 4 + 1024
 
 
-def image_part(part: dict, param: str) -> Media:
-    """The image of one `{"type": "image_url", "image_url": {"url": ..., "detail": ...}}` part."""
+def image_part(part: dict, param: str, fetch: ImageFetch | None = None) -> Media:
+    """The image of one `{"type": "image_url", "image_url": {"url": ..., "detail": ...}}` part; an http(s)
+    URL is fetched with `fetch` where the server allows it, else refused."""
     value = part.get("image_url")
     url = value.get("url") if isinstance(value, dict) else value
     if not isinstance(url, str) or not url:
@@ -36,10 +44,17 @@ def image_part(part: dict, param: str) -> Media:
     if detail not in (None, "auto", "low", "high"):
         raise bad_param(f"{param}.image_url.detail", "'detail' must be auto, low or high.")
     match = _DATA_URL.match(url)
+    if match is None and url.lower().startswith(("http://", "https://")) and fetch is not None:
+        try:
+            data = fetch(url)
+        except DownloadError as exc:
+            raise bad_param(f"{param}.image_url", f"The image could not be fetched: {exc.message}.") from None
+        return _decoded(data, param)
     if match is None:
         if url.lower().startswith(("http://", "https://")):
             raise bad_param(f"{param}.image_url", "This server fetches no image URLs: send the image inline as a "
-                                                  "data: URL (data:image/png;base64,...).")
+                                                  "data: URL (data:image/png;base64,...), or start it with "
+                                                  "--allow-image-urls.")
         raise bad_param(f"{param}.image_url", "The image must be a base64 data: URL (data:image/png;base64,...).")
     encoded = url[match.end():]
     if len(encoded) > _MAX_BASE64_CHARS:
@@ -48,6 +63,10 @@ def image_part(part: dict, param: str) -> Media:
         data = base64.b64decode("".join(encoded.split()), validate=True)
     except (binascii.Error, ValueError):
         raise bad_param(f"{param}.image_url", "The image's base64 is malformed.") from None
+    return _decoded(data, param)
+
+
+def _decoded(data: bytes, param: str) -> Media:
     try:
         return image_from_bytes(data, name=f"The image of {param}").as_media()
     except MediaRefused as exc:
@@ -61,6 +80,11 @@ def images_of(images: list[Media], param: str) -> tuple[Media, ...]:
     except MediaRefused as exc:
         raise bad_param(param, f"{exc}.") from None
     return tuple(images)
+
+
+def fetch_image(url: str) -> bytes:
+    """ImageFetch under the download module's limits and the inline image's byte cap."""
+    return fetch_small(url, MAX_FILE_BYTES)
 
 
 def has_image_parts(body: Any) -> bool:

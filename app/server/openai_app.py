@@ -23,7 +23,7 @@ from app.server.config import ServerConfig
 from app.server.engine_port import EnginePort, model_id
 from app.server.errors import ApiError, from_engine
 from app.server.guard import ASGIApp, Guard
-from app.server.image_parts import has_image_parts
+from app.server.image_parts import ImageFetch, fetch_image, has_image_parts
 from app.server.params import CompletionParams, parse_chat, parse_completion
 from app.server.request_json import load_request_json
 from app.server.streaming import DONE_LINE, ClientGone, EventStream, sse, unless_disconnected
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def create_app(port: EnginePort, config: ServerConfig) -> ASGIApp:
     """The server's ASGI app, behind its Guard (Host, Origin, key, body size)."""
-    api = _Api(port)
+    api = _Api(port, fetch_image if config.allow_image_urls else None)
     routes = [
         Route("/v1/models", api.models, methods=["GET"]),
         Route("/v1/chat/completions", api.chat, methods=["POST"]),
@@ -62,8 +62,9 @@ async def _crash(request: Request, exc: Exception) -> Response:
 
 
 class _Api:
-    def __init__(self, port: EnginePort):
+    def __init__(self, port: EnginePort, fetch: ImageFetch | None):
         self.port = port
+        self.fetch = fetch  # image URLs, where the server allows them
 
     async def models(self, request: Request) -> Response:
         info = self.port.model
@@ -113,7 +114,7 @@ class _Api:
         if info is None:
             raise ApiError(503, "No model is loaded.", "server_error", None, "model_not_loaded")
         if chat and has_image_parts(body):  # decoding images takes a while: not on the event loop
-            params = await asyncio.to_thread(parse_chat, body, info)
+            params = await asyncio.to_thread(parse_chat, body, info, self.fetch)
         else:
             params = parse_chat(body, info) if chat else parse_completion(body, info)
         if params.model not in self.port.model_ids():

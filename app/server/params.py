@@ -13,7 +13,7 @@ from typing import Any
 
 from app.server.errors import ApiError, bad_param
 from app.server.field_policy import check_fields
-from app.server.image_parts import image_part, images_of
+from app.server.image_parts import ImageFetch, image_part, images_of
 from app.server.shape_params import message_tool_calls, parse_shape, tool_message_id
 from app.services.chat_defaults import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from engine.protocol import ChatMessage, Media, ModelInfo, ReplyShape, SamplingParams
@@ -37,7 +37,8 @@ class CompletionParams:
     shape: ReplyShape = ReplyShape()
 
 
-def parse_chat(body: Any, model: ModelInfo) -> CompletionParams:
+def parse_chat(body: Any, model: ModelInfo, fetch_image: ImageFetch | None = None) -> CompletionParams:
+    """A chat request checked; `fetch_image` fetches image URLs (None: they are refused)."""
     body = _object(body)
     check_fields(body, chat=True)
     n_ctx = model.n_ctx
@@ -51,7 +52,7 @@ def parse_chat(body: Any, model: ModelInfo) -> CompletionParams:
             400, f"The conversation has {len(messages)} messages; a context of {n_ctx} tokens cannot hold them.",
             param="messages", code="context_length_exceeded",
         )
-    parsed = _named_tool_turns([_message(m, i) for i, m in enumerate(messages)])
+    parsed = _named_tool_turns([_message(m, i, fetch_image) for i, m in enumerate(messages)])
     if not model.vision and any(m.media for m in parsed):
         raise ApiError(400, f"The model '{model.name}' cannot see images: it was loaded without a projector "
                             "(start `tailor serve` with a vision model and its --mmproj).", param="messages",
@@ -126,7 +127,7 @@ def _object(body: Any) -> dict:
     return body
 
 
-def _message(item: Any, index: int) -> ChatMessage:
+def _message(item: Any, index: int, fetch_image: ImageFetch | None = None) -> ChatMessage:
     param = f"messages[{index}]"
     if not isinstance(item, dict):
         raise bad_param(param, f"'{param}' must be an object with 'role' and 'content'.")
@@ -145,7 +146,7 @@ def _message(item: Any, index: int) -> ChatMessage:
             if kind == "text" and isinstance(part.get("text"), str):
                 texts.append(part["text"])
             elif kind == "image_url" and role == "user":
-                images.append(image_part(part, f"{param}.content[{j}]"))
+                images.append(image_part(part, f"{param}.content[{j}]", fetch_image))
             elif kind == "image_url":
                 raise bad_param(f"{param}.content[{j}]", "Images go in user messages.")
             else:

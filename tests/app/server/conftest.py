@@ -59,12 +59,13 @@ FORMAT_SETTINGS = LoadSettings(n_ctx=2048)
 
 
 @contextlib.contextmanager
-def format_server(model: Path, logs: Path, settings: LoadSettings = FORMAT_SETTINGS) -> Iterator[ServerThread]:
+def format_server(model: Path, logs: Path, settings: LoadSettings = FORMAT_SETTINGS,
+                  config: ServerConfig | None = None) -> Iterator[ServerThread]:
     """Tailor's server over an engine of its own with `model` (a format model: another template), loaded with
-    `settings` (a projector, say)."""
+    `settings` (a projector, say), listening as `config` says (None: on a free port)."""
     engine = OwnEngine(log_path=logs / "engine.log")
     engine.load(model, settings)
-    thread = ServerThread(engine.client, engine.model_info, ServerConfig(port=0)).start()
+    thread = ServerThread(engine.client, engine.model_info, config or ServerConfig(port=0)).start()
     try:
         yield thread
     finally:
