@@ -144,9 +144,10 @@ class ChatTransfer(QObject):
         if choice.scope != "each" and not Path(target).suffix:
             target, confirmed = target + f".{ext}", False  # a name typed without an extension
         ids = [current.id] if choice.scope == "chat" and current is not None else None
-        self._start_export(ids, ext, Path(target), choice.scope == "each", confirmed)
+        self._start_export(ids, ext, Path(target), choice.scope == "each", confirmed, choice.embed_media)
 
-    def _start_export(self, ids: list[int] | None, ext: str, path: Path, each: bool, overwrite: bool) -> None:
+    def _start_export(self, ids: list[int] | None, ext: str, path: Path, each: bool, overwrite: bool,
+                      embed_media: bool = False) -> None:
         self.exporting = True
         self.export_action.setEnabled(False)
         self._say(f"Exporting to {path}…", 0)
@@ -156,18 +157,24 @@ class ChatTransfer(QObject):
             if isinstance(exc, TargetExists) and not overwrite:
                 self._export_done()
                 if confirm_replace(self._parent, _replace_question(exc.paths, path, each)):
-                    self._start_export(ids, ext, path, each, True)
+                    self._start_export(ids, ext, path, each, True, embed_media)
                 else:
                     self._say("Export cancelled: nothing was replaced.")
                 return
             self._export_failed(exc)
 
-        self.jobs.run(lambda: export_chats(db, ids, ext, path, each, overwrite),
-                      lambda count: self._exported(count, path), failed)
+        problems: list[str] = []  # images left out (their stored file gone or damaged), appended by the job
+        self.jobs.run(lambda: export_chats(db, ids, ext, path, each, overwrite, embed_media=embed_media,
+                                           problems=problems),
+                      lambda count: self._exported(count, path, problems), failed)
 
-    def _exported(self, count: int, path: Path) -> None:
+    def _exported(self, count: int, path: Path, problems: list[str] = ()) -> None:
         self._export_done()
-        self._say(f"Exported {count} chat{'' if count == 1 else 's'} to {path}", RESULT_MS)
+        left_out = ""
+        if problems:
+            log.warning("export left out: %s", "; ".join(problems))
+            left_out = f"; {len(problems)} image{'' if len(problems) == 1 else 's'} left out: {problems[0]}"
+        self._say(f"Exported {count} chat{'' if count == 1 else 's'} to {path}{left_out}", RESULT_MS)
 
     def _export_failed(self, exc: BaseException) -> None:
         self._export_done()

@@ -1,4 +1,6 @@
-"""The Export dialog: which chats (this one, or all in one file, or all a file each) and in which format."""
+"""The Export dialog: which chats (this one, or all in one file, or all a file each), in which format, and for
+JSON whether the chats' images go inside the file or into a folder beside it (HTML always holds them inline,
+Markdown links to them in that folder)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Literal
 
 from PySide6.QtWidgets import (
     QButtonGroup,
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -29,6 +32,7 @@ FORMATS = {
 class ExportChoice:
     scope: Scope  # the open chat; all chats in one file; all chats, a file each in a folder
     fmt: str  # a key of FORMATS
+    embed_media: bool = False  # JSON: the images inside the file (base64), not in a folder beside it
 
 
 class ExportDialog(QDialog):
@@ -54,17 +58,27 @@ class ExportDialog(QDialog):
         self.format = QComboBox()
         for ext, (name, _filter) in FORMATS.items():
             self.format.addItem(name, ext)
+        self.embed_media = QCheckBox("Put the images inside the file (else in a folder beside it)")
+        self.embed_media.setToolTip("JSON only: HTML always holds its images; Markdown links to files beside it.")
+        self.format.currentIndexChanged.connect(self._format_changed)
+        self._format_changed()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Export…")
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         form = QFormLayout()
         form.addRow("Format:", self.format)
+        form.addRow("", self.embed_media)
         layout = QVBoxLayout(self)
         for button in (self.this_chat, self.all_one, self.all_each):
             layout.addWidget(button)
         layout.addLayout(form)
         layout.addWidget(buttons)
 
+    def _format_changed(self) -> None:
+        self.embed_media.setEnabled(self.format.currentData() == "json")
+
     def choice(self) -> ExportChoice:
-        return ExportChoice(self.scopes.checkedButton().property("scope"), self.format.currentData())
+        fmt = self.format.currentData()
+        return ExportChoice(self.scopes.checkedButton().property("scope"), fmt,
+                            fmt == "json" and self.embed_media.isChecked())

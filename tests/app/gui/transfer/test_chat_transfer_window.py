@@ -4,18 +4,21 @@ the status bar while the window goes on, and the chat list shows what came in.""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import threading
 from pathlib import Path
 
 import pytest
+from PIL import Image
 from PySide6.QtCore import Qt
 
 from app.gui.transfer import chat_transfer
 from app.gui.transfer.export_dialog import ExportChoice, ExportDialog
 from app.services.chat_defaults import DEFAULT_SYSTEM_PROMPT
 from app.services.history.store import ChatStore
+from app.services.media.intake import read_image
 from app.services.transfer.export import load_chats, safe_filename, to_json
 from app.services.transfer.jobs import import_chats as real_import_chats
 from tests.fixtures.chatgpt import __file__ as chatgpt_fixtures
@@ -58,9 +61,9 @@ def _export(qtbot, window, monkeypatch, choice: ExportChoice, target: Path) -> s
     ran_on = []
     real = chat_transfer.export_chats
 
-    def export_chats(*args):
+    def export_chats(*args, **kwargs):
         ran_on.append(threading.current_thread())
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(chat_transfer, "export_chats", export_chats)
     monkeypatch.setattr(chat_transfer, "choose_export", lambda parent, title: choice)
@@ -70,6 +73,40 @@ def _export(qtbot, window, monkeypatch, choice: ExportChoice, target: Path) -> s
     qtbot.waitUntil(lambda: not window.chat_transfer.exporting, timeout=WAIT_MS)
     assert ran_on and ran_on[0] is not threading.main_thread()  # written in the background
     return window.statusBar().currentMessage()
+
+
+def test_the_dialog_offers_images_inside_the_file_for_json_alone(qtbot):
+    dialog = ExportDialog(None, "Trip")
+    qtbot.addWidget(dialog)
+    for ext, embeddable in (("md", False), ("json", True), ("html", False)):
+        dialog.format.setCurrentIndex(dialog.format.findData(ext))
+        assert dialog.embed_media.isEnabled() is embeddable
+        dialog.embed_media.setChecked(True)
+        assert dialog.choice() == ExportChoice("chat", ext, embeddable)
+
+
+def test_a_chat_s_images_go_inside_a_json_export_or_beside_it(qtbot, window, monkeypatch, tmp_path):
+    picture = tmp_path / "red.png"
+    Image.new("RGB", (40, 30), "red").save(picture)
+    store = window.session.store
+    chat = store.create_conversation("A picture")
+    store.add_message(chat.id, "user", "What is it?", images=[read_image(picture)])
+    window.session.open_conversation(chat.id)
+
+    said = _export(qtbot, window, monkeypatch, ExportChoice("chat", "json", embed_media=True), tmp_path / "in.json")
+    (image,) = json.loads((tmp_path / "in.json").read_text(encoding="utf-8"))["chats"][0]["messages"][0]["images"]
+    assert base64.b64decode(image["data"]) == picture.read_bytes() and "file" not in image
+    assert not (tmp_path / "in-media").exists() and said == f"Exported 1 chat to {tmp_path / 'in.json'}"
+
+    _export(qtbot, window, monkeypatch, ExportChoice("chat", "json"), tmp_path / "beside.json")
+    (image,) = json.loads((tmp_path / "beside.json").read_text(encoding="utf-8"))["chats"][0]["messages"][0]["images"]
+    assert "data" not in image and (tmp_path / image["file"]).read_bytes() == picture.read_bytes()
+
+    # an image whose stored file is gone is left out, and the status bar says so
+    for stored in store.media.folder.rglob("*.png"):
+        stored.unlink()
+    said = _export(qtbot, window, monkeypatch, ExportChoice("chat", "json", embed_media=True), tmp_path / "gone.json")
+    assert said.startswith(f"Exported 1 chat to {tmp_path / 'gone.json'}; 1 image left out")
 
 
 def test_export_writes_this_chat_or_all_chats_in_each_format(qtbot, window, monkeypatch, tmp_path):
