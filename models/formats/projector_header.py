@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,12 @@ class ProjectorInfo:
         n_ff: Feed-forward width of the vision encoder (`clip.vision.feed_forward_length`); None where the
             file does not say or without vision.
         weights_by_type: Bytes of tensor data by ggml type name (`F16`, `Q8_0`, `F32`).
+        n_heads: Attention heads of the vision encoder (`clip.vision.attention.head_count`); None without
+            vision or transformer blocks.
+        window_pattern: Qwen2.5-VL's `clip.vision.n_wa_pattern` (every this-many-th layer attends to the
+            whole image, the others within windows); 0 where the file has none.
+        tensors: The file's tensors (names, types, shapes), which the compute forecast builds its graph of
+            (models/plan/projector_forecast.py).
     """
 
     source: str
@@ -143,6 +149,9 @@ class ProjectorInfo:
     n_layers: int | None
     weights_by_type: dict[str, int]
     n_ff: int | None = None
+    n_heads: int | None = None
+    window_pattern: int = 0
+    tensors: tuple[TensorInfo, ...] = field(default=(), repr=False)  # hundreds: left out of the repr
 
     @property
     def weights_bytes(self) -> int:
@@ -221,6 +230,10 @@ def projector_info(header: GgufHeader) -> ProjectorInfo:
         n_layers=vision["n_layers"],
         weights_by_type=_weights_by_type(header.tensors),
         n_ff=n_ff if has_vision and _is_int(n_ff := md.get("clip.vision.feed_forward_length")) and n_ff > 0 else None,
+        n_heads=heads if has_vision and _is_int(heads := md.get("clip.vision.attention.head_count")) and heads > 0
+        else None,
+        window_pattern=wa if has_vision and _is_int(wa := md.get("clip.vision.n_wa_pattern")) and wa > 0 else 0,
+        tensors=header.tensors,
     )
     if has_vision:
         _check_vision_shapes(header, info, fail)
