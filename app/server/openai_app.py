@@ -20,21 +20,21 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.server.config import ServerConfig
-from app.server.engine_port import EnginePort, model_id
 from app.server.errors import ApiError, from_engine
 from app.server.guard import ASGIApp, Guard
 from app.server.image_parts import ImageFetch, fetch_image, has_image_parts
+from app.server.model_router import ModelRouter
 from app.server.params import CompletionParams, parse_chat, parse_completion
 from app.server.request_json import load_request_json
 from app.server.streaming import DONE_LINE, ClientGone, EventStream, sse, unless_disconnected
-from engine.protocol import Done, Error, Event, Token, ToolCall
+from engine.protocol import Done, Error, Event, ModelInfo, Token, ToolCall
 
 log = logging.getLogger(__name__)
 
 
-def create_app(port: EnginePort, config: ServerConfig) -> ASGIApp:
-    """The server's ASGI app, behind its Guard (Host, Origin, key, body size)."""
-    api = _Api(port, fetch_image if config.allow_image_urls else None)
+def create_app(router: ModelRouter, config: ServerConfig) -> ASGIApp:
+    """The server's ASGI app, behind its Guard (Host, Origin, key, body size): every API's routes, wired here."""
+    api = _Api(router, fetch_image if config.allow_image_urls else None)
     routes = [
         Route("/v1/models", api.models, methods=["GET"]),
         Route("/v1/chat/completions", api.chat, methods=["POST"]),
@@ -62,16 +62,14 @@ async def _crash(request: Request, exc: Exception) -> Response:
 
 
 class _Api:
-    def __init__(self, port: EnginePort, fetch: ImageFetch | None):
-        self.port = port
+    def __init__(self, router: ModelRouter, fetch: ImageFetch | None):
+        self.router = router
         self.fetch = fetch  # image URLs, where the server allows them
 
     async def models(self, request: Request) -> Response:
-        info = self.port.model
-        data = []
-        if info is not None:
-            data.append({"id": model_id(info), "object": "model", "created": 0, "owned_by": "tailor",
-                         "context_length": info.n_ctx})
+        data = [{"id": m.id, "object": "model", "created": int(m.modified), "owned_by": "tailor",
+                 "context_length": m.context, "loaded": m.loaded, "fit": m.fit, "aliases": list(m.names[1:])}
+                for m in self.router.listing()]
         return JSONResponse({"object": "list", "data": data})
 
     async def chat(self, request: Request) -> Response:
@@ -82,47 +80,53 @@ class _Api:
 
     async def _complete(self, request: Request, chat: bool) -> Response | EventStream:
         try:
-            params = await self._params(request, chat)
+            body = load_request_json(await request.body())
+            name = body.get("model") if isinstance(body, dict) else None
+            name = name if isinstance(name, str) else None
+            # Every field is checked before the name, against the model it would reach where that is known
+            # without loading anything: a 400 names the field, a 404 says the rest passed.
+            stand_in = self.router.stand_in(name)
+            params = await self._params(body, stand_in, chat) if stand_in is not None else None
+            lease = await self.router.acquire(name)
         except ApiError as error:
             return error_response(error)
-        reply = _Reply(params, chat, self.port.model_ids()[0])
-        events = self.port.generate(params.messages, params.sampling, params.prompt, params.shape)
+        streaming = False
         try:
-            # The first event says whether the reply starts at all (or fails like a bad request).
-            first = await unless_disconnected(anext(events), request.receive)
-        except ClientGone:
-            await events.aclose()
-            return Response(status_code=499)
-        if isinstance(first, Error):
-            await events.aclose()
-            return error_response(from_engine(first))
-        if params.stream:
-            return EventStream(reply.stream(first, events))
-        try:
-            result = await unless_disconnected(reply.collect(first, events), request.receive)
-        except ClientGone:
-            return Response(status_code=499)
+            if params is None or lease.info != stand_in:
+                params = await self._params(body, lease.info, chat)
+            reply = _Reply(params, chat, lease.id)
+            events = lease.port.generate(params.messages, params.sampling, params.prompt, params.shape)
+            try:
+                # The first event says whether the reply starts at all (or fails like a bad request).
+                first = await unless_disconnected(anext(events), request.receive)
+            except ClientGone:
+                await events.aclose()
+                return Response(status_code=499)
+            if isinstance(first, Error):
+                await events.aclose()
+                return error_response(from_engine(first))
+            if params.stream:
+                streaming = True
+                return EventStream(reply.stream(first, events), on_close=lease.release)
+            try:
+                result = await unless_disconnected(reply.collect(first, events), request.receive)
+            except ClientGone:
+                return Response(status_code=499)
+            finally:
+                await events.aclose()
+            if isinstance(result, ApiError):
+                return error_response(result)
+            return JSONResponse(result)
+        except ApiError as error:
+            return error_response(error)
         finally:
-            await events.aclose()
-        if isinstance(result, ApiError):
-            return error_response(result)
-        return JSONResponse(result)
+            if not streaming:
+                lease.release()
 
-    async def _params(self, request: Request, chat: bool) -> CompletionParams:
-        body = load_request_json(await request.body())
-        info = self.port.model
-        if info is None:
-            raise ApiError(503, "No model is loaded.", "server_error", None, "model_not_loaded")
+    async def _params(self, body: object, info: ModelInfo, chat: bool) -> CompletionParams:
         if chat and has_image_parts(body):  # decoding images takes a while: not on the event loop
-            params = await asyncio.to_thread(parse_chat, body, info, self.fetch)
-        else:
-            params = parse_chat(body, info) if chat else parse_completion(body, info)
-        if params.model not in self.port.model_ids():
-            raise ApiError(
-                404, f"The model '{params.model}' does not exist here; this server has "
-                f"'{model_id(info)}' (GET /v1/models).", "invalid_request_error", "model", "model_not_found",
-            )
-        return params
+            return await asyncio.to_thread(parse_chat, body, info, self.fetch)
+        return parse_chat(body, info) if chat else parse_completion(body, info)
 
 
 class _Reply:

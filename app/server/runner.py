@@ -13,6 +13,7 @@ import uvicorn
 from app.server.config import ServerConfig
 from app.server.connections import ConnectionLimits, limited_protocol
 from app.server.engine_port import EnginePort
+from app.server.model_router import ModelRouter, SingleModel
 from app.server.openai_app import create_app
 from engine.interface import Engine
 from engine.protocol import ModelInfo
@@ -48,15 +49,22 @@ class ServerThread:
         client: the engine to serve (an EngineClient, possibly shared with the window).
         model_info: the loaded model, or None while there is none.
         config: where to listen and who may connect (checked here).
+        router: the models it serves; None: the one model of `client` (SingleModel).
     """
 
-    def __init__(self, client: Engine, model_info: Callable[[], ModelInfo | None], config: ServerConfig):
+    def __init__(self, client: Engine | None, model_info: Callable[[], ModelInfo | None] | None,
+                 config: ServerConfig, router: ModelRouter | None = None):
         config.check()
         self.config = config
         self._sock = bind_socket(config)
         self.port = self._sock.getsockname()[1]
-        self.engine = EnginePort(client, model_info, config.parallel, config.queue_timeout_s)
-        self._server = uvicorn.Server(_uvicorn_config(create_app(self.engine, config), config))
+        self.engine: EnginePort | None = None
+        if router is None:
+            assert client is not None and model_info is not None
+            self.engine = EnginePort(client, model_info, config.parallel, config.queue_timeout_s)
+            router = SingleModel(self.engine)
+        self.router = router
+        self._server = uvicorn.Server(_uvicorn_config(create_app(router, config), config))
         self._thread: threading.Thread | None = None
 
     @property
@@ -92,13 +100,15 @@ class ServerThread:
         self.stop()
 
 
-def serve_forever(client: Engine, model_info: Callable[[], ModelInfo | None], config: ServerConfig,
-                  on_ready: Callable[[str], None] | None = None) -> None:
-    """Serve in the foreground until Ctrl+C (uvicorn handles the signals)."""
+def serve_forever(client: Engine | None, model_info: Callable[[], ModelInfo | None] | None, config: ServerConfig,
+                  on_ready: Callable[[str], None] | None = None, router: ModelRouter | None = None) -> None:
+    """Serve in the foreground until Ctrl+C (uvicorn handles the signals); `router` as ServerThread's."""
     config.check()
     sock = bind_socket(config)
-    port = EnginePort(client, model_info, config.parallel, config.queue_timeout_s)
-    server = uvicorn.Server(_uvicorn_config(create_app(port, config), config))
+    if router is None:
+        assert client is not None and model_info is not None
+        router = SingleModel(EnginePort(client, model_info, config.parallel, config.queue_timeout_s))
+    server = uvicorn.Server(_uvicorn_config(create_app(router, config), config))
     if on_ready is not None:
         host = f"[{config.host}]" if ":" in config.host else config.host
         on_ready(f"http://{host}:{sock.getsockname()[1]}/v1")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from app.server.guard import Receive, Scope, Send
@@ -57,10 +57,13 @@ class EventStream:
 
     Args:
         chunks: the encoded events; closed early (so the reply is cancelled) when the client leaves.
+        on_close: called once the stream is over, however it ended (the reply's model lease released):
+            a generator closed before its first chunk never runs its own `finally`.
     """
 
-    def __init__(self, chunks: AsyncIterator[bytes]):
+    def __init__(self, chunks: AsyncIterator[bytes], on_close: Callable[[], None] | None = None):
         self.chunks = chunks
+        self.on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         pump = asyncio.ensure_future(self._pump(send))
@@ -71,9 +74,13 @@ class EventStream:
             watch.cancel()
             if not pump.done():
                 pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError, OSError):
-                await pump
-            await self.chunks.aclose()  # type: ignore[attr-defined]
+            try:
+                with contextlib.suppress(asyncio.CancelledError, OSError):
+                    await pump
+                await self.chunks.aclose()  # type: ignore[attr-defined]
+            finally:
+                if self.on_close is not None:
+                    self.on_close()
 
     async def _pump(self, send: Send) -> None:
         headers = [
