@@ -1,0 +1,38 @@
+"""The pool `tailor serve` serves from: every model of the library, on this machine as it was at start."""
+
+from __future__ import annotations
+
+from app.server.model_catalog import ModelCatalog
+from app.server.model_pool import ModelPool, PoolSettings
+from app.server.own_engine import OwnEngine
+from app.services.library_models import models_on_disk
+from app.services.load_settings import LoadSettings
+from app.services.paths import AppPaths
+from app.services.planning.draft_finder import library_drafts
+from app.services.planning.load_planner import LoadPlanner
+from app.services.planning.machine import detect_machine
+from models.hardware.profile import HardwareProfile
+from models.library import ModelStore
+
+
+def library_pool(paths: AppPaths, base: LoadSettings, extra: list[str], ttl_s: float, queue_timeout_s: float,
+                 parallel: int, overrides: dict[str, LoadSettings] | None = None,
+                 profile: HardwareProfile | None = None) -> ModelPool:
+    """The pool of `tailor serve`: the library's models (and the `extra` paths: the built-in model, --model)
+    planned on this machine as `profile` has it (detected now when None: read once, so every model is planned
+    on the same figures less what the others' forecasts take)."""
+    drafts = library_drafts(paths.data_dir)
+    profile = profile or detect_machine()
+    catalog = ModelCatalog(lambda: models_on_disk(ModelStore(paths.data_dir), extra))
+    counter = iter(range(1_000_000))
+
+    def new_engine() -> OwnEngine:  # a log per engine process: several run at once
+        n = next(counter)
+        log_path = paths.engine_log if n == 0 else paths.engine_log.with_name(f"engine-{n}.log")
+        return OwnEngine(log_path=log_path, prefix_cache_dir=paths.prefix_cache, drafts=drafts)
+
+    def new_planner(reserved: dict[str, int]) -> LoadPlanner:
+        return LoadPlanner(profile, prefix_cache_dir=paths.prefix_cache, drafts=drafts, reserved=reserved)
+
+    settings = PoolSettings(base, dict(overrides or {}), ttl_s, queue_timeout_s)
+    return ModelPool(catalog, settings, new_engine, new_planner, parallel)
