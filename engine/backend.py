@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from engine.protocol import Done, GenerateRequest, LoadRequest, MemoryReport, ModelInfo
+from engine.protocol import (
+    Done,
+    Embeddings,
+    EmbedRequest,
+    GenerateRequest,
+    LoadRequest,
+    MemoryReport,
+    ModelInfo,
+)
 
 
 class BackendError(Exception):
@@ -14,6 +22,14 @@ class BackendError(Exception):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind
+
+
+class EmbedJob(Protocol):
+    """An EmbedRequest under way: the host steps it between the replies' batches."""
+
+    def step(self) -> Embeddings | None:
+        """Embed the next batch of inputs; the answer once the last is done (BackendError where one fails)."""
+        ...
 
 
 class Backend(Protocol):
@@ -40,6 +56,11 @@ class Backend(Protocol):
 
     def step(self) -> list[tuple[int, Done | BackendError]]:
         """One batch of every running reply; (request id, Done or BackendError) of those that ended."""
+        ...
+
+    def embed(self, request: EmbedRequest) -> EmbedJob:
+        """Start embedding the request's inputs (BackendError for an input it cannot take, or a model that
+        cannot embed); the host steps the job to its end."""
         ...
 
     def idle(self) -> int:

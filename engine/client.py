@@ -11,7 +11,7 @@ import logging
 import multiprocessing
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
@@ -22,6 +22,8 @@ from engine.protocol import (
     CancelRequest,
     ChatMessage,
     Done,
+    Embeddings,
+    EmbedRequest,
     Error,
     Event,
     GenerateRequest,
@@ -163,6 +165,28 @@ class EngineClient:
             raise
         return request_id
 
+    def embed(self, inputs: Sequence[str | Sequence[int]], normalize: bool = True, *,
+              on_event: Callable[[Event], None] | None = None) -> int:
+        """Ask for one vector per input (text, or the model's token ids); its request id. Answered by
+        `Embeddings` or an `Error`, to `on_event` when given (as `generate` routes a reply); `cancel` ends it
+        between two batches with Error(kind="cancelled").
+
+        Raises:
+            EngineNotRunning: the engine is gone.
+        """
+        request_id = next(self._ids)
+        items = tuple(i if isinstance(i, str) else tuple(i) for i in inputs)
+        if on_event is not None:
+            with self._routes_lock:
+                self._routes[request_id] = on_event
+        try:
+            self._send(EmbedRequest(request_id, items, normalize))
+        except EngineNotRunning:
+            with self._routes_lock:
+                self._routes.pop(request_id, None)
+            raise
+        return request_id
+
     def cancel(self, request_id: int) -> None:
         """Stop a reply early; its `Done` comes with finish_reason "cancelled"."""
         self._send(CancelRequest(request_id))
@@ -224,7 +248,7 @@ class EngineClient:
         if request_id is not None:
             with self._routes_lock:
                 handler = self._routes.get(request_id)
-                if handler is not None and isinstance(event, Done | Error):
+                if handler is not None and isinstance(event, Done | Error | Embeddings):
                     del self._routes[request_id]
             if handler is not None:
                 handler(event)

@@ -21,12 +21,13 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from queue import Empty, Queue
 
-from engine.backend import Backend, BackendError
+from engine.backend import Backend, BackendError, EmbedJob
 from engine.load_watch import LoadWatch
 from engine.openmp_policy import choose_openmp_wait_policy
 from engine.process_log import open_process_log
 from engine.protocol import (
     CancelRequest,
+    EmbedRequest,
     Error,
     Event,
     GenerateRequest,
@@ -96,6 +97,7 @@ class EngineHost:
         self._last_report: MemoryReport | None = None
         self._queue: deque[Request | None] = deque()  # taken off the inbox, not handled yet (in order)
         self._replies: dict[int, _ReplyOut] = {}  # replies running in the backend, by request id
+        self._embeds: deque[tuple[int, EmbedJob]] = deque()  # embedding requests under way, oldest first
         self._last_step_report = 0.0
         self._stopping = False  # told to shut down: replies still running are cancelled
         self._loads = LoadWatch(self._send)  # the loads' progress and cancels
@@ -103,13 +105,16 @@ class EngineHost:
     def serve(self, requests: Connection) -> None:
         threading.Thread(target=self._receive, args=(requests,), name="engine-requests", daemon=True).start()
         while True:
-            if not self._replies and not self._queue:
+            busy = bool(self._replies or self._embeds)
+            if not busy and not self._queue:
                 self._idle()
-            self._take_requests(wait=not self._replies and not self._queue)
+            self._take_requests(wait=not busy and not self._queue)
             if not self._run_queue():
                 return
             if self._replies:
                 self._step()
+            if self._embeds:  # one batch of the oldest, between two of the replies'
+                self._embed_step()
 
     def _idle(self) -> None:
         """The backend's idle work (next_turn.py), before waiting; a failure is only logged: it warms no more."""
@@ -139,12 +144,17 @@ class EngineHost:
         """Handle queued requests in order while they can run now; False once told to shut down."""
         while self._queue:
             request = self._queue[0]
+            if isinstance(request, EmbedRequest):  # runs beside the replies: no need to wait for them
+                self._queue.popleft()
+                if not self._guarded(request, lambda r=request: self._start_embed(r)):
+                    self._forget_cancel(request.request_id)
+                continue
             backend = self._backend if isinstance(request, GenerateRequest) else None
             if backend is not None and backend.free_slots > 0:
                 self._queue.popleft()
                 self._start(backend, request)  # type: ignore[arg-type]
                 continue
-            if self._replies:  # a full batch, or a load, unload or shutdown behind running replies: wait
+            if self._replies or self._embeds:  # a full batch, or a load, unload or shutdown behind running work: wait
                 if request is None or isinstance(request, ShutdownRequest):
                     self._stopping = True  # the running replies end at the next step (cancelled)
                 return True
@@ -225,6 +235,34 @@ class EngineHost:
             self._replies[rid] = out
         else:  # refused: its Error is sent
             self._forget_cancel(rid)
+
+    def _start_embed(self, request: EmbedRequest) -> None:
+        if self._backend is None:
+            raise BackendError("no_model", "No model is loaded.")
+        self._embeds.append((request.request_id, self._backend.embed(request)))
+
+    def _embed_step(self) -> None:
+        """One batch of the oldest embedding request; its Embeddings (or Error) once it ends."""
+        rid, job = self._embeds[0]
+        if self._is_cancelled(rid):
+            self._end_embed(Error("cancelled", "The embedding request was cancelled.", rid))
+            return
+        try:
+            answer = job.step()
+        except BackendError as exc:
+            self._end_embed(Error(exc.kind, str(exc), rid))  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - report, keep serving
+            log.exception("embedding request %d failed", rid)
+            self._end_embed(Error("internal", f"{type(exc).__name__}: {exc}", rid))
+        else:
+            if answer is not None:
+                self._end_embed(answer)
+
+    def _end_embed(self, answer: Event) -> None:
+        rid, _ = self._embeds.popleft()
+        self._forget_cancel(rid)
+        self._send(answer)
+        self._report_if_changed()  # a chat model's first request made a context for embeddings
 
     def _step(self) -> None:
         """One batch of the running replies; each that ended gets its last text and its Done or Error."""

@@ -62,3 +62,13 @@ class Engine(Protocol):
         ...
 
     def shutdown(self, timeout: float = 5.0) -> None: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """An engine that embeds (the local engine; a remote chat server is not asked to)."""
+
+    def embed(self, inputs: Sequence[str | Sequence[int]], normalize: bool = True, *,
+              on_event: Callable[[Event], None] | None = None) -> int:
+        """Ask for one vector per input; its request id. Answered by `Embeddings` or an `Error` (to `on_event`)."""
+        ...

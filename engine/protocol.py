@@ -6,6 +6,8 @@ pickled over a multiprocessing pipe, so they hold plain data only.
 
 from __future__ import annotations
 
+import sys
+from array import array
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -145,6 +147,11 @@ class LoadRequest:
     # A GGUF model's multimodal projector (`mmproj-*.gguf`): with it the model takes images (and audio,
     # where the projector does). It goes on the GPU when any of the model's layers are there.
     mmproj: str | None = None
+    # Load the GGUF model for embeddings only (EmbedRequest; no replies): its context pools each input into
+    # a vector and takes n_ctx tokens in one batch, with no KV cache to plan for an encoder (BERT and kin).
+    # The plan sets it for an embedding model (models/formats/embedding_models.py); the engine loads a file
+    # that is one so whatever this says.
+    embeddings: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -156,6 +163,22 @@ class GenerateRequest:
     # when set, `messages` is ignored.
     prompt: str | None = None
     shape: ReplyShape = ReplyShape()
+
+
+@dataclass(slots=True, frozen=True)
+class EmbedRequest:
+    """Turn each input into one vector (OpenAI's /v1/embeddings, Ollama's /api/embed); answered by Embeddings or
+    an Error, a bad input's naming it by index. It runs beside the replies, a batch of inputs at a time.
+
+    An input is text, tokenized with the special tokens the model adds itself (BERT's [CLS] and [SEP], an EOS
+    where the file says so; special-token text in it stays text), or the model's own token ids, taken as they
+    are. Each is pooled as the model says (its pooling type); a chat model, which has none, gives the mean of
+    its last hidden states, from a small context of its own beside the chat's (engine/gguf/llama_embed.py).
+    """
+
+    request_id: int
+    inputs: tuple[str | tuple[int, ...], ...]
+    normalize: bool = True  # each vector scaled to length 1 (OpenAI's and Ollama's are)
 
 
 @dataclass(slots=True, frozen=True)
@@ -179,7 +202,8 @@ class ShutdownRequest:
     pass
 
 
-Request = LoadRequest | GenerateRequest | CancelRequest | CancelLoadRequest | UnloadRequest | ShutdownRequest
+Request = (LoadRequest | GenerateRequest | EmbedRequest | CancelRequest | CancelLoadRequest | UnloadRequest
+           | ShutdownRequest)
 
 # ---------------------------------------------------------------- events (engine -> client)
 
@@ -204,6 +228,10 @@ class ModelInfo:
     projector: str | None = None
     vision: bool = False
     audio: bool = False
+    # Loaded for embeddings only (LoadRequest.embeddings, or a file that is an embedding model): it writes no
+    # replies. `n_embd`: the width of its vectors (every model embeds: EmbedRequest); 0 where not known.
+    embeddings: bool = False
+    n_embd: int = 0
 
 
 # What a load is doing: reading the weights (into RAM, or mapped), reading them with some layers copied
@@ -291,6 +319,27 @@ class Done:
     reasoning_closed: bool = True
 
 
+@dataclass(slots=True, frozen=True)
+class Embeddings:
+    """The answer to an EmbedRequest: one vector per input, in order, each `dim` float32 in little-endian
+    bytes (OpenAI's base64 form, as is); `tokens`: each input's tokens, as evaluated."""
+
+    request_id: int
+    vectors: tuple[bytes, ...] = field(repr=False)
+    tokens: tuple[int, ...] = ()
+
+    @property
+    def dim(self) -> int:
+        return len(self.vectors[0]) // 4 if self.vectors else 0
+
+    def floats(self, index: int) -> list[float]:
+        """The vector of input `index` as Python floats."""
+        values = array("f", self.vectors[index])
+        if sys.byteorder == "big":
+            values.byteswap()
+        return values.tolist()
+
+
 ErrorKind = Literal[
     "invalid_model",  # missing, not a GGUF, truncated or rejected by llama.cpp
     "template",  # chat template unsafe, broken, or over its time/size limit
@@ -301,6 +350,7 @@ ErrorKind = Literal[
     "remote",  # a remote endpoint failed: unreachable, timed out, an HTTP error or a malformed stream
     "busy",  # every reply slot is taken (a server's queue timed out)
     "load_cancelled",  # the client cancelled the load (CancelLoadRequest): no model is loaded now
+    "cancelled",  # the client cancelled a request before its answer (an EmbedRequest's, by CancelRequest)
     "internal",  # anything else; the message says what
 ]
 
@@ -405,4 +455,4 @@ class MemoryReport:
         )
 
 
-Event = Loaded | LoadProgress | Unloaded | Token | Done | Error | MemoryReport
+Event = Loaded | LoadProgress | Unloaded | Token | Done | Error | MemoryReport | Embeddings

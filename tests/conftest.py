@@ -98,3 +98,12 @@ def format_models(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], P
 
     folder = tmp_path_factory.mktemp("format-models")
     return lambda name: format_model(folder, name)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(starter_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny BERT embedding model with random weights and mean pooling (tests/fixtures/tiny_bert.py)."""
+    from tests.fixtures.tiny_bert import write_tiny_bert
+    from tests.fixtures.tiny_gguf import borrow_tokenizer
+
+    return write_tiny_bert(tmp_path_factory.mktemp("embedding-models") / "tiny-bert.gguf", borrow_tokenizer(starter_model))

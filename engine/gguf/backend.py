@@ -20,9 +20,11 @@ from engine.chat_template import ChatTemplate, ChatTemplateError
 from engine.device_memory import DeviceMeter
 from engine.gguf.devices import read_devices
 from engine.gguf.draft_model import DraftModel
+from engine.gguf.embedding import GgufEmbedJob, input_tokens
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.ggml_libraries import load_backends
-from engine.gguf.llama_handle import LlamaHandle, LlamaSettings, gpu_offload_supported
+from engine.gguf.llama_embed import EMBED_SEQUENCES, LlamaEmbedder
+from engine.gguf.llama_handle import LlamaError, LlamaHandle, LlamaSettings, gpu_offload_supported
 from engine.gguf.llama_mtmd import Projector, ProjectorError
 from engine.gguf.llama_sampler import GrammarRefused, Sampler
 from engine.gguf.load_checks import check_load_request, default_threads
@@ -44,6 +46,7 @@ from engine.openmp_policy import ThreadGovernor
 from engine.protocol import (
     ChatMessage,
     Done,
+    EmbedRequest,
     GenerateRequest,
     LoadRequest,
     MemoryReport,
@@ -53,6 +56,14 @@ from engine.protocol import (
 from engine.reply.prompt import render_pinned
 from engine.reply.shape import ShapedPrompt, TemplateFormats, shape_prompt
 from engine.reply.stream import ReplyStream, check_fits
+from models.formats.embedding_models import (
+    POOLING_MEAN,
+    POOLING_NONE,
+    POOLING_RANK,
+    is_embedding_model,
+    pooling_type,
+)
+from models.formats.gguf_header import read_gguf_header
 from models.plan.load_options import SpeculativeOptions
 
 log = logging.getLogger(__name__)
@@ -104,6 +115,11 @@ class GgufBackend:
         # Threads as cores are free: llama.cpp's threads wait for each other at every op, so one that shares
         # its core with another program holds them all up (engine/openmp_policy.py's ThreadGovernor).
         self._governor: ThreadGovernor | None = None
+        # What embeds: an embedding model's own context, or (a chat model) a context of its own beside the chat's,
+        # made at the first EmbedRequest, with llama.cpp's buffers logged apart (llama_embed.py says why).
+        self._embedder: LlamaEmbedder | None = None
+        self._embed_buffers: BufferSizes | None = None
+        self._pooling = POOLING_MEAN  # how the model pools: its own type, else the mean of its hidden states
 
     # ------------------------------------------------------------ loading
 
@@ -115,8 +131,12 @@ class GgufBackend:
             raise BackendError("invalid_model", str(exc)) from None
         kv_type = check_load_request(request)
         self.close()
-        llama, n_gpu_layers, notice = self._open(path, request, kv_type)
+        embed_ctx = self._embedding_context(path, request)
+        embedding = embed_ctx is not None
+        llama, n_gpu_layers, notice = self._open(path, request, kv_type, embed_ctx)
         self._llama = llama
+        if embedding:
+            self._embedder = LlamaEmbedder(llama)
         self._speculation = request.speculation
         self._draft_notice = None
         self._draft = self._open_draft(request, llama, n_gpu_layers)
@@ -166,17 +186,45 @@ class GgufBackend:
             projector=str(self._projector.path) if self._projector else None,
             vision=bool(self._projector and self._projector.supports_vision),
             audio=bool(self._projector and self._projector.supports_audio),
+            embeddings=embedding,
+            n_embd=llama.n_embd_out,
         )
-        self._pin(request.pinned_prompts)
+        if not embedding:
+            self._pin(request.pinned_prompts)
         return self._info
+
+    def _embedding_context(self, path: Path, request: LoadRequest) -> int | None:
+        """The context of a load for embeddings only (asked, or the file is an embedding model): the one asked
+        for, at most the trained length (past it an input has no learned position); None for a chat load.
+        Notes how the model pools: its header's pooling type, else the mean of its hidden states."""
+        try:
+            header = read_gguf_header(path)
+        except (ValueError, OSError) as exc:  # llama.cpp reads it next, and says what is wrong
+            log.info("no header read of %s: %s", path.name, exc)
+            header = None
+        meta = header.metadata if header is not None else {}
+        pooling = pooling_type(meta)
+        self._pooling = POOLING_MEAN if pooling in (None, POOLING_NONE) else pooling
+        if not (request.embeddings or is_embedding_model(meta)):
+            return None
+        trained = header.n_ctx_train if header is not None else None
+        return min(request.n_ctx, trained) if isinstance(trained, int) and trained > 0 else request.n_ctx
 
     def _set_threads(self, threads: int) -> None:
         for handle in (self._llama, self._draft.llama if self._draft else None):
             if handle is not None:
                 handle.set_threads(threads)
+        if self._embedder is not None and self._llama is not None:
+            params = self._llama.context_params
+            self._embedder.set_threads(min(threads, params.n_threads), min(threads, params.n_threads_batch))
 
-    def _open(self, path: Path, request: LoadRequest, kv_type: int) -> tuple[LlamaHandle, int, str | None]:
-        """The model with as many of the plan's GPU layers as can be had; the count used, and why it differs."""
+    def _open(self, path: Path, request: LoadRequest, kv_type: int,
+              embed_ctx: int | None = None) -> tuple[LlamaHandle, int, str | None]:
+        """The model with as many of the plan's GPU layers as can be had; the count used, and why it differs.
+        For embeddings only (`embed_ctx`: its context), the context takes all its tokens in one batch, in up
+        to EMBED_SEQUENCES inputs."""
+        embedding = embed_ctx is not None
+        n_ctx = embed_ctx or request.n_ctx
         gpu_usable = gpu_offload_supported()
         devices = read_devices()
         log.info("llama.cpp devices: %s", devices.summary())
@@ -188,19 +236,23 @@ class GgufBackend:
         # one, no parking: only the live sequences are reused).
         slots = max(1, request.n_parallel)
         n_seq = slots + PARKED_SEQUENCES if request.prefix_cache_bytes > 0 else slots
+        if embedding:
+            n_seq = EMBED_SEQUENCES
         progress = LlamaLoadProgress(self._progress)
         while True:
             self._logs.reset_buffers()
             settings = LlamaSettings(
-                n_ctx=request.n_ctx,
+                n_ctx=n_ctx,
                 n_threads=request.n_threads or default_threads(),
-                n_batch=min(512, request.n_ctx),
+                n_batch=n_ctx if embedding else min(512, n_ctx),
                 n_gpu_layers=n_gpu_layers,
                 tensor_split=request.tensor_split,
                 flash_attn=request.flash_attn,
                 swa_full=request.swa_full,
                 kv_type=kv_type,
                 n_seq=n_seq,
+                embeddings=embedding,
+                pooling=self._pooling,
             )
             try:
                 # A context llama.cpp refuses logged its buffers: they are not the one that stays.
@@ -285,6 +337,9 @@ class GgufBackend:
             self._prefixes.keep_for_later()
         if self._batch is not None and self._batch.running:  # a reply's chunks of media go before the projector that made them
             self._batch.abort(BackendError("no_model", "The model was unloaded."))
+        if self._embedder is not None:  # before the model it embeds with
+            self._embedder.close()
+            self._embedder, self._embed_buffers = None, None
         if self._projector is not None:  # before the model it was made for
             self._projector.close()
             self._projector, self._projector_buffers, self._projector_id = None, None, ""
@@ -316,6 +371,9 @@ class GgufBackend:
         the prompt cannot run (no model, no template, too long for the context, every slot taken)."""
         self._require_model()
         assert self._batch is not None and self._prefixes is not None
+        if self._info is not None and self._info.embeddings:
+            raise BackendError("bad_request", f"{self._info.name} is an embedding model: it turns text into vectors "
+                                              "(POST /v1/embeddings) and writes no replies.")
         t_start = time.perf_counter()
         shaped = self._shaped(request)
         with_media = self._media_prompt(request, shaped)
@@ -438,6 +496,36 @@ class GgufBackend:
             return draft.draft
         return lambda context, limit: lookup.follow(context, limit) or draft.draft(context, limit)
 
+    # ------------------------------------------------------------ embeddings
+
+    def embed(self, request: EmbedRequest) -> GgufEmbedJob:
+        """Start embedding the request's inputs; BackendError for one the model cannot take (naming it), before
+        anything runs. A chat model embeds in a context of its own, made now if it has none (llama_embed.py)."""
+        llama = self._require_model()
+        if not request.inputs:
+            raise BackendError("bad_request", "There are no inputs to embed.")
+        embedder = self._embedder or self._side_embedder(llama)
+        name = self._info.name if self._info else "The model"
+        if embedder.pooling == POOLING_RANK:
+            raise BackendError("bad_request", f"{name} is a reranker: it scores pairs of texts and makes no "
+                                              "embeddings.")
+        # An input fits one ubatch (pooled whole), and no further than the positions the model learned.
+        limit = min(embedder.n_ubatch, llama.n_ctx_train or embedder.n_ubatch)
+        tokens = input_tokens(request.inputs, lambda text: llama.tokenize(text.encode("utf-8"), True, False),
+                              llama.n_vocab, limit, name)
+        return GgufEmbedJob(request, tokens, embedder)
+
+    def _side_embedder(self, llama: LlamaHandle) -> LlamaEmbedder:
+        """A chat model's context for embeddings, beside its chat context: one ubatch of the chat's size."""
+        try:
+            with self._logs.separate_buffers() as buffers:
+                embedder = LlamaEmbedder.beside(llama, llama.n_batch, self._pooling)
+        except LlamaError as exc:
+            detail = "; ".join(self._logs.recent_errors) or str(exc)
+            raise BackendError("internal", f"The model cannot embed: llama.cpp made no context for it ({detail}).") from None
+        self._embedder, self._embed_buffers = embedder, buffers
+        return embedder
+
     def _require_model(self) -> LlamaHandle:
         if self._llama is None:
             raise BackendError("no_model", "No model is loaded.")
@@ -479,9 +567,21 @@ class GgufBackend:
         # Exact: the ledger knows which cells sequences share (a state restored from RAM beside a
         # pinned prompt holds the same first tokens in cells of its own).
         seqs = self._prefixes.seqs
-        return GgufMemoryFigures(self._logs.buffers, seqs.used_cells(), self._llama.n_ctx, ram, disk,
+        return GgufMemoryFigures(_with_compute(self._logs.buffers, self._embed_buffers), seqs.used_cells(),
+                                 self._llama.n_ctx, ram, disk,
                                  dict(self._gpu_names), self._draft_buffers,
                                  tuple(n for n in seqs.slot_tokens() if n), seqs.slots, self._projector_buffers)
+
+
+def _with_compute(buffers: BufferSizes, extra: BufferSizes | None) -> BufferSizes:
+    """The model's buffers with every buffer of `extra` (a chat model's embedding context) counted as compute."""
+    if extra is None:
+        return buffers
+    merged = BufferSizes({kind: dict(per_backend) for kind, per_backend in buffers.by_kind.items()})
+    for per_backend in extra.by_kind.values():
+        for backend, nbytes in per_backend.items():
+            merged.add("compute", backend, nbytes)
+    return merged
 
 
 def _with_markers(message: ChatMessage) -> ChatMessage:

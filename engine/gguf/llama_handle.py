@@ -54,6 +54,11 @@ class LlamaSettings:
     swa_full: bool = True
     kv_type: int = 1  # ggml type id of the K and V cache (1: f16)
     n_seq: int = 1  # sequence ids wanted; a model whose cells cannot be shared gets one
+    # A context that computes pooled vectors (an embedding model's), with llama.cpp's pooling type (-1: the
+    # model's own): it takes n_batch tokens in one ubatch, as an encoder must and as pooling needs (a sequence
+    # cut over two ubatches would be pooled from its last part only), and writes no logits.
+    embeddings: bool = False
+    pooling: int = -1
 
 
 # ---------------------------------------------------------------- the library
@@ -214,7 +219,7 @@ def _context_params(settings: LlamaSettings, n_seq: int) -> llama_cpp.llama_cont
     params = llama_cpp.llama_context_default_params()
     params.n_ctx = settings.n_ctx
     params.n_batch = settings.n_batch
-    params.n_ubatch = min(settings.n_batch, _MAX_UBATCH)
+    params.n_ubatch = settings.n_batch if settings.embeddings else min(settings.n_batch, _MAX_UBATCH)
     params.n_threads = settings.n_threads
     params.n_threads_batch = os.cpu_count() or 1  # prefill uses every core, as it did
     # Where llama-cpp-python's values differ from llama.cpp's defaults, the engine keeps its old ones.
@@ -227,6 +232,8 @@ def _context_params(settings: LlamaSettings, n_seq: int) -> llama_cpp.llama_cont
     # Several sequences share one cache of n_ctx cells (kv_sequences.py): a unified KV cache.
     params.n_seq_max = n_seq
     params.kv_unified = n_seq > 1
+    if settings.embeddings:
+        params.embeddings, params.pooling_type = True, settings.pooling
     return params
 
 
@@ -265,6 +272,7 @@ class LlamaHandle:
         self.n_layer = int(llama_cpp.llama_model_n_layer(m))
         self.trims_tail = self._model.trims_tail()  # speculative drafts can be verified (and dropped)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._model.vocab))
+        self.n_embd_out = int(llama_cpp.llama_model_n_embd_out(m))  # the width of its vectors (embeddings)
         self.bos = int(llama_cpp.llama_vocab_bos(self._model.vocab))
         self.eos = int(llama_cpp.llama_vocab_eos(self._model.vocab))
         self.metadata = self._model.metadata()

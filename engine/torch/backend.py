@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
 import torch
 
@@ -24,6 +25,7 @@ from engine.load_watch import ProgressFn
 from engine.openmp_policy import ThreadGovernor
 from engine.protocol import (
     Done,
+    EmbedRequest,
     FinishReason,
     GenerateRequest,
     LoadRequest,
@@ -119,6 +121,11 @@ class TorchBackend:
             request, seq, ReplyStream(request, len(tokens), emit, t_start, shaped),
             IncrementalDecoder(session.tokenizer), cancelled, speculative=session.spec is not None,
         )
+
+    def embed(self, request: EmbedRequest) -> NoReturn:
+        """The PyTorch engine makes no embeddings: a bad_request saying where to get them."""
+        raise BackendError("bad_request", "The PyTorch engine makes no embeddings: load a GGUF model to embed "
+                                          "(an embedding model such as nomic-embed-text, or any chat model).")
 
     def step(self) -> list[tuple[int, Done | BackendError]]:
         """One engine step of every running reply (up to n_parallel sequences decoded together, prompts
