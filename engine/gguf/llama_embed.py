@@ -20,9 +20,10 @@ import llama_cpp
 
 from engine.gguf.llama_batch import Batch, BatchRow
 from engine.gguf.llama_handle import LlamaError, LlamaHandle
+from models.formats.embedding_models import EMBED_BATCH_INPUTS
 
-# Inputs one batch holds at most: the n_seq_max of an embedding context.
-EMBED_SEQUENCES = 64
+# Inputs one batch holds at most: the n_seq_max of an embedding context (the plan's forecast counts on it).
+EMBED_SEQUENCES = EMBED_BATCH_INPUTS
 POOLING_UNSPECIFIED = llama_cpp.LLAMA_POOLING_TYPE_UNSPECIFIED
 
 

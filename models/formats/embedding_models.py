@@ -14,6 +14,9 @@ from collections.abc import Mapping
 POOLING_NONE, POOLING_MEAN, POOLING_CLS, POOLING_LAST, POOLING_RANK = 0, 1, 2, 3, 4
 POOLING_NAMES = {POOLING_NONE: "none", POOLING_MEAN: "mean", POOLING_CLS: "cls", POOLING_LAST: "last",
                  POOLING_RANK: "rank"}
+# Inputs one batch of an embedding context holds at most (its n_seq_max): the engine makes it so
+# (engine/gguf/llama_embed.py), and llama.cpp's output buffer holds a row of logits and a vector for each.
+EMBED_BATCH_INPUTS = 64
 # Architectures llama.cpp runs as encoders: every token sees the whole input, and it keeps no KV cache
 # (its create_memory makes none for them) and computes no logits. Each is an embedding model.
 ENCODER_ARCHITECTURES = frozenset({

@@ -47,10 +47,13 @@ class Budget:
             # The PyTorch engine: an f16 KV cache in blocks of PAGED_BLOCK_SIZE tokens.
             return ForecastSettings(n_ctx=context or self.context, kv_type="f16", n_gpu_layers=n_gpu_layers,
                                     paged_block_size=PAGED_BLOCK_SIZE)
+        n_ctx = context or self.context
         s = ForecastSettings(
-            n_ctx=context or self.context, kv_type=kv or self.kv_type, flash_attn=self.flash_attn,
+            n_ctx=n_ctx, kv_type=kv or self.kv_type, flash_attn=self.flash_attn,
             n_gpu_layers=n_gpu_layers, repack_types=self.m.cpu_repack, tensor_split=self.tensor_split,
         )
+        if c.shape.embedding:  # the whole context in one ubatch: an input is pooled whole
+            s = replace(s, n_batch=n_ctx, n_ubatch=n_ctx)
         # Sliding-window layers: llama.cpp's full-size cache keeps every prefix reusable; only
         # when it does not fit do they keep just their window (see Plan.swa_full).
         if any(c.shape.swa_layers) and c.shape.sliding_window and not self.fits(forecast(c.shape, s)):

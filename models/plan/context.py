@@ -16,6 +16,10 @@ AUTO_CONTEXT_CAP = 32768
 # holds a real conversation beats a higher one that fits 2,048 tokens (70B on a 4090: Q2_K whole
 # at 3k tokens, against a partial offload with 8k and more).
 AUTO_WALK_CONTEXT = 8192
+# The most Context: Auto gives an embedding model, whose context is the longest input it embeds, taken in one
+# batch: chunks for retrieval are a few hundred tokens, and a causal model's compute buffer holds the logits
+# of every token of that batch (151,936 floats a token for Qwen3-Embedding).
+EMBEDDING_CONTEXT_CAP = 8192
 # Where the search for the largest context stops for a model whose header gives no trained length.
 MAX_SEARCH_CONTEXT = 1 << 20
 

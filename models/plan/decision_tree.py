@@ -11,7 +11,13 @@ from dataclasses import dataclass, field, replace
 from models.formats.quant_levels import CPU_DEFAULT, quality_key
 from models.plan.budget import Budget
 from models.plan.candidates import NATIVE_FORMATS, Candidate
-from models.plan.context import AUTO_CONTEXT_CAP, AUTO_WALK_CONTEXT, MIN_CONTEXT, plan_context_cap
+from models.plan.context import (
+    AUTO_CONTEXT_CAP,
+    AUTO_WALK_CONTEXT,
+    EMBEDDING_CONTEXT_CAP,
+    MIN_CONTEXT,
+    plan_context_cap,
+)
 from models.plan.forecast import KV_PADDING, Forecast, forecast
 from models.plan.machine import Machine
 from models.units import gb
@@ -304,6 +310,11 @@ def make_plan(
         ValueError: no candidates, or a cap that is not positive.
     """
     trained = plan_context_cap(candidates)
+    embedding = bool(candidates) and all(c.shape.embedding for c in candidates)
+    if embedding:
+        auto_context_cap = min(auto_context_cap, EMBEDDING_CONTEXT_CAP)
+        if context is not None and trained:
+            context = min(context, trained)  # past it an input has no learned position (the engine caps it too)
     auto_cap = None
     if context is None:
         if auto_context_cap <= 0:
@@ -319,6 +330,16 @@ def make_plan(
         tree = _Tree(machine, candidates, min(MIN_CONTEXT, auto_cap), kv_type, torch_ok, flash_attn)
         plan = tree.walk()
     plan = tree.with_context(plan, auto_cap)
+    if embedding:
+        plan = replace(plan, reasons=(*plan.reasons, embedding_reason(candidates[0], plan.context)))
     if trained and plan.context > trained:
         return replace(plan, reasons=(*plan.reasons, f"Note: the model was trained for {trained:,} tokens of context."))
     return plan
+
+
+def embedding_reason(c: Candidate, context: int) -> str:
+    """What an embedding model's plan means, in one line."""
+    cache = ("it keeps no KV cache (an encoder)" if c.shape.encoder
+             else "its KV cache holds one batch of inputs")
+    return (f"An embedding model: it makes vectors, not replies; {cache}. Its context, {context:,} tokens, is the "
+            "longest input it embeds, and every batch of inputs is evaluated at once.")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from models.formats.embedding_models import EMBED_BATCH_INPUTS, is_embedding_model, is_encoder
 from models.formats.quant_mix import estimated_layer_parts, estimated_output_type
 from models.plan.cpu_repack import parts_by_type
 from models.plan.layer_split import PIPELINE_COPIES, layer_devices, pipeline_parallel
@@ -61,6 +62,10 @@ class ModelShape:
     output_repack: tuple[tuple[int, int], ...] = ()
     input_repack: tuple[tuple[int, int], ...] = ()
     quant: str | None = None  # the quantization of the file the shape was read from
+    # An embedding model (models/formats/embedding_models.py): its context takes all its tokens in one ubatch.
+    # An encoder among them (BERT and kin) keeps no KV cache and computes no logits.
+    embedding: bool = False
+    encoder: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -144,6 +149,8 @@ def repack_bytes(parts: tuple[tuple[int, int], ...], s: ForecastSettings) -> int
 def kv_layer_bytes(shape: ModelShape, layer: int, s: ForecastSettings) -> int:
     if s.kv_type not in KV_TYPE_BYTES:
         raise ValueError(f"unknown KV cache type {s.kv_type!r}; use one of {', '.join(KV_TYPE_BYTES)}")
+    if shape.encoder:
+        return 0  # llama.cpp makes no memory for an encoder
     per_elem = KV_TYPE_BYTES[s.kv_type]
     n_kv = shape.n_kv_heads[layer]
     row = shape.head_dim_k * n_kv * per_elem + shape.head_dim_v * n_kv * per_elem
@@ -166,6 +173,28 @@ def compute_bytes(shape: ModelShape, s: ForecastSettings, with_logits: bool = Tr
         cells = max(kv_cells(shape, i, s) for i in range(shape.n_layers))
         attention = cells * n_ubatch * (shape.n_heads + 1) * 4
     return max(logits, attention) + _LIVE_ACTIVATIONS * shape.n_embd * n_ubatch * 4
+
+
+def embedding_compute_bytes(shape: ModelShape, s: ForecastSettings, with_logits: bool = True) -> int:
+    """An embedding context's compute buffer, for one ubatch of its whole context.
+
+    A causal model's graph computes its output layer for every token (compute_bytes: the logits of a full
+    ubatch); an encoder's computes none, and holds the FFN's activations and, over the ubatch's own tokens,
+    flash attention's f16 mask or else the scores of every head and the f32 mask. With the output buffer
+    (embedding_output_bytes), fitted to llama.cpp's own buffers (tests/models/plan/test_embedding_forecast.py):
+    a few percent over them, never under.
+    """
+    if not shape.encoder:
+        return compute_bytes(shape, s, with_logits)
+    n_ubatch = min(s.n_ubatch, s.n_batch, s.n_ctx)
+    n_ff = shape.n_ff or 4 * shape.n_embd
+    attention = n_ubatch * n_ubatch * (2 if s.flash_attn else (shape.n_heads + 1) * 4)
+    return attention + n_ubatch * (n_ff + 4 * shape.n_embd) * 4
+
+
+def embedding_output_bytes(shape: ModelShape) -> int:
+    """An embedding context's output buffer, in host memory: a row of logits and a vector per sequence."""
+    return EMBED_BATCH_INPUTS * (shape.n_vocab + shape.n_embd) * 4
 
 
 def forecast(shape: ModelShape, settings: ForecastSettings, gpu: str = "cuda:0") -> Forecast:
@@ -191,8 +220,11 @@ def forecast(shape: ModelShape, settings: ForecastSettings, gpu: str = "cuda:0")
     parts["cpu"]["weights_bytes"] += cpu_repack_bytes(shape, settings, n_cpu_layers, output_on_cpu=out_device == "cpu")
     # The logits are computed where the output layer is; every device running layers
     # needs room for one ubatch's attention and activations.
+    compute = embedding_compute_bytes if shape.embedding else compute_bytes
     for device in parts:
-        parts[device]["compute_bytes"] += compute_bytes(shape, settings, with_logits=device == out_device)
+        parts[device]["compute_bytes"] += compute(shape, settings, with_logits=device == out_device)
+    if shape.embedding:
+        parts["cpu"]["compute_bytes"] += embedding_output_bytes(shape)
     if pipeline_parallel(shape.n_layers, settings.n_gpu_layers, split):
         gpu_copies, cpu_copies = pipeline_copy_bytes(shape, settings)
         for device in parts:
@@ -282,6 +314,7 @@ def shape_from_gguf(header) -> ModelShape:  # noqa: ANN001 - models.formats.gguf
             has_output |= tensor.name.startswith("output.")
             output_bytes += tensor.nbytes
             output_tensors.append(tensor)
+    encoder = is_encoder(header.metadata)
     return ModelShape(
         n_layers=n_layers,
         n_embd=header.n_embd,
@@ -296,12 +329,14 @@ def shape_from_gguf(header) -> ModelShape:  # noqa: ANN001 - models.formats.gguf
         layer_weight_bytes=tuple(layer_bytes),
         input_weight_bytes=input_bytes,
         output_weight_bytes=output_bytes,
-        output_tied=not has_output,
+        output_tied=not has_output and not encoder,  # an encoder has no output layer at all
         n_ff=_widest(header.n_ff or 0),
         layer_repack=tuple(parts_by_type(ts) for ts in layer_tensors),
         output_repack=parts_by_type(output_tensors),
         input_repack=parts_by_type(input_tensors),
         quant=header.quant_name,
+        embedding=is_embedding_model(header.metadata),
+        encoder=encoder,
     )
 
 

@@ -101,9 +101,11 @@ class LoadPlanner:
         request = self._request(
             path, settings, plan, kv_type=plan.kv_type, flash_attn=plan.flash_attn, n_gpu_layers=plan.n_gpu_layers
         )
-        # Over several GPUs, the split the forecast placed the layers by (not llama.cpp's own at load time).
-        return PlannedLoad(replace(request, tensor_split=plan.tensor_split, draft_on_gpu=draft_on_gpu), plan,
-                           context_refusal(plan, settings.n_ctx, candidate.shape.n_ctx_train))
+        # Over several GPUs, the split the forecast placed the layers by (not llama.cpp's own at load time). An
+        # embedding model loads for embeddings only, as it was planned.
+        request = replace(request, tensor_split=plan.tensor_split, draft_on_gpu=draft_on_gpu,
+                          embeddings=candidate.shape.embedding)
+        return PlannedLoad(request, plan, context_refusal(plan, settings.n_ctx, candidate.shape.n_ctx_train))
 
     def _found_draft(self, path: str, speculation: SpeculativeOptions) -> Path | None:
         """A draft model from the library for Auto, when none was chosen."""
