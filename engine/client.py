@@ -165,11 +165,11 @@ class EngineClient:
             raise
         return request_id
 
-    def embed(self, inputs: Sequence[str | Sequence[int]], normalize: bool = True, *,
+    def embed(self, inputs: Sequence[str | Sequence[int]], normalize: bool = True, *, truncate: bool = False,
               on_event: Callable[[Event], None] | None = None) -> int:
-        """Ask for one vector per input (text, or the model's token ids); its request id. Answered by
-        `Embeddings` or an `Error`, to `on_event` when given (as `generate` routes a reply); `cancel` ends it
-        between two batches with Error(kind="cancelled").
+        """Ask for one vector per input (text, or the model's token ids; `truncate`: one too long is cut); its
+        request id. Answered by `Embeddings` or an `Error`, to `on_event` when given (as `generate` routes a
+        reply); `cancel` ends it between two batches with Error(kind="cancelled").
 
         Raises:
             EngineNotRunning: the engine is gone.
@@ -180,7 +180,7 @@ class EngineClient:
             with self._routes_lock:
                 self._routes[request_id] = on_event
         try:
-            self._send(EmbedRequest(request_id, items, normalize))
+            self._send(EmbedRequest(request_id, items, normalize, truncate))
         except EngineNotRunning:
             with self._routes_lock:
                 self._routes.pop(request_id, None)

@@ -68,7 +68,7 @@ class Engine(Protocol):
 class Embedder(Protocol):
     """An engine that embeds (the local engine; a remote chat server is not asked to)."""
 
-    def embed(self, inputs: Sequence[str | Sequence[int]], normalize: bool = True, *,
+    def embed(self, inputs: Sequence[str | Sequence[int]], normalize: bool = True, *, truncate: bool = False,
               on_event: Callable[[Event], None] | None = None) -> int:
         """Ask for one vector per input; its request id. Answered by `Embeddings` or an `Error` (to `on_event`)."""
         ...

@@ -179,6 +179,8 @@ class EmbedRequest:
     request_id: int
     inputs: tuple[str | tuple[int, ...], ...]
     normalize: bool = True  # each vector scaled to length 1 (OpenAI's and Ollama's are)
+    # An input longer than the model embeds is cut to its first tokens (Ollama's default) instead of refused.
+    truncate: bool = False
 
 
 @dataclass(slots=True, frozen=True)

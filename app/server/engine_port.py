@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.server.config import DEFAULT_QUEUE_TIMEOUT_S
-from engine.interface import Engine, EngineNotRunning
+from engine.interface import Embedder, Engine, EngineNotRunning
 from engine.protocol import (
     DEFAULT_PARALLEL,
     ChatMessage,
     Done,
+    Embeddings,
     Error,
     Event,
     ModelInfo,
@@ -133,6 +134,45 @@ class EnginePort:
                 if not finished:
                     with contextlib.suppress(EngineNotRunning):
                         self._client.cancel(request_id)
+        finally:
+            self._turns.release()
+
+    async def embed(self, inputs: Sequence[str | Sequence[int]], normalize: bool = True,
+                    truncate: bool = False) -> Embeddings | Error:
+        """One vector per input (EmbedRequest), or the Error that says why not; queued like a reply, it takes one
+        of the `parallel` turns. Cancelled in the engine when the awaiting task is (the HTTP client left)."""
+        if not isinstance(self._client, Embedder):
+            return Error("bad_request", "This engine makes no embeddings (a remote server's model).")
+        self._waiting += 1
+        try:
+            async with asyncio.timeout(self._queue_timeout_s):
+                await self._turns.acquire()
+        except TimeoutError:
+            return Error("busy", f"The server is busy: {len(self.active)} requests are running and "
+                                 f"{self._waiting - 1} more are waiting. Try again shortly.")
+        finally:
+            self._waiting -= 1
+        try:
+            loop = asyncio.get_running_loop()
+            answer: asyncio.Future[Event] = loop.create_future()
+
+            def on_event(event: Event) -> None:  # on the engine client's reader thread
+                with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                    loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(event))
+
+            try:
+                request_id = self._client.embed(inputs, normalize, truncate=truncate, on_event=on_event)
+            except EngineNotRunning as exc:
+                return Error("engine_died", f"The engine is not running ({exc}).")
+            self.active.append(request_id)
+            try:
+                event = await answer
+            finally:
+                self.active.remove(request_id)
+                if not answer.done():
+                    with contextlib.suppress(EngineNotRunning):
+                        self._client.cancel(request_id)
+            return event if isinstance(event, Embeddings | Error) else Error("internal", f"Unexpected {event!r}")
         finally:
             self._turns.release()
 

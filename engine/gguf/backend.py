@@ -20,7 +20,7 @@ from engine.chat_template import ChatTemplate, ChatTemplateError
 from engine.device_memory import DeviceMeter
 from engine.gguf.devices import read_devices
 from engine.gguf.draft_model import DraftModel
-from engine.gguf.embedding import GgufEmbedJob, input_tokens
+from engine.gguf.embedding import GgufEmbedJob, embedding_load, input_tokens
 from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.ggml_libraries import load_backends
 from engine.gguf.llama_embed import EMBED_SEQUENCES, LlamaEmbedder
@@ -56,14 +56,7 @@ from engine.protocol import (
 from engine.reply.prompt import render_pinned
 from engine.reply.shape import ShapedPrompt, TemplateFormats, shape_prompt
 from engine.reply.stream import ReplyStream, check_fits
-from models.formats.embedding_models import (
-    POOLING_MEAN,
-    POOLING_NONE,
-    POOLING_RANK,
-    is_embedding_model,
-    pooling_type,
-)
-from models.formats.gguf_header import read_gguf_header
+from models.formats.embedding_models import POOLING_MEAN, POOLING_RANK
 from models.plan.load_options import SpeculativeOptions
 
 log = logging.getLogger(__name__)
@@ -131,7 +124,7 @@ class GgufBackend:
             raise BackendError("invalid_model", str(exc)) from None
         kv_type = check_load_request(request)
         self.close()
-        embed_ctx = self._embedding_context(path, request)
+        embed_ctx, self._pooling = embedding_load(path, request.embeddings, request.n_ctx)
         embedding = embed_ctx is not None
         llama, n_gpu_layers, notice = self._open(path, request, kv_type, embed_ctx)
         self._llama = llama
@@ -192,23 +185,6 @@ class GgufBackend:
         if not embedding:
             self._pin(request.pinned_prompts)
         return self._info
-
-    def _embedding_context(self, path: Path, request: LoadRequest) -> int | None:
-        """The context of a load for embeddings only (asked, or the file is an embedding model): the one asked
-        for, at most the trained length (past it an input has no learned position); None for a chat load.
-        Notes how the model pools: its header's pooling type, else the mean of its hidden states."""
-        try:
-            header = read_gguf_header(path)
-        except (ValueError, OSError) as exc:  # llama.cpp reads it next, and says what is wrong
-            log.info("no header read of %s: %s", path.name, exc)
-            header = None
-        meta = header.metadata if header is not None else {}
-        pooling = pooling_type(meta)
-        self._pooling = POOLING_MEAN if pooling in (None, POOLING_NONE) else pooling
-        if not (request.embeddings or is_embedding_model(meta)):
-            return None
-        trained = header.n_ctx_train if header is not None else None
-        return min(request.n_ctx, trained) if isinstance(trained, int) and trained > 0 else request.n_ctx
 
     def _set_threads(self, threads: int) -> None:
         for handle in (self._llama, self._draft.llama if self._draft else None):
@@ -512,7 +488,7 @@ class GgufBackend:
         # An input fits one ubatch (pooled whole), and no further than the positions the model learned.
         limit = min(embedder.n_ubatch, llama.n_ctx_train or embedder.n_ubatch)
         tokens = input_tokens(request.inputs, lambda text: llama.tokenize(text.encode("utf-8"), True, False),
-                              llama.n_vocab, limit, name)
+                              llama.n_vocab, limit, name, request.truncate)
         return GgufEmbedJob(request, tokens, embedder)
 
     def _side_embedder(self, llama: LlamaHandle) -> LlamaEmbedder:

@@ -8,14 +8,20 @@ at most the context's sequences. An input longer than that is refused before any
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 from array import array
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Protocol
 
 from engine.backend import BackendError
 from engine.protocol import Embeddings, EmbedRequest
+from models.formats.embedding_models import POOLING_MEAN, POOLING_NONE, is_embedding_model, pooling_type
+from models.formats.gguf_header import read_gguf_header
+
+log = logging.getLogger(__name__)
 
 
 class BatchEmbedder(Protocol):
@@ -27,9 +33,28 @@ class BatchEmbedder(Protocol):
     def run(self, inputs: Sequence[Sequence[int]]) -> list[bytes]: ...
 
 
+def embedding_load(path: Path, asked: bool, n_ctx: int) -> tuple[int | None, int]:
+    """How a GGUF file loads, from its header: the context of a load for embeddings only (`asked`, or the file
+    is an embedding model): `n_ctx`, at most the trained length (past it an input has no learned position);
+    None for a chat load. And how it pools: the header's pooling type, else the mean of its hidden states."""
+    try:
+        header = read_gguf_header(path)
+    except (ValueError, OSError) as exc:  # llama.cpp reads it next, and says what is wrong
+        log.info("no header read of %s: %s", path.name, exc)
+        header = None
+    meta = header.metadata if header is not None else {}
+    pooling = pooling_type(meta)
+    pooling = POOLING_MEAN if pooling in (None, POOLING_NONE) else pooling
+    if not (asked or is_embedding_model(meta)):
+        return None, pooling
+    trained = header.n_ctx_train if header is not None else None
+    return (min(n_ctx, trained) if isinstance(trained, int) and trained > 0 else n_ctx), pooling
+
+
 def input_tokens(inputs: Sequence[str | Sequence[int]], tokenize: Callable[[str], list[int]], n_vocab: int,
-                 limit: int, model: str) -> list[list[int]]:
-    """Each input's tokens: text tokenized by `tokenize`, token ids checked against the vocabulary.
+                 limit: int, model: str, truncate: bool = False) -> list[list[int]]:
+    """Each input's tokens: text tokenized by `tokenize`, token ids checked against the vocabulary; with
+    `truncate`, an input longer than `limit` tokens is cut to its first `limit`.
 
     Raises:
         BackendError: "bad_request" for an empty input or a token id the model does not have;
@@ -45,7 +70,9 @@ def input_tokens(inputs: Sequence[str | Sequence[int]], tokenize: Callable[[str]
             if bad is not None:
                 raise BackendError("bad_request", f"Input {i} holds the token id {bad}, which {model} does not have "
                                                   f"(its vocabulary is 0 to {n_vocab - 1}).")
-        if len(tokens) > limit:
+        if len(tokens) > limit and truncate:
+            tokens = tokens[:limit]
+        elif len(tokens) > limit:
             raise BackendError("context_overflow", f"Input {i} is {len(tokens):,} tokens long; {model} embeds at "
                                                    f"most {limit:,} tokens an input. Split it into shorter pieces.")
         out.append(tokens)

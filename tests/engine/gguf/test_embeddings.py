@@ -116,6 +116,14 @@ def test_bad_inputs_are_refused_by_index_before_anything_runs(backend: GgufBacke
         backend.embed(EmbedRequest(1, ()))
 
 
+def test_truncate_cuts_a_long_input_to_what_the_model_embeds(backend: GgufBackend, tiny_bert: Path):
+    load(backend, tiny_bert)
+    job = backend.embed(EmbedRequest(1, ("word " * 600, "short"), truncate=True))
+    while (answer := job.step()) is None:
+        pass
+    assert answer.tokens[0] == 512 and len(answer.vectors) == 2
+
+
 def test_a_chat_model_can_be_loaded_for_embeddings_only(backend: GgufBackend, starter_model: Path):
     load(backend, starter_model, embeddings=True)
     assert backend._info.embeddings and backend._info.n_ctx == 2048
