@@ -97,8 +97,9 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         info = pool.preload(str(model))
         sees = f", seeing images through {Path(info.projector).name}" if info.projector else ""
-        print(f"tailor: loaded {info.name} (context {info.n_ctx}, shared by up to {args.parallel} replies at once"
-              f"{sees})", file=sys.stderr)
+        shared = (f"an embedding model: inputs of up to {info.n_ctx} tokens, POST /v1/embeddings" if info.embeddings
+                  else f"context {info.n_ctx}, shared by up to {args.parallel} replies at once")
+        print(f"tailor: loaded {info.name} ({shared}{sees})", file=sys.stderr)
         others = len(pool.catalog.entries()) - 1
         if others > 0:
             print(f"tailor: {others} more model{'s' if others > 1 else ''} of the library load when a request names "

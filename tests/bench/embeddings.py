@@ -1,6 +1,7 @@
 """Embedding throughput through the engine process: 64 short texts in one request (batched) against the same
-64 one request at a time, for the starter model (a chat model: its embedding context beside the chat's) and a
-tiny BERT (an embedding model, tests/fixtures/tiny_bert.py). Alternating ABAB over TAILOR_BENCH_RUNS rounds;
+64 one request at a time, for the starter model (a chat model: its embedding context beside the chat's), a
+tiny BERT (an embedding model, tests/fixtures/tiny_bert.py: 128 wide, 2 layers) and one as wide as bge-base (768,
+12 heads, FFN 3072; 2 layers). Alternating ABAB over TAILOR_BENCH_RUNS rounds;
 the median inputs per second of each way, and how far a batched vector is from the same text's alone.
 
     python -m tests.bench.embeddings
@@ -19,7 +20,7 @@ from pathlib import Path
 from engine.client import EngineClient
 from engine.protocol import Embeddings, Error, Event, Loaded, LoadRequest
 from engine.starter import starter_model_path
-from tests.fixtures.tiny_bert import write_tiny_bert
+from tests.fixtures.tiny_bert import BertSpec, write_tiny_bert
 from tests.fixtures.tiny_gguf import borrow_tokenizer
 
 RUNS = int(os.environ.get("TAILOR_BENCH_RUNS", "3"))
@@ -71,8 +72,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         starter = starter_model_path()
-        bert = write_tiny_bert(folder / "tiny-bert.gguf", borrow_tokenizer(starter))
-        for model in (starter, bert):
+        tokenizer = borrow_tokenizer(starter)
+        bert = write_tiny_bert(folder / "tiny-bert.gguf", tokenizer)
+        wide = write_tiny_bert(folder / "bge-base-wide-bert.gguf", tokenizer,
+                               BertSpec(n_layers=2, n_embd=768, n_heads=12, n_ff=3072, name="BERT as wide as bge-base"))
+        for model in (starter, bert, wide):
             measure(model, folder)
 
 
