@@ -171,3 +171,19 @@ def test_ten_requests_for_ten_models_at_once_are_queued_by_memory(serve, tmp_pat
         watcher.join()
     assert len(answers) == 10  # each answered
     assert most[0] <= 2 and len(pool.load_log) == 10
+
+
+def test_each_reply_goes_to_the_log_with_its_model_api_tokens_and_time(serve, tmp_path: Path, starter_model: Path,
+                                                                       caplog: pytest.LogCaptureFixture):
+    (a,) = names(tmp_path / "lib", starter_model, 1)
+    server, pool = serve([a], 64)
+    with caplog.at_level("INFO", logger="app.server"):
+        ask(server, "model-a.Q4_1")
+        deadline = time.monotonic() + 30
+        while not [r for r in caplog.records if "(chat.completions)" in r.getMessage()] and time.monotonic() < deadline:
+            time.sleep(0.02)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("loaded model-a.Q4_1 in ") for line in lines), lines
+    (reply,) = [line for line in lines if "(chat.completions)" in line]
+    assert reply.startswith("reply ") and " of model-a.Q4_1 (chat.completions): length, " in reply
+    assert " + 4 generated in " in reply and "TTFT" in reply
