@@ -25,6 +25,7 @@ from typing import Any
 from models.formats.byte_source import ByteSource
 from models.formats.errors import InvalidModelFile
 from models.formats.gguf_header import GgufHeader, read_gguf_header
+from models.formats.projector_audio import AudioEncoder, read_audio_encoder
 from models.formats.tensor_info import TensorInfo
 
 PROJECTOR_ARCHITECTURE = "clip"  # general.architecture of every mmproj file llama.cpp's converters write
@@ -126,6 +127,8 @@ class ProjectorInfo:
         n_ff: Feed-forward width of the vision encoder (`clip.vision.feed_forward_length`); None where the
             file does not say or without vision.
         weights_by_type: Bytes of tensor data by ggml type name (`F16`, `Q8_0`, `F32`).
+        audio: The audio encoder libmtmd runs (its sample rate, the tokens a window becomes;
+            projector_audio.py), None where libmtmd takes no audio from the file.
     """
 
     source: str
@@ -143,6 +146,12 @@ class ProjectorInfo:
     n_layers: int | None
     weights_by_type: dict[str, int]
     n_ff: int | None = None
+    audio: AudioEncoder | None = None
+
+    @property
+    def audio_sample_rate(self) -> int | None:
+        """Samples a second the audio encoder takes (mono); None where the file takes no audio."""
+        return self.audio.sample_rate if self.audio is not None else None
 
     @property
     def weights_bytes(self) -> int:
@@ -221,6 +230,8 @@ def projector_info(header: GgufHeader) -> ProjectorInfo:
         n_layers=vision["n_layers"],
         weights_by_type=_weights_by_type(header.tensors),
         n_ff=n_ff if has_vision and _is_int(n_ff := md.get("clip.vision.feed_forward_length")) and n_ff > 0 else None,
+        # libmtmd leaves gemma3n's audio encoder unloaded (clip.cpp: "we don't support audio for Gemma 3N").
+        audio=read_audio_encoder(header, audio_type, fail) if audio_type and vision_type != "gemma3nv" else None,
     )
     if has_vision:
         _check_vision_shapes(header, info, fail)
