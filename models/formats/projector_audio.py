@@ -99,9 +99,9 @@ def read_audio_encoder(header: GgufHeader, audio_type: str, fail: Callable[[str]
         # 0 makes clip.cpp assert (abort) when it counts the first clip's tokens.
         raise fail(f"clip.audio.projector.stack_factor is {stack!r}: it must be a whole number above 0")
     stack = stack or 1
-    _check_heads(md, fail)
     window, per_window = None, None
-    if audio_type in WHISPER_TYPES:
+    if audio_type in WHISPER_TYPES:  # other encoders (some without attention at all) are left to clip.cpp
+        _check_heads(md, fail)
         _check_whisper_shapes(header, audio_type, stack, fail)
         window, per_window = WINDOW_SECONDS, window_tokens(audio_type, WINDOW_FRAMES, stack)
     return AudioEncoder(audio_type, _SAMPLE_RATE.get(audio_type, DEFAULT_SAMPLE_RATE), n_mel, stack, window,

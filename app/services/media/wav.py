@@ -131,7 +131,7 @@ def _read_format(chunk: bytes, name: str) -> _Format:
                                  f"samples: {_reads(name)}")
     if block_align != channels * bits // 8:
         raise AudioRefused(name, f"is damaged: its header says {block_align} bytes a frame for {channels} "
-                                 f"channels of {bits} bits")
+                                 f"channel{'s' * (channels != 1)} of {bits} bits")
     return _Format(encoding, channels, rate, bits, block_align)
 
 

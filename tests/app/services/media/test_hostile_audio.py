@@ -181,7 +181,7 @@ def test_float_samples_with_a_wrong_block_size_are_refused_not_misread():
     good = float_wav(tone(0.5, RATE), RATE)
     bad = bytearray(good)
     bad[32:34] = struct.pack("<H", 8)  # block_align of a 64-bit sample in a 32-bit file
-    assert "is damaged: its header says 8 bytes a frame for 1 channels of 32 bits" in _refused_bytes(bytes(bad))
+    assert "is damaged: its header says 8 bytes a frame for 1 channel of 32 bits" in _refused_bytes(bytes(bad))
 
 
 def test_a_wav_given_as_an_image_is_named_as_audio():
