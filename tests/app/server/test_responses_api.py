@@ -14,12 +14,17 @@ import httpx
 import jsonschema
 import openai
 import pytest
-from openai.types.responses import response_create_params
+from openai.types.responses import Response, ResponseStreamEvent, response_create_params
 from PIL import Image
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
+from app.server.errors import ApiError
+from app.server.responses.events import ReplyEvents
+from app.server.responses.output import ResponseObject
+from app.server.responses.store import ResponseStore, stored
 from app.server.runner import ServerThread
 from app.services.load_settings import LoadSettings
+from engine.protocol import ChatMessage, Done, GenerationStats, Token, ToolCall
 from tests.app.server.conftest import format_server, served_model
 from tests.app.server.test_queue_and_disconnect import wait_until
 from tests.fixtures.format_models import TIME_TOOL, WEATHER_TOOL
@@ -39,6 +44,20 @@ BOOK = {"type": "object", "properties": {"title": {"type": "string", "maxLength"
 
 def _client(server: ServerThread) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
+
+
+def strict_stream(client: openai.OpenAI, **body: object) -> list[dict]:
+    """A streamed response's events as sent, each validated (not merely read) as the `openai` package's type, and
+    named by its type in its SSE `event:` line."""
+    with httpx.stream("POST", f"{client.base_url}responses", json={**body, "stream": True}, timeout=120) as answer:
+        lines = [line for line in answer.iter_lines() if line]
+    names = [line.removeprefix("event: ") for line in lines[0::2]]
+    events = [json.loads(line.removeprefix("data: ")) for line in lines[1::2]]
+    assert names == [event["type"] for event in events]
+    for event in events:
+        TypeAdapter(ResponseStreamEvent).validate_python(event)
+    Response.model_validate(events[-1]["response"])
+    return events
 
 
 @pytest.fixture(scope="module")
@@ -126,11 +145,11 @@ def test_a_streamed_response_parses_in_the_sdk_and_matches_the_whole_one(client:
     assert [e.type for e in raw if e.type != "response.output_text.delta"] == [
         kind for kind in kinds if kind != "response.output_text.delta"]
     assert "".join(e.delta for e in raw if e.type == "response.output_text.delta") == deltas
-    with httpx.stream("POST", f"{client.base_url}responses", timeout=120, json={
-            "model": model, "input": FRANCE, "max_output_tokens": 4, "stream": True}) as answer:
-        lines = [line for line in answer.iter_lines() if line]
-    names = [line.removeprefix("event: ") for line in lines[0::2]]
-    assert names == [json.loads(line.removeprefix("data: "))["type"] for line in lines[1::2]]
+    assert strict_stream(client, model=model, instructions=SYSTEM, input=FRANCE, temperature=0,
+                         max_output_tokens=32)[-1]["response"]["output"][0]["content"][0]["text"] == deltas
+    whole_json = httpx.post(f"{client.base_url}responses", timeout=120, json={
+        "model": model, "instructions": SYSTEM, "input": FRANCE, "temperature": 0, "max_output_tokens": 32})
+    assert Response.model_validate(whole_json.json()).output_text == deltas
 
 
 def test_the_output_cap_makes_an_incomplete_response(client: openai.OpenAI, model: str):
@@ -394,6 +413,9 @@ def test_a_streamed_call_comes_as_function_call_events(qwen3: openai.OpenAI):
         assert arguments[call.id] == deltas[call.id] == call.arguments
         _check(call)
     assert len({c.call_id for c in calls}) == len(calls)
+    strict = strict_stream(qwen3, model=model, input=both, tools=[WEATHER, TIME], tool_choice="required",
+                           temperature=0, reasoning={"effort": "none"})
+    assert [i["type"] for i in strict[-1]["response"]["output"]] == ["function_call"] * len(calls)
 
 
 def test_tools_that_are_not_functions_or_break_rules_are_refused_by_name(qwen3: openai.OpenAI):
@@ -431,6 +453,7 @@ def test_the_reasoning_comes_as_a_reasoning_item_whole_and_streamed(qwq: openai.
     kinds = [e.type for e in events]
     thought = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
     assert thought == reasoning.content[0].text
+    strict_stream(qwq, model=model, input=STORY, temperature=0, max_output_tokens=60)
     thinking = [i for i, kind in enumerate(kinds) if kind == "response.reasoning_text.delta"]
     answering = [i for i, kind in enumerate(kinds) if kind == "response.output_text.delta"]
     assert thinking and max(thinking) < min(answering, default=len(kinds))
@@ -457,3 +480,47 @@ def test_reasoning_effort_none_answers_without_a_reasoning_item(qwq: openai.Open
                                  reasoning={"effort": "none"})
     assert [item.type for item in reply.output] == ["message"]
     assert reply.usage.output_tokens_details.reasoning_tokens == 0 and reply.reasoning.effort == "none"
+
+
+# ------------------------------------------------------------------ the parts without a server
+
+STATS = GenerationStats(ttft_s=0.1, prompt_tokens=10, cached_tokens=4, gen_tokens=5, prefill_tok_s=100.0,
+                        decode_tok_s=50.0, reasoning_tokens=2)
+ECHO = {"tools": [], "tool_choice": "auto", "parallel_tool_calls": True}
+
+
+def _valid(events: list[dict]) -> list[str]:
+    for event in events:
+        TypeAdapter(ResponseStreamEvent).validate_python(event)
+    return [event["type"] for event in events]
+
+
+def test_whitespace_before_the_calls_is_no_message_and_a_failure_ends_the_stream():
+    reply = ReplyEvents(ResponseObject("m", ECHO))
+    call = ToolCall("call_1", "get_weather", '{"city": "Paris"}')
+    events = [*reply.start(), *reply.token(Token(1, "\n")), *reply.token(Token(1, " ")),
+              *reply.done(Done(1, "", "tool_calls", STATS, tool_calls=(call,)))]
+    kinds = _valid(events)
+    assert [item["type"] for item in reply.final["output"]] == ["function_call"]
+    assert "response.output_text.delta" not in kinds and kinds[-1] == "response.completed"
+    usage = Response.model_validate(reply.final).usage
+    assert usage.input_tokens_details.cached_tokens == 4 and usage.total_tokens == 15
+    reply = ReplyEvents(ResponseObject("m", ECHO))
+    events = [*reply.start(), *reply.token(Token(1, "Hel")), *reply.fail(ApiError(503, "The engine died."))]
+    assert _valid(events)[-2:] == ["response.output_item.done", "response.failed"]
+    failed = Response.model_validate(reply.final)
+    assert failed.status == "failed" and failed.error.message == "The engine died."
+    assert failed.output[0].status == "incomplete" and failed.output_text == "Hel"
+
+
+def test_the_store_keeps_the_newest_within_its_count_and_bytes():
+    store = ResponseStore(max_count=2, max_bytes=10_000)
+    turn = (ChatMessage("user", "x" * 1000),)
+    for n in range(3):
+        store.put(stored({"id": f"resp_{n}"}, turn))
+    assert store.get("resp_0") is None and store.get("resp_2") is not None and len(store) == 2
+    store.put(stored({"id": "resp_big"}, (ChatMessage("user", "x" * 9000),)))
+    assert len(store) == 1 and store.bytes <= 10_000  # the oldest went to make room
+    store.put(stored({"id": "resp_huge"}, (ChatMessage("user", "x" * 20_000),)))
+    assert store.get("resp_huge") is None and store.get("resp_big") is not None  # larger than the store: not kept
+    assert store.delete("resp_big") and store.bytes == 0
