@@ -145,7 +145,7 @@ class ReplyEvents:
         text = "".join(item.texts)
         where = {"item_id": item.id, "output_index": item.index, "content_index": 0}
         if item.reasoning:
-            whole = reasoning_item(item.id, text, status)
+            whole = reasoning_item(item.id, text, status, self.response.encrypted_reasoning)
             events = [self._event("response.reasoning_text.done", **where, text=text),
                       self._event("response.content_part.done", **where, part=whole["content"][0])]
         else:

@@ -7,6 +7,7 @@ ids are made once per reply, so a streamed item and the same item in the final r
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from typing import Any
@@ -19,10 +20,14 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-def reasoning_item(item_id: str, text: str | None, status: str) -> dict[str, Any]:
-    """A reasoning item; `text` None while it streams (its content comes as parts)."""
+def reasoning_item(item_id: str, text: str | None, status: str, encrypted: bool = False) -> dict[str, Any]:
+    """A reasoning item; `text` None while it streams (its content comes as parts). With `encrypted`, once
+    whole, it carries `encrypted_content`: its text in base64 (request.py, ENCRYPTED_REASONING)."""
     content = [] if text is None else [{"type": "reasoning_text", "text": text}]
-    return {"id": item_id, "type": "reasoning", "summary": [], "content": content, "status": status}
+    item = {"id": item_id, "type": "reasoning", "summary": [], "content": content, "status": status}
+    if encrypted and text is not None:
+        item["encrypted_content"] = base64.b64encode(text.encode("utf-8")).decode("ascii")
+    return item
 
 
 def text_part(text: str) -> dict[str, Any]:
@@ -53,10 +58,11 @@ class ResponseObject:
     """One response's envelope: its id, model and the request's fields it repeats; `snapshot()` gives the
     Response object as it stands."""
 
-    def __init__(self, model: str, echo: dict[str, Any]):
+    def __init__(self, model: str, echo: dict[str, Any], encrypted_reasoning: bool = False):
         self.id = new_id("resp")
         self.model = model
         self.echo = echo
+        self.encrypted_reasoning = encrypted_reasoning
         self.created_at = int(time.time())
 
     def snapshot(self, status: str, output: list[dict[str, Any]], stats: GenerationStats | None = None,

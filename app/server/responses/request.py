@@ -43,6 +43,7 @@ class ResponsesRequest:
         stream: Whether the reply is sent as events.
         store: Whether the finished response is kept.
         echo: The request's fields the Response object repeats (instructions, tools, text, ...).
+        encrypted_reasoning: Reasoning items carry `encrypted_content` (include: reasoning.encrypted_content).
     """
 
     model: str
@@ -53,6 +54,13 @@ class ResponsesRequest:
     stream: bool
     store: bool
     echo: dict[str, Any] = field(default_factory=dict)
+    encrypted_reasoning: bool = False  # include: reasoning.encrypted_content (Codex CLI asks with store: false)
+
+
+# What clients that keep no state on the server (Codex CLI, with store: false) ask for, to send the model's
+# reasoning back with the next turn. This server sends no reasoning back to the model (input_items.py), so the
+# content is the reasoning's own text in base64: opaque to the client, as the API has it, and not encrypted.
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
 def parse_request(body: Any, model: ModelInfo, history: History, fetch: ImageFetch | None = None) -> ResponsesRequest:
@@ -71,9 +79,10 @@ def parse_request(body: Any, model: ModelInfo, history: History, fetch: ImageFet
     n_ctx = model.n_ctx
     sampling = _sampling(body, n_ctx)
     include = _optional(body, "include", list) or []
-    if include:
-        raise bad_param("include[0]", f"'include' cannot give {include[0]!r} here: this server keeps no encrypted "
-                                      "reasoning, log probabilities, image URLs or tool results to add.")
+    for i, wanted in enumerate(include):
+        if wanted != ENCRYPTED_REASONING:
+            raise bad_param(f"include[{i}]", f"'include' cannot give {wanted!r} here: this server adds only "
+                                             f"'{ENCRYPTED_REASONING}' (no log probabilities, image URLs or tool results).")
     stream = _optional(body, "stream", bool) or False
     store = _optional(body, "store", bool)
     shape, echo = _shape(body, model)
@@ -93,7 +102,7 @@ def parse_request(body: Any, model: ModelInfo, history: History, fetch: ImageFet
                 metadata=body.get("metadata") if isinstance(body.get("metadata"), dict) else {},
                 user=body.get("user") if isinstance(body.get("user"), str) else None)
     return ResponsesRequest(name, (*system, *conversation), conversation, sampling, shape, stream, store is not False,
-                            echo)
+                            echo, ENCRYPTED_REASONING in include)
 
 
 def _sampling(body: dict, n_ctx: int) -> SamplingParams:

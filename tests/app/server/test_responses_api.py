@@ -230,7 +230,7 @@ FIELDS = {
     "parallel_tool_calls": (False, True),
     "tools": ([TOOL], False),  # the starter model's template has no tools: a 400 that says so
     "previous_response_id": ("resp_unknown", False),  # a 404 naming it (tested above)
-    "include": (["reasoning.encrypted_content"], False),
+    "include": (["message.output_text.logprobs"], False),  # reasoning.encrypted_content is given (below)
     "user": ("someone", True),
     "metadata": ({"team": "docs"}, True),
     "safety_identifier": ("hash", True),
@@ -473,6 +473,27 @@ def test_reasoning_given_back_is_accepted_and_not_sent_again(qwq: openai.OpenAI)
     without = qwq.responses.create(model=model, temperature=0, max_output_tokens=1, reasoning={"effort": "none"},
                                    input=[{"role": "user", "content": "Name a colour."}, *turns[1:], asked])
     assert with_reasoning.usage.input_tokens == without.usage.input_tokens
+
+
+def test_a_stateless_client_gets_its_reasoning_as_encrypted_content_and_may_send_it_back(qwq: openai.OpenAI):
+    """Codex CLI's way: store false, include reasoning.encrypted_content, the items sent back next turn."""
+    model = served_model(qwq)
+    kept = dict(model=model, input="Name a colour.", temperature=0, max_output_tokens=40, store=False,
+                include=["reasoning.encrypted_content"])
+    first = qwq.responses.create(**kept)
+    reasoning = first.output[0]
+    assert reasoning.type == "reasoning" and reasoning.encrypted_content
+    assert base64.b64decode(reasoning.encrypted_content).decode() == reasoning.content[0].text
+    streamed = [e for e in qwq.responses.create(**kept, stream=True) if e.type == "response.output_item.done"]
+    assert streamed[0].item.encrypted_content == reasoning.encrypted_content
+    plain = qwq.responses.create(model=model, input="Name a colour.", temperature=0, max_output_tokens=40)
+    assert plain.output[0].type == "reasoning" and plain.output[0].encrypted_content is None  # only when asked
+    follow = qwq.responses.create(model=model, temperature=0, max_output_tokens=1, store=False,
+                                  reasoning={"effort": "none"}, include=["reasoning.encrypted_content"],
+                                  input=[{"role": "user", "content": "Name a colour."},
+                                         *[i.model_dump(exclude_none=True) for i in first.output],
+                                         {"role": "user", "content": "Another?"}])
+    assert follow.status in ("completed", "incomplete")
 
 
 def test_reasoning_effort_none_answers_without_a_reasoning_item(qwq: openai.OpenAI):
