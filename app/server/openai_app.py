@@ -24,6 +24,7 @@ from app.server.errors import ApiError, from_engine
 from app.server.guard import ASGIApp, Guard
 from app.server.image_parts import ImageFetch, fetch_image, has_image_parts
 from app.server.model_router import ModelRouter
+from app.server.ollama.routes import routes as ollama_routes
 from app.server.params import CompletionParams, parse_chat, parse_completion
 from app.server.request_json import load_request_json
 from app.server.streaming import DONE_LINE, ClientGone, EventStream, sse, unless_disconnected
@@ -40,6 +41,7 @@ def create_app(router: ModelRouter, config: ServerConfig) -> ASGIApp:
         Route("/v1/chat/completions", api.chat, methods=["POST"]),
         Route("/v1/completions", api.completions, methods=["POST"]),
     ]
+    routes.extend(ollama_routes(router, config))
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _crash})
     return Guard(app, config)
 
