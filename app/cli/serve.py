@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 
 from app.cli.projector_option import add_projector_argument, chosen_projector
-from app.server.config import DEFAULT_PORT, DEFAULT_QUEUE_TIMEOUT_S, ServerConfig, ServerConfigError
+from app.server.config import (
+    DEFAULT_PORT,
+    DEFAULT_QUEUE_TIMEOUT_S,
+    OLLAMA_PORT,
+    ServerConfig,
+    ServerConfigError,
+)
 from app.server.own_engine import ModelLoadError, OwnEngine
 from app.server.runner import ServerStartError, serve_forever
 from app.services.chat_defaults import DEFAULT_N_CTX
@@ -28,6 +34,11 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port; 0 picks a free one (%(default)s)")
+    serve.add_argument(
+        "--ollama-port", type=int, metavar="PORT",
+        help=f"also listen on PORT for apps that look for Ollama ({OLLAMA_PORT} is Ollama's; the same API is on "
+        "--port too); off by default",
+    )
     serve.add_argument(
         "--api-key",
         help="require 'Authorization: Bearer KEY' on every request (matched as UTF-8; printable ASCII is "
@@ -71,6 +82,7 @@ def run_serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, api_key=args.api_key, allow_origins=tuple(args.allow_origin),
         allow_remote=args.allow_remote, allow_hosts=tuple(args.allow_host),
         parallel=args.parallel, queue_timeout_s=args.queue_timeout, allow_image_urls=args.allow_image_urls,
+        ollama_port=args.ollama_port,
     )
     try:
         config.check()
@@ -94,7 +106,10 @@ def run_serve(args: argparse.Namespace) -> int:
         def ready(url: str) -> None:
             print(f"tailor: serving on {url} (Ctrl+C to stop)", file=sys.stderr, flush=True)
 
-        serve_forever(engine.client, engine.model_info, config, on_ready=ready)
+        def ollama_ready(url: str) -> None:
+            print(f"tailor: serving Ollama's API on {url} too", file=sys.stderr, flush=True)
+
+        serve_forever(engine.client, engine.model_info, config, on_ready=ready, on_ollama_ready=ollama_ready)
     except (ModelLoadError, ServerStartError) as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:
