@@ -52,9 +52,9 @@ def details(model: ServedModel, facts: FileFacts, info: ModelInfo | None) -> dic
 
 
 def tags_entry(model: ServedModel, facts: FileFacts, info: ModelInfo | None) -> dict[str, Any]:
-    """One model of /api/tags."""
+    """One model of /api/tags: its size is the file's, as Ollama's is its blobs' (the router's for a folder)."""
     modified = model.modified or facts.modified
-    return {"name": model.id, "model": model.id, "modified_at": rfc3339(modified), "size": model.size_bytes,
+    return {"name": model.id, "model": model.id, "modified_at": rfc3339(modified), "size": facts.size or model.size_bytes,
             "digest": facts.digest, "details": details(model, facts, info),
             "capabilities": capabilities(facts, info)}
 

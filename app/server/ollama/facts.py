@@ -40,6 +40,7 @@ class FileFacts:
         digest: 64 hex digits: the file's sha256, or a stable id (see `content_hash`).
         content_hash: The digest is the sha256 of the file's bytes.
         modified: The file's modification time (seconds since the epoch).
+        size: The file's size (0 for a folder: the router's figure then stands).
         metadata: The GGUF header's metadata (long arrays as GgufArray).
         tensors: The GGUF header's tensor infos.
         parameter_count: Weights in the file (general.parameter_count, else counted from the tensors).
@@ -52,6 +53,7 @@ class FileFacts:
     digest: str
     content_hash: bool
     modified: float
+    size: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
     tensors: tuple[TensorInfo, ...] = ()
     parameter_count: int = 0
@@ -89,13 +91,14 @@ class FactsCache:
 
 def _read(path: Path, stat: os.stat_result) -> FileFacts:
     digest, content_hash = file_digest(path, stat)
+    size = 0 if path.is_dir() else stat.st_size
     if path.is_dir() or path.suffix.lower() != ".gguf":
-        return FileFacts(digest, content_hash, stat.st_mtime)
+        return FileFacts(digest, content_hash, stat.st_mtime, size)
     try:
         header = read_gguf_header(path)
     except InvalidModelFile as exc:
         log.warning("cannot read the header of %s: %s", path, exc)
-        return FileFacts(digest, content_hash, stat.st_mtime)
+        return FileFacts(digest, content_hash, stat.st_mtime, size)
     metadata = header.metadata
     count = metadata.get("general.parameter_count")
     if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
@@ -103,7 +106,7 @@ def _read(path: Path, stat: os.stat_result) -> FileFacts:
     template = metadata.get("tokenizer.chat_template")
     template = template if isinstance(template, str) and template else None
     formats = TemplateFormats.of(template)  # what the engine finds when it loads the file
-    return FileFacts(digest, content_hash, stat.st_mtime, metadata, header.tensors, count, header.quant_name,
+    return FileFacts(digest, content_hash, stat.st_mtime, size, metadata, header.tensors, count, header.quant_name,
                      template, formats.tools is not None, formats.reasoning is not None)
 
 

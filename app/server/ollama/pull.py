@@ -43,6 +43,10 @@ _HUB_STATUS = {"not_found": 404, "revision_not_found": 404, "gated": 403, "refus
 def hub_name(name: str) -> tuple[str, str | None]:
     """The repo and quantization level a pull names (`hf.co/org/repo:Q4_K_M`), or a 400 for any other name."""
     match = _HF_NAME.fullmatch(name.strip())
+    if match is None and re.match(r"(?:https?://)?(?:hf\.co|huggingface\.co)/", name.strip(), re.IGNORECASE):
+        raise ApiError(400, f"'{name}' is not a Hugging Face repo: name one as \"hf.co/<org>/<repo>\", with a "
+                            "quantization level after a colon (\":Q4_K_M\") or none (the plan picks; `tailor pull "
+                            "<org>/<repo>` does the same on the command line).", param="model")
     if match is None:
         raise ApiError(400, f"'{name}' is a name of Ollama's registry, which Tailor does not download from. Pull a GGUF "
                             "repo from Hugging Face instead: \"hf.co/<org>/<repo>:Q4_K_M\" here, or `tailor pull "
