@@ -9,7 +9,10 @@ import hashlib
 import io
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -428,6 +431,25 @@ def test_an_ollama_port_in_use_is_a_clear_error():
             ServerThread(None, None, ServerConfig(port=0, ollama_port=port))
     message = str(caught.value)
     assert f"127.0.0.1:{port} (--ollama-port)" in message and "Ollama itself" in message
+
+
+def test_tailor_serve_ollama_port_serves_ollama_s_api_there(starter_model: Path, tmp_path: Path):
+    env = {**os.environ, "TAILOR_HOME": str(tmp_path)}
+    process = subprocess.Popen([sys.executable, "-m", "app.launcher", "serve", "--port", "0", "--ollama-port", "0",
+                                "--ctx", "512"], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        said = []
+        for line in process.stderr:  # type: ignore[union-attr]
+            said.append(line)
+            if "serving Ollama's API on " in line:
+                break
+        host = said[-1].split(" on ", 1)[1].split()[0]
+        assert "serving on http://127.0.0.1:" in "".join(said) and host.startswith("http://127.0.0.1:")
+        (model,) = ollama.Client(host=host, timeout=60).list().models
+        assert model.model == starter_model.stem
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 0
 
 
 def test_the_cli_refuses_an_ollama_port_out_of_range(capsys: pytest.CaptureFixture[str]):
