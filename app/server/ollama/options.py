@@ -51,8 +51,8 @@ def parse_options(value: Any, n_ctx: int) -> Options:
     if not 0 < top_p <= 1:
         raise bad_param("options.top_p", "'options.top_p' must be above 0 and at most 1.")
     top_k = options.get("top_k", SamplingParams().top_k)
-    if top_k < 0:
-        raise bad_param("options.top_k", "'options.top_k' must be 0 (no limit) or more.")
+    if not 0 <= top_k < 1 << 31:  # llama.cpp takes a 32-bit count
+        raise bad_param("options.top_k", "'options.top_k' must be 0 (no limit) or a positive number of tokens.")
     num_ctx = options.get("num_ctx", 0)
     if num_ctx > n_ctx:
         raise ApiError(400, f"options.num_ctx asks for a context of {num_ctx} tokens; this model is loaded with "

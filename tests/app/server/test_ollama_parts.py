@@ -150,3 +150,27 @@ def test_generate_takes_system_and_raw_as_ollama_does():
                    ).param == "system"
     assert basics({"model": "m", "prompt": ""}, chat=False).load_only
     assert not basics({"model": "m", "prompt": "x"}, chat=False).load_only
+
+
+@pytest.mark.parametrize(("options", "param"), [
+    ({"top_k": 10**400}, "options.top_k"), ({"top_k": -1}, "options.top_k"), ({"temperature": -0.5}, "options.temperature"),
+    ({"top_p": 1.5}, "options.top_p"), ({"temperature": 10**400}, "options.temperature"), ({"stop": ["x"] * 17}, "options.stop"),
+    ({"stop": [""]}, "options.stop"), ({"num_ctx": "2048"}, "options.num_ctx"),
+])
+def test_options_out_of_their_range_are_a_400_naming_them(options: dict, param: str):
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "options": options}
+    assert refusal(lambda: parse_chat(body, PLAIN, "m")).param == param
+
+
+def test_options_map_onto_the_engine_s_sampling():
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "options": {
+        "temperature": 0.2, "top_p": 0.5, "top_k": 7, "seed": -1, "num_predict": 99, "stop": "END", "num_ctx": 1024,
+        "min_p": 0.1, "unknown": {"nested": True}}}
+    sampling = parse_chat(body, PLAIN, "m").sampling
+    assert (sampling.temperature, sampling.top_p, sampling.top_k, sampling.max_tokens, sampling.stop) == \
+        (0.2, 0.5, 7, 99, ("END",))
+    assert sampling.seed == (1 << 32) - 1  # a 32-bit seed, as llama.cpp takes it
+    for num_predict in (-1, -2, 0, 10**6):  # no limit, or more than the context: until the context is full
+        body["options"]["num_predict"] = num_predict
+        assert parse_chat(body, PLAIN, "m").sampling.max_tokens == PLAIN.n_ctx
+    assert parse_chat(body, PLAIN, "m").no_effect == ("min_p",)
