@@ -24,6 +24,7 @@ from app.server.errors import ApiError, from_engine
 from app.server.guard import ASGIApp, Guard
 from app.server.image_parts import ImageFetch, fetch_image, has_image_parts
 from app.server.model_router import ModelRouter
+from app.server.ollama.routes import routes as ollama_routes
 from app.server.params import CompletionParams, parse_chat, parse_completion
 from app.server.request_json import load_request_json
 from app.server.responses.routes import routes as responses_routes
@@ -42,6 +43,7 @@ def create_app(router: ModelRouter, config: ServerConfig) -> ASGIApp:
         Route("/v1/completions", api.completions, methods=["POST"]),
     ]
     routes += responses_routes(router, config)
+    routes.extend(ollama_routes(router, config))
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _crash})
     return Guard(app, config)
 
