@@ -8,6 +8,7 @@ and not three, so the plan, not the hope, decides who is loaded.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 import openai
 import pytest
 
+from app.cli.main import main
 from app.server.config import ServerConfig
 from app.server.model_catalog import ModelCatalog
 from app.server.model_pool import ModelPool, PoolSettings
@@ -187,3 +189,35 @@ def test_each_reply_goes_to_the_log_with_its_model_api_tokens_and_time(serve, tm
     (reply,) = [line for line in lines if "(chat.completions)" in line]
     assert reply.startswith("reply ") and " of model-a.Q4_1 (chat.completions): length, " in reply
     assert " + 4 generated in " in reply and "TTFT" in reply
+
+
+def test_tailor_ps_shows_what_the_server_holds_and_tailor_unload_unloads_it(serve, tmp_path: Path,
+                                                                             starter_model: Path, capsys):
+    a, b = names(tmp_path / "lib", starter_model, 2)
+    server, pool = serve([a, b], 64, ttl_s=600)
+    assert main(["ps", "--url", server.url]) == 0
+    assert capsys.readouterr().out == "No model is loaded.\n"
+    ask(server, "model-a.Q4_1")
+    ask(server, "model-b.Q4_1")
+    assert main(["ps", "--url", server.url]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert header.split() == ["NAME", "MEMORY", "WHERE", "CONTEXT", "UNLOADS"]
+    assert sorted(r.split()[0] for r in rows) == ["model-a.Q4_1", "model-b.Q4_1"]
+    assert all(" CPU " in r and " 512 " in r and r.rstrip().endswith("min") for r in rows), rows
+    assert main(["unload", "model-a.q4_1", "--url", server.url]) == 0
+    assert "Unloading model-a.q4_1" in capsys.readouterr().out
+    deadline = time.monotonic() + 30
+    while "model-a.Q4_1" in loaded(pool) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert loaded(pool) == {"model-b.Q4_1"}
+    assert main(["unload", "no-such-model", "--url", server.url]) == 1
+    assert "no-such-model" in capsys.readouterr().err
+    stopped = f"http://127.0.0.1:{free_port()}"
+    assert main(["ps", "--url", stopped]) == 1
+    assert "no server answers at" in capsys.readouterr().err
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
