@@ -124,6 +124,7 @@ class ModelPool:
         self._lock = threading.Lock()  # _slots is read from other threads (listing, tests)
         self.default: str | None = None  # the path of the model a request naming none gets
         self.load_log: list[tuple[str, float]] = []  # (model id, seconds) of each load, for the log and benches
+        self._fits: dict[tuple[str, float], tuple[str | None, int]] = {}  # (path, mtime) → (verdict, context)
 
     # ------------------------------------------------------------------ the router contract
 
@@ -402,10 +403,31 @@ class ModelPool:
         except OSError:
             modified = 0.0
         info = slot.info if slot is not None else None
+        fit, context = self._fit(model.path, modified)
         return ServedModel(entry.id, entry.names, model.path, model.size or (info.size_bytes if info else 0),
                            "gguf" if model.path.lower().endswith(".gguf") else "safetensors", model.quant,
-                           info.architecture if info else None, modified, slot is not None,
-                           context=info.n_ctx if info else 0)
+                           info.architecture if info else None, modified, slot is not None, fit,
+                           info.n_ctx if info else context)
+
+    def _fit(self, path: str, modified: float) -> tuple[str | None, int]:
+        """How the model fits this machine alone (its plan's verdict) and the context it would get: a header
+        read, once per file (and again when it changes). Listings run off the event loop."""
+        key = (path, modified)
+        if key not in self._fits:
+            planned = self._new_planner({}).plan_load(path, self._settings_for(path))
+            plan = planned.plan
+            if plan is None:
+                verdict = None
+            elif planned.refusal is not None or not plan.fits:
+                verdict = "too large"
+            elif plan.n_gpu_layers > plan.n_layers:
+                verdict = "fits fully on GPU"
+            elif plan.n_gpu_layers > 0:
+                verdict = f"partial offload: {plan.n_gpu_layers}/{plan.n_layers} layers on GPU"
+            else:
+                verdict = "CPU · fits in RAM"
+            self._fits[key] = (verdict, plan.context if plan is not None else 0)
+        return self._fits[key]
 
 
 def _fits_as_alone(planned: PlannedLoad, alone: PlannedLoad) -> bool:

@@ -73,7 +73,7 @@ class _Api:
     async def models(self, request: Request) -> Response:
         data = [{"id": m.id, "object": "model", "created": int(m.modified), "owned_by": "tailor",
                  "context_length": m.context, "loaded": m.loaded, "fit": m.fit, "aliases": list(m.names[1:])}
-                for m in self.router.listing()]
+                for m in await asyncio.to_thread(self.router.listing)]  # reads headers once per file
         return JSONResponse({"object": "list", "data": data})
 
     async def chat(self, request: Request) -> Response:

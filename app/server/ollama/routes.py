@@ -70,7 +70,7 @@ class _Listings:
         return JSONResponse({"version": OLLAMA_VERSION})
 
     async def tags(self, request: Request) -> Response:
-        listing = self.router.listing()
+        listing = await asyncio.to_thread(self.router.listing)  # plans each model once (a header read)
         loaded = {m.model.id: m.info for m in self.router.loaded()}
         facts = await asyncio.gather(*(asyncio.to_thread(self.facts.facts, m.path) for m in listing))
         entries = [tags_entry(m, f, loaded.get(m.id)) for m, f in zip(listing, facts, strict=True)]
@@ -90,7 +90,7 @@ class _Listings:
             verbose = body.get("verbose")
             if verbose is not None and not isinstance(verbose, bool):
                 raise ApiError(400, "'verbose' must be a boolean.", param="verbose")
-            listing = self.router.listing()
+            listing = await asyncio.to_thread(self.router.listing)
             model = find_served(listing, name)
             if model is None:
                 raise model_not_found(name, [m.id for m in listing])

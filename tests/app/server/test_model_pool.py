@@ -221,3 +221,13 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def test_the_listing_says_how_each_model_fits_this_machine(serve, tmp_path: Path, starter_model: Path):
+    a, b = names(tmp_path / "lib", starter_model, 2)
+    server, _pool = serve([a, b], ram_for(1.5, one_model_bytes(a)))
+    listed = {m.id: m.model_extra for m in client(server).models.list().data}
+    assert {m["fit"] for m in listed.values()} == {"CPU · fits in RAM"}
+    assert all(m["context_length"] == 512 and m["loaded"] is False for m in listed.values())
+    tiny = serve([a], 2.0 + 1 / 1024)  # RAM for everything else and a MiB: nothing fits
+    assert client(tiny[0]).models.list().data[0].model_extra["fit"] == "too large"
