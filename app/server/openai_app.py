@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from app.server.anthropic import routes as anthropic
 from app.server.config import ServerConfig
 from app.server.errors import ApiError, from_engine
 from app.server.guard import ASGIApp, Guard
@@ -40,6 +41,7 @@ def create_app(router: ModelRouter, config: ServerConfig) -> ASGIApp:
         Route("/v1/chat/completions", api.chat, methods=["POST"]),
         Route("/v1/completions", api.completions, methods=["POST"]),
     ]
+    routes += anthropic.routes(router, config)
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _crash})
     return Guard(app, config)
 
