@@ -30,16 +30,20 @@ MediaKind = Literal["image", "audio"]
 class Media:
     """An image (or a clip of audio) a message carries, ready for the model's projector.
 
-    The app decodes the file (app/services/media: formats, limits, orientation) and sends the pixels, so
-    the engine never parses an image file. `id` is the SHA-256 of the original file: the same picture sent
-    again is known to the prefix cache, and not encoded again.
+    The app decodes the file (app/services/media: formats, limits, orientation; a WAV's channels mixed and
+    its rate converted) and sends the pixels or the samples, so the engine never parses a media file. `id`
+    is a SHA-256 (hex) of the original file and how it was decoded: the same picture or clip sent again is
+    known to the prefix cache, and not encoded again.
     """
 
     kind: MediaKind
     id: str
-    data: bytes = field(repr=False)  # RGB rows, 3 bytes a pixel (image); float32 mono PCM (audio)
+    data: bytes = field(repr=False)  # RGB rows, 3 bytes a pixel (image); little-endian float32 mono (audio)
     width: int = 0  # pixels (an image)
     height: int = 0
+    # Samples a second of an audio clip: it must be the projector's (ModelInfo.audio_sample_rate), as libmtmd
+    # takes samples without their rate; the engine refuses any other.
+    sample_rate: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -216,6 +220,8 @@ class ModelInfo:
     projector: str | None = None
     vision: bool = False
     audio: bool = False
+    # Samples a second the projector hears (audio is sent resampled to it: Media.sample_rate); None: no audio.
+    audio_sample_rate: int | None = None
 
 
 # What a load is doing: reading the weights (into RAM, or mapped), reading them with some layers copied

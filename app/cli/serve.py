@@ -4,27 +4,36 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from app.cli.projector_option import add_projector_argument, chosen_projector
 from app.server.config import DEFAULT_PORT, DEFAULT_QUEUE_TIMEOUT_S, ServerConfig, ServerConfigError
-from app.server.own_engine import ModelLoadError, OwnEngine
+from app.server.library_pool import library_pool
+from app.server.model_pool import DEFAULT_TTL_S
+from app.server.own_engine import ModelLoadError
 from app.server.runner import ServerStartError, serve_forever
 from app.services.chat_defaults import DEFAULT_N_CTX
 from app.services.load_settings import LoadSettings
 from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
-from app.services.planning.draft_finder import library_drafts
 from engine.protocol import DEFAULT_PARALLEL, MAX_PARALLEL
 from engine.starter import StarterModelMissing, starter_model_path
 
 
 def add_serve_parser(sub: argparse._SubParsersAction) -> None:
-    serve = sub.add_parser("serve", help="serve a model over an OpenAI-compatible API (127.0.0.1 by default)")
+    serve = sub.add_parser("serve", help="serve the models of your library over OpenAI-compatible APIs "
+                                          "(127.0.0.1 by default)")
     serve.add_argument(
         "--model", type=Path,
-        help="GGUF file, or a Hugging Face model folder (safetensors, AWQ) for the PyTorch engine "
-        "(default: the built-in starter model)",
+        help="the model loaded at start and answering requests that name none: a GGUF file, or a Hugging Face "
+        "model folder (safetensors, AWQ) for the PyTorch engine (default: the built-in starter model); requests "
+        "may name any model of the library (GET /v1/models), loaded on demand",
+    )
+    serve.add_argument(
+        "--ttl", type=float, default=DEFAULT_TTL_S, metavar="S",
+        help="seconds an idle model stays loaded (%(default)s; 0: unloaded after each reply; -1: never); "
+        "the model of --model stays until the server stops",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port; 0 picks a free one (%(default)s)")
@@ -81,26 +90,30 @@ def run_serve(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     paths = AppPaths.default()
     configure_logging(paths.app_log)
-    engine = OwnEngine(log_path=paths.engine_log, prefix_cache_dir=paths.prefix_cache,
-                       drafts=library_drafts(paths.data_dir))
+    model = Path(model).expanduser().absolute()  # not resolved: the library lists its files by their snapshot path
+    base = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, n_parallel=args.parallel)
+    pool = library_pool(paths, base, [str(model)], args.ttl, args.queue_timeout, args.parallel,
+                        overrides={str(model): replace(base, mmproj=chosen_projector(args, model))})
     try:
-        settings = LoadSettings(n_ctx=args.ctx, kv_type=args.kv, flash_attn=args.flash_attn, n_parallel=args.parallel,
-                                mmproj=chosen_projector(args, Path(model)))
-        info = engine.load(model, settings)
+        info = pool.preload(str(model))
         sees = f", seeing images through {Path(info.projector).name}" if info.projector else ""
         print(f"tailor: loaded {info.name} (context {info.n_ctx}, shared by up to {args.parallel} replies at once"
               f"{sees})", file=sys.stderr)
+        others = len(pool.catalog.entries()) - 1
+        if others > 0:
+            print(f"tailor: {others} more model{'s' if others > 1 else ''} of the library load when a request names "
+                  "them (GET /v1/models)", file=sys.stderr)
 
         def ready(url: str) -> None:
             print(f"tailor: serving on {url} (Ctrl+C to stop)", file=sys.stderr, flush=True)
 
-        serve_forever(engine.client, engine.model_info, config, on_ready=ready)
+        serve_forever(None, None, config, on_ready=ready, router=pool)
     except (ModelLoadError, ServerStartError) as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:
         pass
     finally:
-        engine.shutdown()
+        pool.shutdown()
     return 0
 
 

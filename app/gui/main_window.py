@@ -286,6 +286,8 @@ class MainWindow(QMainWindow):
         self.server_menu.remote_status.connect(lambda _status: self.memory_label.setText(REMOTE_MEMORY))
         self.server_menu.remote_status.connect(self.memory_page.show_remote)
         self.server_menu.local_status.connect(lambda: self.memory_label.setText(""))
+        # What the server loaded besides the chat's model, as parts of the memory panel.
+        self.server_menu.toggle.models_changed.connect(self.memory_page.memory.show_server_models)
         c.memory.connect(self.server_menu.show_memory)  # after _on_memory: while remote, "Memory: remote" stays
         self.chat_transfer.notice.connect(self._say)
         self.chat_transfer.chats_changed.connect(self.refresh_list)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +33,8 @@ from engine.protocol import (
     SamplingParams,
     TokenCount,
 )
+
+log = logging.getLogger(__name__)
 
 # How many finished replies the port remembers (for logs and tests).
 HISTORY = 64
@@ -91,12 +95,15 @@ class EnginePort:
 
     async def generate(
         self, messages: Sequence[ChatMessage], sampling: SamplingParams, prompt: str | None = None,
-        shape: ReplyShape | None = None,
+        shape: ReplyShape | None = None, api: str = "",
     ) -> AsyncIterator[Event]:
         """The reply's events, ending with its Done or Error.
 
-        Closing the iterator early (the HTTP client went away) cancels the reply in the engine.
+        Closing the iterator early (the HTTP client went away) cancels the reply in the engine. How it
+        ended goes to the log with its model, its `api` (the route that asked: "chat.completions"...),
+        its tokens and its time: one line per reply, whatever API it came through.
         """
+        asked = time.monotonic()
         self._waiting += 1
         try:
             async with asyncio.timeout(self._queue_timeout_s):
@@ -114,6 +121,7 @@ class EnginePort:
             def on_event(event: Event) -> None:  # on the engine client's reader thread
                 if isinstance(event, Done | Error):
                     self._record(event)
+                    self._log(event, api, time.monotonic() - asked)
                 with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
                     loop.call_soon_threadsafe(queue.put_nowait, event)
 
@@ -167,6 +175,19 @@ class EnginePort:
 
     def outcome(self, request_id: int) -> Outcome | None:
         return next((o for o in self.outcomes if o.request_id == request_id), None)
+
+    def _log(self, event: Done | Error, api: str, seconds: float) -> None:
+        info = self.model
+        name = model_id(info) if info is not None else "?"
+        via = f" ({api})" if api else ""
+        if isinstance(event, Done):
+            s = event.stats
+            log.info("reply %d of %s%s: %s, %s prompt tokens (%s cached) + %d generated in %.2f s, TTFT %.3f s",
+                     event.request_id, name, via, event.finish_reason, s.prompt_tokens, s.cached_tokens,
+                     s.gen_tokens, seconds, s.ttft_s)
+        else:
+            log.info("reply %s of %s%s failed after %.2f s: %s: %s", event.request_id, name, via, seconds,
+                     event.kind, event.message)
 
     def _record(self, event: Done | Error) -> None:
         if isinstance(event, Done):

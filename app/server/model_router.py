@@ -118,6 +118,9 @@ class ModelRouter(Protocol):
                 beside the models in use, or the engine is gone.
         """
 
+    def shutdown(self) -> None:
+        """The server stopped: stop what the router started (its engines)."""
+
 
 class SingleModel:
     """The router of a server with one engine and the model loaded in it (none while it loads)."""
@@ -143,6 +146,9 @@ class SingleModel:
 
     def stand_in(self, name: str | None) -> ModelInfo | None:
         return self.port.model  # the one model, whatever the name: its fields are checked first, as ever
+
+    def shutdown(self) -> None:
+        pass  # the engine is its owner's (the window's, `tailor serve`'s)
 
     async def acquire(self, name: str | None, keep_alive: float | None = None) -> Lease:
         info = self.port.model

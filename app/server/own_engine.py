@@ -36,9 +36,11 @@ class OwnEngine:
     def model_info(self) -> ModelInfo | None:
         return self._info
 
-    def load(self, path: Path, settings: LoadSettings, timeout: float = 600.0) -> ModelInfo:
-        """Start the engine and load `path` as the plan says; raise ModelLoadError on failure."""
-        planned = self.plan(path, settings)
+    def load(self, path: Path, settings: LoadSettings, timeout: float = 600.0,
+             planned: PlannedLoad | None = None) -> ModelInfo:
+        """Start the engine and load `path` as the plan says (`planned`, where the caller planned it on a
+        machine of its own: beside other models); raise ModelLoadError on failure."""
+        planned = planned or self.plan(path, settings)
         if planned.refusal is not None:  # before the engine starts: nothing is allocated
             raise ModelLoadError(planned.refusal)
         self.client.start()

@@ -89,6 +89,7 @@ class ServerThread:
         if self._thread is not None:
             self._thread.join(timeout)
         self._sock.close()
+        self.router.shutdown()
 
     def _run(self) -> None:
         asyncio.run(self._server.serve(sockets=[self._sock]))
@@ -116,6 +117,7 @@ def serve_forever(client: Engine | None, model_info: Callable[[], ModelInfo | No
         asyncio.run(server.serve(sockets=[sock]))
     finally:
         sock.close()
+        router.shutdown()
 
 
 def _uvicorn_config(app: object, config: ServerConfig) -> uvicorn.Config:

@@ -167,6 +167,7 @@ class GgufBackend:
             projector=str(self._projector.path) if self._projector else None,
             vision=bool(self._projector and self._projector.supports_vision),
             audio=bool(self._projector and self._projector.supports_audio),
+            audio_sample_rate=self._projector.audio_sample_rate if self._projector else None,
         )
         self._pin(request.pinned_prompts)
         return self._info

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from models.hardware.gpu_cards import GpuCard, cards_label, cuda_cards, ggml_cards, nvml_cards
@@ -74,6 +75,19 @@ class Machine:
     def is_datacenter(self) -> bool:
         card = find_gpu(self.gpu_name) if self.gpu_name else None
         return bool(card and card.is_datacenter)
+
+    def without(self, used: Mapping[str, int]) -> Machine:
+        """This machine with `used` bytes per device ("cpu", "cuda:0"...) taken already: what is left for one
+        more model beside others planned on it (a server keeping several loaded)."""
+        if not used:
+            return self
+        gpus = tuple(replace(card, free_bytes=max(0, card.free_bytes - used.get(f"cuda:{i}", 0)))
+                     for i, card in enumerate(self.gpus))
+        ram = max(0, self.ram_available_bytes - used.get("cpu", 0))
+        if not gpus:
+            return replace(self, ram_available_bytes=ram)
+        first = gpus[0]
+        return replace(self, gpu_free_bytes=first.free_bytes, ram_available_bytes=ram, gpus=gpus)
 
     @classmethod
     def from_profile(cls, profile) -> Machine:  # noqa: ANN001 - models.hardware.profile.HardwareProfile

@@ -1,7 +1,8 @@
 """What the model picker lists and says, without Qt: the models on disk with each one's verdict for
 this machine, the line of the model loaded now, and the words of a load's stages.
 
-`models_on_disk` and `choices` read folders and file headers: the picker runs them on a pool thread.
+`models_on_disk` (app/services/library_models.py) and `choices` read folders and file headers: the picker
+runs them on a pool thread.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.chat.model_state import file_name
+from app.services.library_models import DiskModel, models_on_disk
 from engine.protocol import ModelInfo
 from models.formats.projector_pairing import projector_beside
 from models.formats.quant_levels import quant_from_name
 from models.library import ModelStore
 from models.plan.decision_tree import Plan
-from models.plan.folder_plan import is_model_folder
 
 # What the stages of a load (engine.protocol.LoadStage) are called on the progress bar (short: the bar
 # shares the chat's top row), and in its tooltip.
@@ -26,14 +27,6 @@ STAGE_TIPS = {
     "offloading": "Reading the model's weights and copying its GPU layers to the GPU",
     "context": "The weights are in: making the KV cache and compute buffers for the context",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class DiskModel:
-    """A model the picker offers: a GGUF file or a model folder."""
-
-    path: str
-    label: str  # "bartowski/Qwen2.5-7B-Instruct-GGUF · Q4_K_M", "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,30 +40,6 @@ class Choice:
     @property
     def text(self) -> str:
         return f"{self.model.label} — {self.verdict}" if self.verdict else self.model.label
-
-
-def models_on_disk(store: ModelStore, extra: Iterable[str] = ()) -> list[DiskModel]:
-    """The library as the Models window lists it (store.list()): each GGUF file of a downloaded repo (not
-    the vision projectors, which are no chat model), each complete model folder, each imported file still
-    there; then the `extra` paths (the built-in model, the one loaded now) the library lacks."""
-    library = store.list()
-    found: dict[str, DiskModel] = {}
-    for repo in library.repos:
-        for f in repo.gguf_files:
-            if "mmproj" not in f.path_in_repo.lower():
-                quant = quant_from_name(f.path_in_repo)
-                found.setdefault(str(f.path), DiskModel(str(f.path), f"{repo.repo_id} · {quant or f.path_in_repo}"))
-        for revision in repo.revisions:
-            if revision.complete and is_model_folder(revision.snapshot_dir):
-                path = str(revision.snapshot_dir)
-                found.setdefault(path, DiskModel(path, f"{repo.repo_id} (PyTorch)"))
-    for model in library.imported:
-        if model.exists:
-            found.setdefault(str(model.path), DiskModel(str(model.path), file_name(str(model.path))))
-    for path in extra:
-        if path and Path(path).exists():
-            found.setdefault(str(path), DiskModel(str(path), file_name(str(path))))
-    return list(found.values())
 
 
 def vision_models(store: ModelStore) -> list[str]:

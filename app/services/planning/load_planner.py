@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -45,8 +46,11 @@ class LoadPlanner:
     """Plans loads on one machine; the hardware is detected once, when first needed."""
 
     def __init__(self, profile: HardwareProfile | None = None, prefix_cache_dir: Path | None = None,
-                 status_dir: Path | None = None, drafts: DraftFinder | None = None):
+                 status_dir: Path | None = None, drafts: DraftFinder | None = None,
+                 reserved: Mapping[str, int] | None = None):
         self._profile = profile
+        # Bytes per device ("cpu", "cuda:0") other models hold already: plans go beside them (a server's pool).
+        self._reserved = dict(reserved or {})
         # Where Speculative: Auto looks for a draft model (the library); None: it drafts by prompt lookup only.
         self._drafts = drafts
         # Where the engine keeps chat prefixes warm across restarts; None keeps them in RAM only.
@@ -59,6 +63,11 @@ class LoadPlanner:
         if self._profile is None:
             self._profile = detect_machine()
         return self._profile
+
+    @property
+    def machine(self) -> Machine:
+        """The machine plans are made on: the profile's, less what `reserved` holds."""
+        return Machine.from_profile(self.profile).without(self._reserved)
 
     def plan_load(self, path: str, settings: LoadSettings) -> PlannedLoad:
         """The request for `path`: a context of Auto becomes the plan's context (the engine always
@@ -83,7 +92,7 @@ class LoadPlanner:
 
         plan, draft_on_gpu = self._plan_with_draft(plan_on, settings.speculation)
         if settings.mmproj:
-            plan = plan_with_projector(Machine.from_profile(self.profile), plan_on, plan, settings.mmproj)
+            plan = plan_with_projector(self.machine, plan_on, plan, settings.mmproj)
         if overruled:
             plan = replace(plan, reasons=(*plan.reasons, overruled))
         if found is not None:
@@ -105,7 +114,7 @@ class LoadPlanner:
     def _plan_with_draft(self, plan_on: PlanOn, speculation: SpeculativeOptions) -> tuple[Plan, bool | None]:
         """The model's plan on this machine, leaving room for a GGUF draft model when one is asked for;
         and whether the draft goes on the GPU (None: no draft planned, the engine's own rule)."""
-        machine = Machine.from_profile(self.profile)
+        machine = self.machine
         draft = speculation.draft_path
         if speculation.mode not in ("draft", "auto") or not draft or is_model_folder(draft):
             return plan_on(machine), None
@@ -125,7 +134,7 @@ class LoadPlanner:
             log.info("no plan for %s: %s", path, exc)  # the engine checks the folder and says why
         else:
             plan = plan_folder(
-                Machine.from_profile(self.profile), candidate, settings.n_ctx,
+                self.machine, candidate, settings.n_ctx,
                 torch_ok=importlib.util.find_spec("torch") is not None,
                 options=settings.torch, auto_context_cap=settings.auto_ctx_cap,
             )
