@@ -11,7 +11,7 @@ import logging
 import multiprocessing
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from engine.protocol import (
     CancelLoadRequest,
     CancelRequest,
     ChatMessage,
+    CountTokensRequest,
     Done,
     Error,
     Event,
@@ -30,6 +31,7 @@ from engine.protocol import (
     Request,
     SamplingParams,
     ShutdownRequest,
+    TokenCount,
     UnloadRequest,
 )
 
@@ -163,6 +165,28 @@ class EngineClient:
             raise
         return request_id
 
+    def count_tokens(
+        self, messages: Sequence[ChatMessage], shape: ReplyShape | None = None, *,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> int:
+        """Ask how many tokens the prompt of `messages` takes (rendered for `shape`, nothing decoded); its request
+        id. Answered by `TokenCount` or an `Error`, to `on_event` when given (as `generate` routes a reply).
+
+        Raises:
+            EngineNotRunning: the engine is gone.
+        """
+        request_id = next(self._ids)
+        if on_event is not None:
+            with self._routes_lock:
+                self._routes[request_id] = on_event
+        try:
+            self._send(CountTokensRequest(request_id, tuple(messages), shape or ReplyShape()))
+        except EngineNotRunning:
+            with self._routes_lock:
+                self._routes.pop(request_id, None)
+            raise
+        return request_id
+
     def cancel(self, request_id: int) -> None:
         """Stop a reply early; its `Done` comes with finish_reason "cancelled"."""
         self._send(CancelRequest(request_id))
@@ -224,7 +248,7 @@ class EngineClient:
         if request_id is not None:
             with self._routes_lock:
                 handler = self._routes.get(request_id)
-                if handler is not None and isinstance(event, Done | Error):
+                if handler is not None and isinstance(event, Done | Error | TokenCount):
                     del self._routes[request_id]
             if handler is not None:
                 handler(event)

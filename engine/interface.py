@@ -62,3 +62,13 @@ class Engine(Protocol):
         ...
 
     def shutdown(self, timeout: float = 5.0) -> None: ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """An engine that counts a prompt's tokens without a reply (the local engine; a remote server cannot)."""
+
+    def count_tokens(self, messages: Sequence[ChatMessage], shape: ReplyShape | None = None, *,
+                     on_event: Callable[[Event], None] | None = None) -> int:
+        """Ask for the count; its request id. Answered by `TokenCount` or an `Error` (to `on_event`)."""
+        ...

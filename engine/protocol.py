@@ -163,6 +163,17 @@ class GenerateRequest:
 
 
 @dataclass(slots=True, frozen=True)
+class CountTokensRequest:
+    """How many tokens the prompt of `messages` takes, rendered by the model's template for `shape` as a
+    GenerateRequest's would be and tokenized, nothing decoded (Anthropic's /v1/messages/count_tokens).
+    Answered by TokenCount or an Error; it does not wait for the replies running."""
+
+    request_id: int
+    messages: tuple[ChatMessage, ...]
+    shape: ReplyShape = ReplyShape()
+
+
+@dataclass(slots=True, frozen=True)
 class CancelRequest:
     request_id: int
 
@@ -183,7 +194,8 @@ class ShutdownRequest:
     pass
 
 
-Request = LoadRequest | GenerateRequest | CancelRequest | CancelLoadRequest | UnloadRequest | ShutdownRequest
+Request = (LoadRequest | GenerateRequest | CountTokensRequest | CancelRequest | CancelLoadRequest | UnloadRequest
+           | ShutdownRequest)
 
 # ---------------------------------------------------------------- events (engine -> client)
 
@@ -295,6 +307,16 @@ class Done:
     tool_calls: tuple[ToolCall, ...] = ()
     # False when the reply ended inside its reasoning (max tokens, stop pressed): the reasoning is partial.
     reasoning_closed: bool = True
+    # The stop string (SamplingParams.stop) that ended the reply; None when it ended otherwise.
+    stop_string: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class TokenCount:
+    """The answer to a CountTokensRequest: the prompt's tokens, as a reply's stats.prompt_tokens counts them."""
+
+    request_id: int
+    tokens: int
 
 
 ErrorKind = Literal[
@@ -411,4 +433,4 @@ class MemoryReport:
         )
 
 
-Event = Loaded | LoadProgress | Unloaded | Token | Done | Error | MemoryReport
+Event = Loaded | LoadProgress | Unloaded | Token | Done | Error | MemoryReport | TokenCount

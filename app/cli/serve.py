@@ -50,8 +50,8 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> None:
     )
     serve.add_argument(
         "--api-key",
-        help="require 'Authorization: Bearer KEY' on every request (matched as UTF-8; printable ASCII is "
-        "what every client can send)",
+        help="require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on every request (matched as UTF-8; "
+        "printable ASCII is what every client can send)",
     )
     serve.add_argument(
         "--allow-origin", action="append", default=[], metavar="ORIGIN",

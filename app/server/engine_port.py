@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.server.config import DEFAULT_QUEUE_TIMEOUT_S
-from engine.interface import Engine, EngineNotRunning
+from engine.interface import Engine, EngineNotRunning, TokenCounter
 from engine.protocol import (
     DEFAULT_PARALLEL,
     ChatMessage,
@@ -31,6 +31,7 @@ from engine.protocol import (
     ModelInfo,
     ReplyShape,
     SamplingParams,
+    TokenCount,
 )
 
 log = logging.getLogger(__name__)
@@ -143,6 +144,28 @@ class EnginePort:
                         self._client.cancel(request_id)
         finally:
             self._turns.release()
+
+    async def count_tokens(self, messages: Sequence[ChatMessage], shape: ReplyShape | None = None) -> int | Error:
+        """The tokens of the prompt `messages` make (rendered for `shape`), as a reply's stats.prompt_tokens
+        counts them, or the engine's Error (a template that refuses them, say). It waits for no reply slot."""
+        client = self._client
+        if not isinstance(client, TokenCounter):
+            return Error("bad_request", "The engine behind this server cannot count tokens.")
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Event] = loop.create_future()
+
+        def on_event(event: Event) -> None:  # on the engine client's reader thread
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(event))
+
+        try:
+            client.count_tokens(messages, shape, on_event=on_event)
+        except EngineNotRunning as exc:
+            return Error("engine_died", f"The engine is not running ({exc}).")
+        event = await answer
+        if isinstance(event, TokenCount | Error):
+            return event.tokens if isinstance(event, TokenCount) else event
+        return Error("internal", f"The engine answered a count with {type(event).__name__}.")
 
     def wait_outcome(self, request_id: int, timeout: float) -> Outcome | None:
         """The outcome of a reply once the engine ended it (for callers off the event loop)."""

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from app.server.anthropic import routes as anthropic
 from app.server.config import ServerConfig
 from app.server.errors import ApiError, from_engine
 from app.server.guard import ASGIApp, Guard
@@ -44,6 +45,7 @@ def create_app(router: ModelRouter, config: ServerConfig) -> ASGIApp:
     ]
     routes += responses_routes(router, config)
     routes.extend(ollama_routes(router, config))
+    routes += anthropic.routes(router, config)
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _crash})
     return Guard(app, config)
 
