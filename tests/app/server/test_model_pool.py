@@ -81,12 +81,12 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., tuple[ServerThread, ModelPoo
         thread.stop()
 
 
-def client(server: ServerThread) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
+def client(server: ServerThread, timeout: float = 120) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=timeout)
 
 
-def ask(server: ServerThread, model: str) -> str:
-    reply = client(server).chat.completions.create(model=model, messages=ASK, max_tokens=4, temperature=0)
+def ask(server: ServerThread, model: str, timeout: float = 120) -> str:
+    reply = client(server, timeout).chat.completions.create(model=model, messages=ASK, max_tokens=4, temperature=0)
     assert reply.model.lower() == model.lower(), reply.model  # answered by the model named, by its id
     return reply.choices[0].message.content or ""
 
@@ -152,10 +152,13 @@ def test_an_idle_model_is_unloaded_after_its_ttl(serve, tmp_path: Path, starter_
     assert [name for name, _ in pool.load_log] == ["model-a.Q4_1", "model-a.Q4_1"]
 
 
+@pytest.mark.timeout(900)
 def test_ten_requests_for_ten_models_at_once_are_queued_by_memory(serve, tmp_path: Path, starter_model: Path):
+    # Ten engine processes start one after another (two at a time fit): on a busy 2-core machine the last
+    # request waits minutes, so the client and the pool wait as long (a request is answered, not timed out).
     paths = names(tmp_path / "lib", starter_model, 10)
     each = one_model_bytes(paths[0])
-    server, pool = serve(paths, ram_for(2.5, each))
+    server, pool = serve(paths, ram_for(2.5, each), queue_timeout_s=800)
     most, watching = [0], threading.Event()
 
     def watch() -> None:  # the plan's word, sampled all along: never more than two at once
@@ -167,7 +170,7 @@ def test_ten_requests_for_ten_models_at_once_are_queued_by_memory(serve, tmp_pat
     watcher.start()
     try:
         with ThreadPoolExecutor(10) as workers:
-            answers = list(workers.map(lambda p: ask(server, p.name[: -len(".gguf")]), paths))
+            answers = list(workers.map(lambda p: ask(server, p.name[: -len(".gguf")], timeout=800), paths))
     finally:
         watching.set()
         watcher.join()
