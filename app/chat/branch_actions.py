@@ -16,7 +16,7 @@ from app.services.history.store import AudioRef, ChatStore, Conversation, ImageR
 from app.services.media.errors import StoredMediaError
 
 if TYPE_CHECKING:
-    from app.services.media.intake import PreparedAudio, PreparedImage
+    from app.services.media.intake import CheckedAudio, PreparedAudio, PreparedImage
 
 
 class BranchingSession(Protocol):
@@ -59,7 +59,7 @@ class BranchActions:
 
     def edit_message(self: BranchingSession, message_id: int, text: str,
                      images: Sequence[PreparedImage | ImageRef] | None = None,
-                     clips: Sequence[PreparedAudio | AudioRef] | None = None) -> bool:
+                     clips: Sequence[CheckedAudio | PreparedAudio | AudioRef] | None = None) -> bool:
         """Send `text` in place of one of your messages on the branch shown (not only the last): a new
         branch starts there and is answered; the old one stays, as the other version of that message. The
         new version carries `images` and `clips` (None: those the old one carried; () none)."""

@@ -95,7 +95,7 @@ class ContextShortfall:
         n_ctx: The context it would be answered in.
         max_context: The largest context that fits this model here (the plan's); None when unknown.
         images: The images it carries, as `carried` gave them (sizes alone go into `needed`).
-        clips: The audio clips it carries (PreparedAudio or AudioRef), likewise.
+        clips: The audio clips it carries (CheckedAudio, PreparedAudio or AudioRef), likewise.
     """
 
     text: str
@@ -105,7 +105,7 @@ class ContextShortfall:
     max_context: int | None
     edit_of: int | None = None  # the message it replaces, when editing
     images: tuple = ()  # the images it carries (PreparedImage or ImageRef), sent with it after a reload
-    clips: tuple = ()  # the clips it carries (PreparedAudio or AudioRef), likewise
+    clips: tuple = ()  # the clips it carries (CheckedAudio, PreparedAudio or AudioRef), likewise
 
     @property
     def can_reload(self) -> bool:

@@ -36,7 +36,7 @@ from app.services.history.store import (
     StoreError,
 )
 from app.services.load_settings import LoadSettings
-from app.services.media.intake import PreparedAudio, PreparedImage
+from app.services.media.intake import CheckedAudio, PreparedAudio, PreparedImage
 from engine.interface import Engine, EngineNotRunning
 from engine.protocol import Done, Error, Event, Loaded, LoadProgress, MemoryReport, Token, Unloaded
 from models.plan.decision_tree import Plan
@@ -322,7 +322,8 @@ class ChatSession(BranchActions, SessionTools):
             return False
         return True
 
-    def send(self, text: str, images: Sequence[PreparedImage] = (), clips: Sequence[PreparedAudio] = ()) -> bool:
+    def send(self, text: str, images: Sequence[PreparedImage] = (),
+             clips: Sequence[CheckedAudio | PreparedAudio] = ()) -> bool:
         """Send a user message, with the images and audio clips it carries; False (the caller keeps the text and
         the attachments) when it cannot be sent now, or when the conversation would outgrow the context (then
         `context_outgrown` says so)."""
@@ -367,7 +368,7 @@ class ChatSession(BranchActions, SessionTools):
         return self.model.context_for(self._load_settings(settings))
 
     def _outgrows(self, messages: list[Message], text: str, editing: bool, edit_of: int | None = None,
-                  images: Sequence[PreparedImage | ImageRef] = (), clips: Sequence[PreparedAudio | AudioRef] = ()) -> bool:
+                  images: Sequence[PreparedImage | ImageRef] = (), clips: Sequence[CheckedAudio | PreparedAudio | AudioRef] = ()) -> bool:
         """Whether answering `text` (with `images` and `clips`) after `messages` would outgrow the context
         (`context_outgrown` is told)."""
         settings = self.current.settings

@@ -107,8 +107,7 @@ class MainWindow(QMainWindow):
         self.media_attach = MediaAttach(
             self.composer, lambda: model.sees_images if model.loaded else None, lambda: file_name(model.path),
             lambda: vision_models(store), self, hears=lambda: model.hears_audio if model.loaded else None,
-            hearing_models=lambda: hearing_models(store),
-            sample_rate=lambda: model.audio_sample_rate if model.loaded else None)
+            hearing_models=lambda: hearing_models(store))
         # What the box sends: a message, or one of yours again as its new version (pending settings saved first).
         self.sending = Sending(self.session, self.composer, self.settings_panel.commit, self.media_attach.strip,
                                parent=self)

@@ -2,8 +2,9 @@
 thumbnail, a clip as a chip (a sound icon, its name and length), each with its remove button.
 
 They come from the Attach button, a paste or a drop (Composer's `files_given`/`image_pasted`). Each is read,
-checked and decoded by the media intake (app/services/media) on a pool thread: a 50 MB photo or a ten-minute
-recording takes a moment to decode and the window must not wait for it; a file that cannot be taken (a FIFO,
+checked and decoded by the media intake (app/services/media) on a pool thread: a 50 MB photo takes a moment to
+decode, a 250 MB recording to read, and the window must not wait for it (a clip is checked by its header here,
+and decoded when it is sent, at the rate of the model that hears it); a file that cannot be taken (a FIFO,
 a decompression bomb, an SVG, an MP3, the 17th image or the 5th clip) is refused by name in one line
 (`refused`), and nothing else changes. A file goes to the audio intake when its suffix is one of audio's (WAV,
 MP3, FLAC...: the intake reads WAV and names the others with the command that converts them), else to the
@@ -22,12 +23,12 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QStyle, QToolBut
 from app.gui.common.jobs import Jobs
 from app.services.media.errors import MediaRefused
 from app.services.media.intake import (
-    PreparedAudio,
+    CheckedAudio,
     PreparedImage,
-    audio_from_bytes,
+    checked_audio,
     image_from_bytes,
     is_audio,
-    read_audio,
+    read_checked_audio,
     read_image,
 )
 from app.services.media.limits import MAX_CLIPS_PER_MESSAGE, MAX_IMAGES_PER_MESSAGE
@@ -36,9 +37,6 @@ from app.services.media.wav import clock
 
 THUMBNAIL = 64  # pixels, the longer side
 CHIP_WIDTH = 150  # pixels: room for a short name and its length
-# The rate a clip is checked at while no model that hears is loaded (the Whisper family's): what is sent is read
-# again from the history at the rate of the model that answers.
-CHECK_RATE = 16_000
 
 
 def thumbnail(image: PreparedImage, side: int = THUMBNAIL) -> QPixmap:
@@ -62,7 +60,7 @@ def is_audio_path(path: Path) -> bool:
     return path.suffix.lower() in AUDIO_FILE_SUFFIXES
 
 
-def clip_label(clip: PreparedAudio) -> str:
+def clip_label(clip: CheckedAudio) -> str:
     """A clip as its chip names it: "question.wav · 0:12"."""
     return f"{clip.name} · {clock(clip.seconds)}"
 
@@ -100,7 +98,7 @@ class _Chip(QWidget):
     """One audio clip: the style's sound icon, its name and length, a × that removes it (no playback: the
     window has no multimedia module)."""
 
-    def __init__(self, clip: PreparedAudio, on_remove, parent: QWidget | None = None):
+    def __init__(self, clip: CheckedAudio, on_remove, parent: QWidget | None = None):
         super().__init__(parent)
         self.item = clip
         layout = QVBoxLayout(self)
@@ -130,8 +128,6 @@ class Attachments(QWidget):
     Args:
         limit: the most images a message carries.
         clip_limit: the most audio clips a message carries.
-        sample_rate: the rate the loaded model hears (None: none that hears is loaded; clips are checked at
-            CHECK_RATE).
 
     Signals:
         changed(): an image or a clip was added or removed.
@@ -142,10 +138,9 @@ class Attachments(QWidget):
     refused = Signal(str)
 
     def __init__(self, parent: QWidget | None = None, limit: int = MAX_IMAGES_PER_MESSAGE,
-                 clip_limit: int = MAX_CLIPS_PER_MESSAGE, sample_rate: Callable[[], int | None] = lambda: None):
+                 clip_limit: int = MAX_CLIPS_PER_MESSAGE):
         super().__init__(parent)
         self._limits = {"image": limit, "clip": clip_limit}
-        self._sample_rate = sample_rate
         self._jobs = Jobs(self, max_threads=1)  # one at a time: they keep the order they were given in
         self._pending = {"image": 0, "clip": 0}
         self._entries: list[_Thumb | _Chip] = []
@@ -168,7 +163,7 @@ class Attachments(QWidget):
         return tuple(e.item for e in self._entries if isinstance(e, _Thumb))
 
     @property
-    def clips(self) -> tuple[PreparedAudio, ...]:
+    def clips(self) -> tuple[CheckedAudio, ...]:
         return tuple(e.item for e in self._entries if isinstance(e, _Chip))
 
     @property
@@ -183,11 +178,10 @@ class Attachments(QWidget):
 
     def add_files(self, paths: list[Path]) -> None:
         """Read each file in the background; each becomes a thumbnail or a chip, or a `refused` line."""
-        rate = self._rate()  # asked here, on the GUI thread
         for path in paths:
             if is_audio_path(path):
                 if self._room_for_one(path.name, "clip"):
-                    self._read("clip", lambda p=path: read_audio(p, sample_rate=rate))
+                    self._read("clip", lambda p=path: read_checked_audio(p))
             elif self._room_for_one(path.name, "image"):
                 self._read("image", lambda p=path: read_image(p))
 
@@ -195,8 +189,7 @@ class Attachments(QWidget):
         """An image or a clip given as bytes (a paste), read like a file."""
         if is_audio(data):
             if self._room_for_one(name, "clip"):
-                rate = self._rate()
-                self._read("clip", lambda: audio_from_bytes(data, sample_rate=rate, name=name))
+                self._read("clip", lambda: checked_audio(data, name=name))
         elif self._room_for_one(name, "image"):
             self._read("image", lambda: image_from_bytes(data, name=name))
 
@@ -220,9 +213,6 @@ class Attachments(QWidget):
             self.setVisible(bool(self._entries))
             self.changed.emit()
 
-    def _rate(self) -> int:
-        return self._sample_rate() or CHECK_RATE
-
     def _room_for_one(self, name: str, kind: str) -> bool:
         held = len(self.images if kind == "image" else self.clips)
         limit = self._limits[kind]
@@ -236,7 +226,7 @@ class Attachments(QWidget):
         self._pending[kind] += 1
         self._jobs.run(read, lambda item: self._taken(kind, item), lambda exc: self._refused(kind, exc))
 
-    def _taken(self, kind: str, item: PreparedImage | PreparedAudio) -> None:
+    def _taken(self, kind: str, item: PreparedImage | CheckedAudio) -> None:
         self._pending[kind] -= 1
         entry = _Thumb(item, self.remove) if isinstance(item, PreparedImage) else _Chip(item, self.remove)
         self._entries.append(entry)

@@ -44,7 +44,6 @@ class MediaAttach(QObject):
         vision_models: the library's models that can see (their labels); called in the background.
         hears: whether the model loaded now takes audio (None: no model loaded yet).
         hearing_models: the library's models that can hear (their labels); called in the background.
-        sample_rate: the rate the loaded model hears (None: none that hears), for reading clips at.
         parent_widget: the Qt parent; dialogs open over it.
 
     Signals:
@@ -56,14 +55,13 @@ class MediaAttach(QObject):
     def __init__(self, composer: Composer, sees: Callable[[], bool | None], model_name: Callable[[], str],
                  vision_models: Callable[[], list[str]], parent_widget: QWidget | None = None, *,
                  hears: Callable[[], bool | None] = lambda: None,
-                 hearing_models: Callable[[], list[str]] = list,
-                 sample_rate: Callable[[], int | None] = lambda: None):
+                 hearing_models: Callable[[], list[str]] = list):
         super().__init__(parent_widget)
         self._sees, self._model_name, self._vision_models = sees, model_name, vision_models
         self._hears, self._hearing_models = hears, hearing_models
         self._parent_widget = parent_widget
         self._jobs = Jobs(self, max_threads=1)
-        self.strip = Attachments(sample_rate=sample_rate)
+        self.strip = Attachments()
         self.strip.refused.connect(self.notice)
         self.button = QToolButton()
         self.button.setIcon(QIcon.fromTheme("mail-attachment"))

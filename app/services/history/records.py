@@ -29,7 +29,7 @@ from app.services.media.sniff import AUDIO_SUFFIXES, SUFFIXES
 from engine.protocol import Reasoning
 
 if TYPE_CHECKING:  # intake imports the media store, which imports this package: no cycle at run time
-    from app.services.media.intake import PreparedAudio, PreparedImage
+    from app.services.media.intake import CheckedAudio, PreparedAudio, PreparedImage
 
 Role = Literal["system", "user", "assistant"]
 ToolChoice = Literal["auto", "required"]
@@ -189,7 +189,7 @@ class AudioRef:
         return AUDIO_SUFFIXES.get(self.format, "")
 
     @classmethod
-    def of(cls, clip: PreparedAudio) -> AudioRef:
+    def of(cls, clip: PreparedAudio | CheckedAudio) -> AudioRef:
         return cls(clip.sha256, clip.format, clip.name, clip.seconds)
 
 

@@ -66,7 +66,7 @@ from app.services.history.tree import branch, delete_subtree, first_hit, leaf_of
 from app.services.media.store import COLLECT_GRACE_S, Collected, MediaStore
 
 if TYPE_CHECKING:  # only their types: the store never decodes an image or a clip
-    from app.services.media.intake import PreparedAudio, PreparedImage
+    from app.services.media.intake import CheckedAudio, PreparedAudio, PreparedImage
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ class ChatStore(HistoryFile):
     def add_message(
         self, conversation_id: int, role: Role, content: str, state: MessageState = "complete",
         parent_id: int | None | EllipsisType = ..., *, images: Sequence[PreparedImage | ImageRef] = (),
-        clips: Sequence[PreparedAudio | AudioRef] = (),
+        clips: Sequence[PreparedAudio | CheckedAudio | AudioRef] = (),
     ) -> Message:
         """Add a message after `parent_id` (left out: the end of the branch the chat shows; None: as a first
         message), and show the branch it ends.
@@ -247,7 +247,7 @@ class ChatStore(HistoryFile):
                 media store first (the same bytes are stored once, however many messages carry them); an
                 ImageRef names a file there already (an edited message keeping the images of the one it
                 replaces: pass `old.images`).
-            clips: its audio clips, in order, likewise (a PreparedAudio or an AudioRef).
+            clips: its audio clips, in order, likewise (a PreparedAudio, a CheckedAudio or an AudioRef).
 
         Raises:
             StoreUnwritableError: the history is read-only (nothing is stored, not even an image).

@@ -14,7 +14,7 @@ from app.chat.session import ChatSession
 from app.chat.stored_clips import StoredClips
 from app.services.history.store import AudioRef, ChatStore
 from app.services.load_settings import LoadSettings
-from app.services.media.intake import PreparedAudio, audio_from_bytes, read_image
+from app.services.media.intake import PreparedAudio, audio_from_bytes, checked_audio, read_image
 from app.services.planning.load_planner import LoadPlanner
 from engine.client import EngineClient
 from engine.protocol import Done, Error, Loaded
@@ -95,6 +95,19 @@ def test_a_message_of_a_clip_alone_is_sent_and_names_the_chat(tmp_path, starter_
         (sent,) = [m for m in chat.engine.prompts[request_id] if m.role == "user"]
         assert sent.content == "" and [m.kind for m in sent.media] == ["audio"]
         assert chat.session.current.title == "voice memo.wav"
+    finally:
+        chat.store.close()
+
+
+def test_a_clip_checked_by_its_header_is_decoded_when_sent(tmp_path, starter_model):
+    chat = audio_chat(tmp_path, starter_model)
+    try:
+        wav = pcm_wav(tone(1.0, 48_000), 48_000, 16)
+        assert chat.session.send("Hear this.", clips=[checked_audio(wav, name="attached.wav")])  # as the window does
+        request_id = finish(chat, "Yes.")
+        (sent,) = [m for m in chat.engine.prompts[request_id] if m.role == "user"]
+        (media,) = sent.media
+        assert media.sample_rate == RATE and media.data == audio_from_bytes(wav, sample_rate=RATE).pcm
     finally:
         chat.store.close()
 

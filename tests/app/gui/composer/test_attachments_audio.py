@@ -1,5 +1,5 @@
 """Audio attached to the next message: dropped, pasted or chosen WAV files become chips (a sound icon, the name
-and length, a remove button) beside the images, read at the rate the model hears; MP3, FLAC and the rest are
+and length, a remove button) beside the images, checked by their header (decoded when sent); MP3, FLAC and the rest are
 refused by name with the command that converts them; a model that cannot hear says so, with the library's
 models that can (their projectors read from disk)."""
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QMimeData, QUrl
 
-from app.gui.composer.attachments import CHECK_RATE, Attachments, clip_label
+from app.gui.composer.attachments import Attachments, clip_label
 from app.gui.composer.media_attach import MediaAttach, deaf_notice
 from app.gui.composer.message_box import Composer
 from app.gui.model_picker.picker_list import hearing_models, vision_models
+from app.services.media.intake import CheckedAudio
 from models.library import ModelStore
 from tests.app.gui.composer.test_attachments import picture
 from tests.app.services.media.sounds import pcm_wav, tone
@@ -31,7 +32,7 @@ def recording(path: Path, seconds: float = 2.0, rate: int = 44_100, channels: in
 
 
 def test_dropped_wav_files_become_chips_beside_the_images_in_order(qtbot, tmp_path: Path):
-    composer, strip = Composer(), Attachments(sample_rate=lambda: 24_000)
+    composer, strip = Composer(), Attachments()
     qtbot.addWidget(composer)
     qtbot.addWidget(strip)
     composer.files_given.connect(strip.add_files)
@@ -45,7 +46,8 @@ def test_dropped_wav_files_become_chips_beside_the_images_in_order(qtbot, tmp_pa
     assert composer.toPlainText() == ""  # attached, not typed
     assert [c.name for c in strip.clips] == ["voice.wav", "Memo.WAV"] and [i.name for i in strip.images] == ["photo.png"]
     assert [type(e).__name__ for e in strip.entries] == ["_Chip", "_Thumb", "_Chip"]  # as they were given
-    assert {c.sample_rate for c in strip.clips} == {24_000}  # the rate the loaded model hears
+    assert all(isinstance(c, CheckedAudio) for c in strip.clips)  # checked by their header, decoded when sent
+    assert (strip.clips[1].source_rate, strip.clips[1].channels) == (8_000, 1)
     chip = strip.entries[0]
     assert chip.label.text() == clip_label(strip.clips[0]) == "voice.wav · 0:12"
     assert chip.icon.pixmap() is not None and not chip.icon.pixmap().isNull()  # the style's sound icon
@@ -55,12 +57,13 @@ def test_dropped_wav_files_become_chips_beside_the_images_in_order(qtbot, tmp_pa
     assert [c.name for c in strip.clips] == ["Memo.WAV"] and len(strip.images) == 1
 
 
-def test_clips_are_checked_at_the_whisper_rate_while_no_model_hears(qtbot, tmp_path: Path):
+def test_pasted_bytes_of_a_wav_become_a_clip_and_of_an_image_a_thumbnail(qtbot, tmp_path: Path):
     strip = Attachments()
     qtbot.addWidget(strip)
     strip.add_bytes(recording(tmp_path / "x.wav").read_bytes(), "pasted audio.wav")
-    qtbot.waitUntil(lambda: len(strip.clips) == 1, timeout=TIMEOUT_MS)
-    assert strip.clips[0].sample_rate == CHECK_RATE and strip.clips[0].name == "pasted audio.wav"
+    strip.add_bytes(picture(tmp_path / "p.png").read_bytes(), "pasted image.png")
+    qtbot.waitUntil(lambda: len(strip.entries) == 2, timeout=TIMEOUT_MS)
+    assert [c.name for c in strip.clips] == ["pasted audio.wav"] and [i.name for i in strip.images] == ["pasted image.png"]
 
 
 def test_compressed_audio_and_too_many_clips_are_refused_by_name(qtbot, tmp_path: Path):
