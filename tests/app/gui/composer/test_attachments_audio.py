@@ -125,6 +125,8 @@ def test_a_model_that_cannot_hear_says_so_on_attach_and_names_the_models_that_ca
     qtbot.addWidget(composer)
     attach = MediaAttach(composer, lambda: True, lambda: "plain.gguf", lambda: [], hears=lambda: False,
                          hearing_models=lambda: hearing_models(store))
+    qtbot.addWidget(attach.strip)  # the window places them; here they are closed with the test
+    qtbot.addWidget(attach.button)
     notices: list[str] = []
     attach.notice.connect(notices.append)
     attach.add_files([picture(tmp_path / "a.png")])  # it sees: nothing to say
