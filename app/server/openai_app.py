@@ -23,7 +23,7 @@ from app.server.anthropic import routes as anthropic
 from app.server.config import ServerConfig
 from app.server.errors import ApiError, from_engine
 from app.server.guard import ASGIApp, Guard
-from app.server.image_parts import ImageFetch, fetch_image, has_image_parts
+from app.server.image_parts import ImageFetch, fetch_image, has_media_parts
 from app.server.model_router import ModelRouter
 from app.server.ollama.routes import routes as ollama_routes
 from app.server.params import CompletionParams, parse_chat, parse_completion
@@ -131,7 +131,7 @@ class _Api:
                 lease.release()
 
     async def _params(self, body: object, info: ModelInfo, chat: bool) -> CompletionParams:
-        if chat and has_image_parts(body):  # decoding images takes a while: not on the event loop
+        if chat and has_media_parts(body):  # decoding images and clips takes a while: not on the event loop
             return await asyncio.to_thread(parse_chat, body, info, self.fetch)
         return parse_chat(body, info) if chat else parse_completion(body, info)
 

@@ -1,6 +1,6 @@
 """Taking media in: a path (the CLI's --image and --audio, the window's attach, drop and paste) or bytes (the
-server's `data:` URLs and `input_audio`, a pasted image, the store) become a PreparedImage or a PreparedAudio,
-or one line saying why not.
+server's `data:` URLs and `input_audio`, a pasted image, the store) become a PreparedImage or a PreparedAudio
+(or a CheckedAudio: a clip checked by its header, decoded later), or one line saying why not.
 
 A path is read through files.py: anything but a regular file is refused by its stat before any open, and its
 size is checked before it is read. The bytes' format is found by their magic bytes, never their name. An
@@ -34,7 +34,7 @@ from app.services.media.sniff import (
     read_header,
 )
 from app.services.media.store import MediaStore
-from app.services.media.wav import convert_hint, decode_mono, read_wav_header
+from app.services.media.wav import WavHeader, convert_hint, decode_mono, read_wav_header
 from engine.protocol import Media
 
 # Bump when a change to wav.py or resample.py changes the samples a file gives (PreparedAudio.cache_key
@@ -238,14 +238,7 @@ def audio_from_bytes(data: bytes, *, sample_rate: int, name: str = "audio",
     """
     if sample_rate <= 0:
         raise ValueError(f"a projector's sample rate is above 0, not {sample_rate}")
-    if len(data) > limits.max_bytes:
-        raise AudioRefused(name, too_large(len(data), limits.max_bytes, "audio"))
-    if not data:
-        raise AudioRefused(name, "is empty")
-    fmt = detect_audio_format(data)
-    if fmt is None:
-        raise AudioRefused(name, _not_wav(data, name))
-    header = read_wav_header(data, name, limits)
+    fmt, header = _checked_header(data, name, limits)
     try:
         mono = decode_mono(data, header)
         pcm = resample(mono, header.sample_rate, sample_rate)
@@ -261,6 +254,77 @@ def audio_from_bytes(data: bytes, *, sample_rate: int, name: str = "audio",
         pcm=pcm.astype("<f4", copy=False).tobytes(),
         original=data,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedAudio:
+    """A clip whose WAV header was read and checked against the limits (its layout, length and that the file
+    holds what the header promises), its samples not decoded: what the window attaches and an import stores.
+    A clip is decoded when it is sent, at the rate of the model that hears it (`decoded`, or `stored_audio`
+    from the history): decoding and resampling ten minutes of 48 kHz stereo takes seconds.
+
+    Attributes:
+        name, sha256, format, original: as PreparedAudio's.
+        source_rate: the file's rate.
+        channels: the file's channels.
+        seconds: its length.
+    """
+
+    name: str
+    sha256: str
+    format: str
+    source_rate: int
+    channels: int
+    seconds: float
+    original: bytes = field(repr=False)
+
+    @property
+    def suffix(self) -> str:
+        """The suffix of its stored file (".wav")."""
+        return AUDIO_SUFFIXES[self.format]
+
+    def decoded(self, sample_rate: int, limits: AudioLimits = DEFAULT_AUDIO_LIMITS) -> PreparedAudio:
+        """The clip decoded to mono float32 at `sample_rate` Hz (AudioRefused only where it runs out of memory)."""
+        return audio_from_bytes(self.original, sample_rate=sample_rate, name=self.name, limits=limits)
+
+
+def checked_audio(data: bytes, *, name: str = "audio", limits: AudioLimits = DEFAULT_AUDIO_LIMITS) -> CheckedAudio:
+    """Check audio given as bytes (a WAV file's) by its header, without decoding its samples.
+
+    Raises:
+        AudioRefused: one line naming it and the reason, as audio_from_bytes says it.
+    """
+    fmt, header = _checked_header(data, name, limits)
+    return CheckedAudio(name=name, sha256=hashlib.sha256(data).hexdigest(), format=fmt, source_rate=header.sample_rate,
+                        channels=header.channels, seconds=header.seconds, original=data)
+
+
+def read_checked_audio(path: str | os.PathLike[str], *, name: str | None = None,
+                       limits: AudioLimits = DEFAULT_AUDIO_LIMITS) -> CheckedAudio:
+    """Read the audio file at `path` and check it by its header (see `checked_audio`).
+
+    Raises:
+        AudioRefused: one line naming the file and the reason.
+    """
+    path = Path(path)
+    name = name or path.name or str(path)
+    try:
+        data = read_media_file(path, max_bytes=limits.max_bytes, kind="audio")
+    except FileProblem as exc:
+        raise AudioRefused(name, exc.problem) from None
+    return checked_audio(data, name=name, limits=limits)
+
+
+def _checked_header(data: bytes, name: str, limits: AudioLimits) -> tuple[str, WavHeader]:
+    """The format and WAV header of `data`, checked (size, magic bytes, layout, length)."""
+    if len(data) > limits.max_bytes:
+        raise AudioRefused(name, too_large(len(data), limits.max_bytes, "audio"))
+    if not data:
+        raise AudioRefused(name, "is empty")
+    fmt = detect_audio_format(data)
+    if fmt is None:
+        raise AudioRefused(name, _not_wav(data, name))
+    return fmt, read_wav_header(data, name, limits)
 
 
 def stored_audio(store: MediaStore, sha256: str, *, sample_rate: int, name: str | None = None,

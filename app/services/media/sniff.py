@@ -27,6 +27,11 @@ READABLE = "PNG, JPEG, WebP, GIF and BMP"
 # The suffix a stored file of each format gets (the store's names; never used to detect the format).
 SUFFIXES = {PNG: ".png", JPEG: ".jpg", WEBP: ".webp", GIF: ".gif", BMP: ".bmp"}
 AUDIO_SUFFIXES = {WAV: ".wav"}
+# The suffixes of audio files, WAV or a compressed format: where a window sends a dropped or chosen file (to the
+# audio intake, which reads WAV and names the others with the command that converts them). Only a hint of
+# where to look: the bytes decide what a file is.
+AUDIO_FILE_SUFFIXES = frozenset({".wav", ".wave", ".mp3", ".flac", ".ogg", ".oga", ".opus", ".m4a", ".aac",
+                                 ".aif", ".aiff", ".amr", ".wma", ".weba", ".mka"})
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # JPEG start-of-frame markers, which carry the size: C0-CF but DHT (C4), JPG (C8) and DAC (CC).

@@ -204,6 +204,13 @@ def duration(seconds: float) -> str:
     return f"{hours:,} h {minutes} min" if minutes else f"{hours:,} h"
 
 
+def clock(seconds: float) -> str:
+    """A clip's length as a player shows it: "0:12", "10:00", "1:02:03" (whole seconds, rounded)."""
+    minutes, rest = divmod(max(0, round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{rest:02d}" if hours else f"{minutes}:{rest:02d}"
+
+
 def convert_hint(name: str, *, to_pcm: bool = False) -> str:
     """How to make a WAV Tailor reads of the file `name`, as a command to copy: ffmpeg's defaults write
     16-bit PCM WAV (and keep the rate and channels, which Tailor converts itself)."""

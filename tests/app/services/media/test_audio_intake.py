@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 
 from app.services.media.errors import TooManyClips
-from app.services.media.intake import AUDIO_DECODE_VERSION, audio_from_bytes, read_audio, stored_audio
+from app.services.media.intake import (
+    AUDIO_DECODE_VERSION,
+    audio_from_bytes,
+    checked_audio,
+    read_audio,
+    read_checked_audio,
+    stored_audio,
+)
 from app.services.media.limits import MAX_CLIPS_PER_MESSAGE, check_clip_count
 from app.services.media.resample import resample, resampled_length
 from app.services.media.store import MediaStore
@@ -137,3 +144,17 @@ def test_a_message_carries_a_bounded_number_of_clips():
 def test_the_projectors_rate_must_be_given():
     with pytest.raises(ValueError, match="above 0"):
         audio_from_bytes(pcm_wav(tone(0.5, RATE), RATE, 16), sample_rate=0)
+
+
+def test_a_checked_clip_is_read_by_its_header_alone_and_decodes_as_a_prepared_one(tmp_path: Path):
+    wave = np.stack([tone(2.5, 44_100), tone(2.5, 44_100, 660.0)], axis=1)
+    path = tmp_path / "talk.wav"
+    path.write_bytes(pcm_wav(wave, 44_100, 16))
+    checked = read_checked_audio(path)
+    assert (checked.name, checked.format, checked.source_rate, checked.channels, checked.suffix) == (
+        "talk.wav", "WAV", 44_100, 2, ".wav")
+    assert checked.seconds == 2.5 and checked.original == path.read_bytes()
+    assert checked.sha256 == hashlib.sha256(checked.original).hexdigest()
+    prepared = read_audio(path, sample_rate=RATE)
+    assert checked.decoded(RATE) == prepared  # the same clip, decoded when it is sent
+    assert checked_audio(checked.original, name="pasted").name == "pasted"

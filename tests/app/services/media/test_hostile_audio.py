@@ -16,7 +16,7 @@ import pytest
 
 from app.services.media import files, intake
 from app.services.media.errors import AudioRefused
-from app.services.media.intake import audio_from_bytes, is_audio, read_audio
+from app.services.media.intake import audio_from_bytes, checked_audio, is_audio, read_audio
 from app.services.media.limits import MAX_AUDIO_FILE_BYTES, AudioLimits
 from tests.app.services.media.sounds import EXTENSIBLE, float_wav, fmt_chunk, pcm_wav, riff, tone
 
@@ -109,12 +109,18 @@ def test_a_format_chunk_outside_what_is_read_is_named(fmt: bytes, expected: str,
     (riff((b"fmt ", fmt_chunk(0x0001, 1, RATE, 16)), riff_type=b"AVI "), "is not a WAV file"),
 ])
 def test_a_damaged_or_empty_wav_is_one_line(data: bytes, expected: str):
-    assert expected in _refused_bytes(data)
+    message = _refused_bytes(data)
+    assert expected in message
+    with pytest.raises(AudioRefused) as caught:  # checked by its header alone, it is refused alike
+        checked_audio(data, name="clip.wav")
+    assert str(caught.value) == message
 
 
 def test_a_clip_longer_than_ten_minutes_is_refused_by_its_header(never_converted):
     data = riff((b"fmt ", fmt_chunk(0x0001, 1, 4_000, 8)), (b"data", bytes(4_000 * 601)))
     assert _refused_bytes(data) == "clip.wav is 10 min 1 s long; Tailor takes clips of up to 10 min"
+    with pytest.raises(AudioRefused, match="10 min 1 s long"):
+        checked_audio(data, name="clip.wav")
     limits = AudioLimits(max_seconds=30.0)
     assert "Tailor takes clips of up to 30.0 s" in _refused_bytes(pcm_wav(tone(31.0, RATE), RATE, 8), limits=limits)
 
