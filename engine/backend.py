@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from engine.protocol import (
+    CountTokensRequest,
     Done,
     Embeddings,
     EmbedRequest,
@@ -52,6 +53,11 @@ class Backend(Protocol):
     def submit(self, request: GenerateRequest, emit: Callable[[str], None], cancelled: Callable[[], bool]) -> None:
         """Start a reply (BackendError when it cannot run); its text comes through `emit` during steps,
         and it ends at the first step after `cancelled()` turns true."""
+        ...
+
+    def count_tokens(self, request: CountTokensRequest) -> int:
+        """The tokens of the request's prompt, rendered and tokenized as `submit` would (BackendError as it
+        would refuse it), without decoding anything."""
         ...
 
     def step(self) -> list[tuple[int, Done | BackendError]]:

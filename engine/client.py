@@ -21,6 +21,7 @@ from engine.protocol import (
     CancelLoadRequest,
     CancelRequest,
     ChatMessage,
+    CountTokensRequest,
     Done,
     Embeddings,
     EmbedRequest,
@@ -32,6 +33,7 @@ from engine.protocol import (
     Request,
     SamplingParams,
     ShutdownRequest,
+    TokenCount,
     UnloadRequest,
 )
 
@@ -165,6 +167,28 @@ class EngineClient:
             raise
         return request_id
 
+    def count_tokens(
+        self, messages: Sequence[ChatMessage], shape: ReplyShape | None = None, *,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> int:
+        """Ask how many tokens the prompt of `messages` takes (rendered for `shape`, nothing decoded); its request
+        id. Answered by `TokenCount` or an `Error`, to `on_event` when given (as `generate` routes a reply).
+
+        Raises:
+            EngineNotRunning: the engine is gone.
+        """
+        request_id = next(self._ids)
+        if on_event is not None:
+            with self._routes_lock:
+                self._routes[request_id] = on_event
+        try:
+            self._send(CountTokensRequest(request_id, tuple(messages), shape or ReplyShape()))
+        except EngineNotRunning:
+            with self._routes_lock:
+                self._routes.pop(request_id, None)
+            raise
+        return request_id
+
     def embed(self, inputs: Sequence[str | Sequence[int]], normalize: bool = True, *, truncate: bool = False,
               on_event: Callable[[Event], None] | None = None) -> int:
         """Ask for one vector per input (text, or the model's token ids; `truncate`: one too long is cut); its
@@ -248,7 +272,7 @@ class EngineClient:
         if request_id is not None:
             with self._routes_lock:
                 handler = self._routes.get(request_id)
-                if handler is not None and isinstance(event, Done | Error | Embeddings):
+                if handler is not None and isinstance(event, Done | Error | TokenCount | Embeddings):
                     del self._routes[request_id]
             if handler is not None:
                 handler(event)

@@ -27,6 +27,7 @@ from engine.openmp_policy import choose_openmp_wait_policy
 from engine.process_log import open_process_log
 from engine.protocol import (
     CancelRequest,
+    CountTokensRequest,
     EmbedRequest,
     Error,
     Event,
@@ -37,6 +38,7 @@ from engine.protocol import (
     Request,
     ShutdownRequest,
     Token,
+    TokenCount,
     Unloaded,
     UnloadRequest,
 )
@@ -144,6 +146,10 @@ class EngineHost:
         """Handle queued requests in order while they can run now; False once told to shut down."""
         while self._queue:
             request = self._queue[0]
+            if isinstance(request, CountTokensRequest):  # renders and tokenizes only: no need to wait for replies
+                self._queue.popleft()
+                self._guarded(request, lambda r=request: self._count(r))
+                continue
             if isinstance(request, EmbedRequest):  # runs beside the replies: no need to wait for them
                 self._queue.popleft()
                 if not self._guarded(request, lambda r=request: self._start_embed(r)):
@@ -226,6 +232,11 @@ class EngineHost:
         if self._status is not None:
             self._status.set_model(request, info)
         self._send_memory(backend.memory())
+
+    def _count(self, request: CountTokensRequest) -> None:
+        if self._backend is None:
+            raise BackendError("no_model", "No model is loaded.")
+        self._send(TokenCount(request.request_id, self._backend.count_tokens(request)))
 
     def _start(self, backend: Backend, request: GenerateRequest) -> None:
         """Start a reply in the backend, beside those running."""

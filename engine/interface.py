@@ -65,6 +65,16 @@ class Engine(Protocol):
 
 
 @runtime_checkable
+class TokenCounter(Protocol):
+    """An engine that counts a prompt's tokens without a reply (the local engine; a remote server cannot)."""
+
+    def count_tokens(self, messages: Sequence[ChatMessage], shape: ReplyShape | None = None, *,
+                     on_event: Callable[[Event], None] | None = None) -> int:
+        """Ask for the count; its request id. Answered by `TokenCount` or an `Error` (to `on_event`)."""
+        ...
+
+
+@runtime_checkable
 class Embedder(Protocol):
     """An engine that embeds (the local engine; a remote chat server is not asked to)."""
 

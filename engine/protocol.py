@@ -32,16 +32,20 @@ MediaKind = Literal["image", "audio"]
 class Media:
     """An image (or a clip of audio) a message carries, ready for the model's projector.
 
-    The app decodes the file (app/services/media: formats, limits, orientation) and sends the pixels, so
-    the engine never parses an image file. `id` is the SHA-256 of the original file: the same picture sent
-    again is known to the prefix cache, and not encoded again.
+    The app decodes the file (app/services/media: formats, limits, orientation; a WAV's channels mixed and
+    its rate converted) and sends the pixels or the samples, so the engine never parses a media file. `id`
+    is a SHA-256 (hex) of the original file and how it was decoded: the same picture or clip sent again is
+    known to the prefix cache, and not encoded again.
     """
 
     kind: MediaKind
     id: str
-    data: bytes = field(repr=False)  # RGB rows, 3 bytes a pixel (image); float32 mono PCM (audio)
+    data: bytes = field(repr=False)  # RGB rows, 3 bytes a pixel (image); little-endian float32 mono (audio)
     width: int = 0  # pixels (an image)
     height: int = 0
+    # Samples a second of an audio clip: it must be the projector's (ModelInfo.audio_sample_rate), as libmtmd
+    # takes samples without their rate; the engine refuses any other.
+    sample_rate: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -184,6 +188,17 @@ class EmbedRequest:
 
 
 @dataclass(slots=True, frozen=True)
+class CountTokensRequest:
+    """How many tokens the prompt of `messages` takes, rendered by the model's template for `shape` as a
+    GenerateRequest's would be and tokenized, nothing decoded (Anthropic's /v1/messages/count_tokens).
+    Answered by TokenCount or an Error; it does not wait for the replies running."""
+
+    request_id: int
+    messages: tuple[ChatMessage, ...]
+    shape: ReplyShape = ReplyShape()
+
+
+@dataclass(slots=True, frozen=True)
 class CancelRequest:
     request_id: int
 
@@ -204,8 +219,8 @@ class ShutdownRequest:
     pass
 
 
-Request = (LoadRequest | GenerateRequest | EmbedRequest | CancelRequest | CancelLoadRequest | UnloadRequest
-           | ShutdownRequest)
+Request = (LoadRequest | GenerateRequest | CountTokensRequest | EmbedRequest | CancelRequest | CancelLoadRequest
+           | UnloadRequest | ShutdownRequest)
 
 # ---------------------------------------------------------------- events (engine -> client)
 
@@ -230,6 +245,8 @@ class ModelInfo:
     projector: str | None = None
     vision: bool = False
     audio: bool = False
+    # Samples a second the projector hears (audio is sent resampled to it: Media.sample_rate); None: no audio.
+    audio_sample_rate: int | None = None
     # Loaded for embeddings only (LoadRequest.embeddings, or a file that is an embedding model): it writes no
     # replies. `n_embd`: the width of its vectors (every model embeds: EmbedRequest); 0 where not known.
     embeddings: bool = False
@@ -319,6 +336,16 @@ class Done:
     tool_calls: tuple[ToolCall, ...] = ()
     # False when the reply ended inside its reasoning (max tokens, stop pressed): the reasoning is partial.
     reasoning_closed: bool = True
+    # The stop string (SamplingParams.stop) that ended the reply; None when it ended otherwise.
+    stop_string: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class TokenCount:
+    """The answer to a CountTokensRequest: the prompt's tokens, as a reply's stats.prompt_tokens counts them."""
+
+    request_id: int
+    tokens: int
 
 
 @dataclass(slots=True, frozen=True)
@@ -457,4 +484,4 @@ class MemoryReport:
         )
 
 
-Event = Loaded | LoadProgress | Unloaded | Token | Done | Error | MemoryReport | Embeddings
+Event = Loaded | LoadProgress | Unloaded | Token | Done | Error | MemoryReport | TokenCount | Embeddings

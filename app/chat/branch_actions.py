@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from app.chat.hints import BUSY_HINT
 from app.chat.listener import SessionListener
-from app.services.history.store import ChatStore, Conversation, ImageRef, Message, StoreError
+from app.services.history.store import AudioRef, ChatStore, Conversation, ImageRef, Message, StoreError
 from app.services.media.errors import StoredMediaError
 
 if TYPE_CHECKING:
-    from app.services.media.intake import PreparedImage
+    from app.services.media.intake import CheckedAudio, PreparedAudio, PreparedImage
 
 
 class BranchingSession(Protocol):
@@ -35,7 +35,8 @@ class BranchingSession(Protocol):
 
     def _start_reply(self, conversation_id: int) -> None: ...
 
-    def _outgrows(self, messages: list[Message], text: str, editing: bool, edit_of: int | None = None) -> bool: ...
+    def _outgrows(self, messages: list[Message], text: str, editing: bool, edit_of: int | None = None,
+                  images: Sequence = (), clips: Sequence = ()) -> bool: ...
 
 
 class BranchActions:
@@ -57,10 +58,11 @@ class BranchActions:
         return True
 
     def edit_message(self: BranchingSession, message_id: int, text: str,
-                     images: Sequence[PreparedImage | ImageRef] | None = None) -> bool:
+                     images: Sequence[PreparedImage | ImageRef] | None = None,
+                     clips: Sequence[CheckedAudio | PreparedAudio | AudioRef] | None = None) -> bool:
         """Send `text` in place of one of your messages on the branch shown (not only the last): a new
         branch starts there and is answered; the old one stays, as the other version of that message. The
-        new version carries `images` (None: the images the old one carried; () none)."""
+        new version carries `images` and `clips` (None: those the old one carried; () none)."""
         text = text.strip()
         if not text or self.current is None or not self._can_start():
             return False
@@ -69,11 +71,12 @@ class BranchActions:
         if at is None:
             return False
         carried = messages[at].images if images is None else images
-        if self._outgrows(messages[:at], text, editing=True, edit_of=message_id, images=carried):
+        sounds = messages[at].clips if clips is None else clips
+        if self._outgrows(messages[:at], text, editing=True, edit_of=message_id, images=carried, clips=sounds):
             return False
         try:
             self.store.add_message(self.current.id, "user", text, parent_id=messages[at].parent_id,
-                                   images=carried)
+                                   images=carried, clips=sounds)
         except (StoreError, StoredMediaError):  # the disk filled up: the history, or the images beside it
             self.listener.history_failed()
             return False

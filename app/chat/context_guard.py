@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.chat.media_tokens import ImageTokenCount
+from app.chat.media_tokens import ClipTokenCount, ImageTokenCount
 from app.services.history.store import Message
 
 Size = tuple[int, int]  # an image's width and height
@@ -56,11 +56,12 @@ def estimate_tokens(text: str) -> int:
 
 
 def conversation_tokens(messages: Sequence[Message], system_prompt: str, new_text: str,
-                        new_images: Sequence[Size] = (), image_tokens: ImageTokenCount | None = None) -> int:
-    """Tokens of the prompt that answers `new_text` (with images of `new_images` sizes) after `messages`:
-    counted by the engine up to the last reply that has stats, estimated after it (or throughout, when no
-    reply has them). Images count by `image_tokens` (the loaded projector's); without it, not at all: a
-    model without a projector is sent none."""
+                        new_images: Sequence[Size] = (), image_tokens: ImageTokenCount | None = None,
+                        new_clips: Sequence[float] = (), clip_tokens: ClipTokenCount | None = None) -> int:
+    """Tokens of the prompt that answers `new_text` (with images of `new_images` sizes, clips of `new_clips`
+    seconds) after `messages`: counted by the engine up to the last reply that has stats, estimated after it
+    (or throughout, when no reply has them). Images count by `image_tokens` (the loaded projector's), clips
+    by `clip_tokens`; without one, not at all: a model that cannot see (or hear) is sent none."""
     known, rest = 0, list(messages)
     for i in range(len(messages) - 1, -1, -1):
         stats = messages[i].stats or {}
@@ -73,10 +74,14 @@ def conversation_tokens(messages: Sequence[Message], system_prompt: str, new_tex
         if system_prompt.strip():
             known = estimate_tokens(system_prompt)
     text = sum(estimate_tokens(m.content) for m in rest if m.content) + estimate_tokens(new_text)
-    if image_tokens is None:
-        return known + text
-    sizes = [(i.width, i.height) for m in rest for i in m.images] + list(new_images)
-    return known + text + sum(image_tokens(w, h) for w, h in sizes)
+    media = 0
+    if image_tokens is not None:
+        sizes = [(i.width, i.height) for m in rest for i in m.images] + list(new_images)
+        media += sum(image_tokens(w, h) for w, h in sizes)
+    if clip_tokens is not None:
+        lengths = [c.seconds for m in rest for c in m.clips] + list(new_clips)
+        media += sum(clip_tokens(seconds) for seconds in lengths)
+    return known + text + media
 
 
 @dataclass(slots=True, frozen=True)
@@ -90,6 +95,7 @@ class ContextShortfall:
         n_ctx: The context it would be answered in.
         max_context: The largest context that fits this model here (the plan's); None when unknown.
         images: The images it carries, as `carried` gave them (sizes alone go into `needed`).
+        clips: The audio clips it carries (CheckedAudio, PreparedAudio or AudioRef), likewise.
     """
 
     text: str
@@ -99,6 +105,7 @@ class ContextShortfall:
     max_context: int | None
     edit_of: int | None = None  # the message it replaces, when editing
     images: tuple = ()  # the images it carries (PreparedImage or ImageRef), sent with it after a reload
+    clips: tuple = ()  # the clips it carries (CheckedAudio, PreparedAudio or AudioRef), likewise
 
     @property
     def can_reload(self) -> bool:
@@ -110,10 +117,11 @@ def shortfall(
     messages: Sequence[Message], system_prompt: str, text: str, max_tokens: int, n_ctx: int,
     max_context: int | None = None, editing: bool = False, edit_of: int | None = None,
     images: Sequence[Size] = (), image_tokens: ImageTokenCount | None = None, carried: tuple = (),
+    clips: Sequence[float] = (), clip_tokens: ClipTokenCount | None = None, carried_clips: tuple = (),
 ) -> ContextShortfall | None:
-    """The shortfall of answering `text` (and `images`) with up to `max_tokens` in `n_ctx` tokens; None
-    when it fits."""
-    needed = conversation_tokens(messages, system_prompt, text, images, image_tokens) + max_tokens
+    """The shortfall of answering `text` (and `images`, and clips of `clips` seconds) with up to `max_tokens`
+    in `n_ctx` tokens; None when it fits."""
+    needed = conversation_tokens(messages, system_prompt, text, images, image_tokens, clips, clip_tokens) + max_tokens
     if needed <= n_ctx:
         return None
-    return ContextShortfall(text, editing, needed, n_ctx, max_context, edit_of, carried)
+    return ContextShortfall(text, editing, needed, n_ctx, max_context, edit_of, carried, carried_clips)

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Protocol
 
 from app.chat.listener import SessionListener
-from app.chat.media_tokens import ImageTokenCount, ProjectorTokens
+from app.chat.media_tokens import ClipTokenCount, ClipTokens, ImageTokenCount, ProjectorTokens
 from app.services.load_settings import LoadSettings
 from app.services.planning.load_planner import PlannedLoad
 from engine.interface import Engine, EngineNotRunning
 from engine.protocol import Error, Loaded, LoadProgress
 from models.formats.errors import InvalidModelFile
-from models.formats.projector_header import read_projector_info
+from models.formats.projector_header import ProjectorInfo, read_projector_info
 from models.formats.projector_pairing import projector_beside
 from models.plan.decision_tree import Plan
 
@@ -55,8 +55,11 @@ class ModelState:
         # remote server's model is taken to: the server says when it does not).
         self.takes_tools = False
         self.sees_images = False  # the loaded model has a projector that takes images
-        # The context tokens an image takes with the loaded projector (the context guard counts them).
+        self.hears_audio = False  # ... that takes audio
+        self.audio_sample_rate: int | None = None  # the rate it hears (clips are sent resampled to it)
+        # The context tokens an image (a clip) takes with the loaded projector (the context guard counts them).
         self.image_tokens: ImageTokenCount | None = None
+        self.clip_tokens: ClipTokenCount | None = None
         self.dead = False  # the engine died: nothing runs until Reload
         self._good: Wanted | None = None  # the last model that loaded, with its settings
         self._loaded: Wanted | None = None
@@ -127,7 +130,12 @@ class ModelState:
         self.n_ctx = info.n_ctx
         self.takes_tools = info.tool_format is not None or info.architecture == "remote"
         self.sees_images = info.vision
-        self.image_tokens = _image_tokens(info.projector) if info.vision else None
+        self.hears_audio = info.audio and bool(info.audio_sample_rate)
+        self.audio_sample_rate = info.audio_sample_rate if self.hears_audio else None
+        projector = _projector_info(info.projector) if info.vision or info.audio else None
+        self.image_tokens = ProjectorTokens(projector) if projector is not None and info.vision else None
+        self.clip_tokens = (ClipTokens(projector.audio) if projector is not None and projector.audio is not None
+                            and self.hears_audio else None)
         where = "remote" if info.architecture == "remote" else f"context {info.n_ctx}"
         self._label = f"{info.name} · {where}"
         self.listener.model_changed(self._label)
@@ -211,13 +219,13 @@ def with_projector(path: str, settings: LoadSettings) -> LoadSettings:
     return replace(settings, mmproj=str(found)) if found is not None else settings
 
 
-def _image_tokens(projector: str | None) -> ImageTokenCount | None:
-    """The loaded projector's image-token count (its header, read again: a few KB); None when it cannot be
-    read now (the guard then counts the text alone, and the engine still refuses what does not fit)."""
+def _projector_info(projector: str | None) -> ProjectorInfo | None:
+    """The loaded projector's header (read again: a few KB), for its image- and audio-token counts; None when it
+    cannot be read now (the guard then counts the text alone, and the engine still refuses what does not fit)."""
     if projector is None:
         return None
     try:
-        return ProjectorTokens(read_projector_info(projector))
+        return read_projector_info(projector)
     except (InvalidModelFile, OSError):
         return None
 

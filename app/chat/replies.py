@@ -15,11 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from app.chat.engine_history import UnavailableImage, engine_messages
+from app.chat.engine_history import UnavailableMedia, engine_messages
 from app.chat.listener import SessionListener, TimerFactory
 from app.chat.reply_steps import ReplySteps
 from app.chat.reply_tools import ReplyTools
 from app.chat.stats_line import format_stats
+from app.chat.stored_clips import StoredClips
 from app.chat.stored_images import StoredImages
 from app.chat.tool_rounds import ToolHost
 from app.chat.tool_set import ToolSet
@@ -90,6 +91,8 @@ class Replies(ReplySteps):
         self.tool_host: ToolHost | None = None  # how tools run (None: this session runs none)
         # The history's images, decoded once each, for a model that sees (engine_history.engine_messages).
         self.images = StoredImages(store.media)
+        # Its clips, decoded once each at the rate the model hears, for a model that hears.
+        self.clips = StoredClips(store.media)
 
     @property
     def busy(self) -> bool:
@@ -144,11 +147,12 @@ class Replies(ReplySteps):
     # ------------------------------------------------------------ starting and stopping
 
     def begin(self, engine: Engine, conversation_id: int, tools: ToolSet | None = None, tool_choice: str = "auto",
-              sees_images: bool = False) -> None:
+              sees_images: bool = False, hears_at: int | None = None) -> None:
         """Ask the engine for the reply of the conversation's last message; with `tools` (and a tool host),
         the model may call them (`tool_choice` holds for the first request: "auto", "required" or a name).
-        The messages' images go with them to a model that sees (`sees_images`); to one that does not, the
-        chat is sent without them, and a notice says so.
+        The messages' images go with them to a model that sees (`sees_images`), their clips to one that hears
+        at `hears_at` samples a second (None: it does not); to one that does not, the chat is sent without
+        them, and a notice says so.
 
         Raises:
             EngineNotRunning: the engine is gone (the caller reports it).
@@ -159,7 +163,7 @@ class Replies(ReplySteps):
             self.listener.busy_changed(False)
             return
         settings = conversation.settings
-        history = self._history(conversation_id, settings.system_prompt, sees_images)
+        history = self._history(conversation_id, settings.system_prompt, sees_images, hears_at)
         sampling = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens)
         tools = tools if self.tool_host is not None else None
         shape = ReplyShape(reasoning=settings.reasoning, think_budget=settings.think_budget,
@@ -184,17 +188,26 @@ class Replies(ReplySteps):
             self.listener.stream_started(message)
             self.listener.versions_changed(self.store.versions(conversation_id))  # a regenerated reply is one more
 
-    def _history(self, conversation_id: int, system_prompt: str, sees_images: bool) -> list[ChatMessage]:
-        """The branch as the engine is sent it; what of its images cannot go is said in a notice."""
+    def _history(self, conversation_id: int, system_prompt: str, sees_images: bool,
+                 hears_at: int | None) -> list[ChatMessage]:
+        """The branch as the engine is sent it; what of its images and clips cannot go is said in a notice."""
         messages = self.store.list_messages(conversation_id)
         pictures = sum(len(m.images) for m in messages)
-        if not sees_images:
-            if pictures:
-                self.listener.notice(f"This model cannot see images: the chat's {pictures} "
-                                     f"image{'s' * (pictures != 1)} went without it (load a model with its mmproj).")
-            return engine_messages(messages, system_prompt)
-        unavailable: list[UnavailableImage] = []
-        history = engine_messages(messages, system_prompt, self.images, unavailable)
+        sounds = sum(len(m.clips) for m in messages)
+        left_out = []
+        if pictures and not sees_images:
+            left_out.append(f"This model cannot see images: the chat's {pictures} image{'s' * (pictures != 1)} "
+                            "went without it (load a model with its mmproj).")
+        if sounds and hears_at is None:
+            left_out.append(f"This model cannot hear audio: the chat's {sounds} clip{'s' * (sounds != 1)} went "
+                            "without it (load a model whose projector takes audio, such as Qwen2-Audio).")
+        if left_out:
+            self.listener.notice(" ".join(left_out))
+        if hears_at is not None:
+            self.clips.sample_rate = hears_at
+        unavailable: list[UnavailableMedia] = []
+        history = engine_messages(messages, system_prompt, self.images if sees_images else None, unavailable,
+                                  self.clips if hears_at is not None else None)
         if unavailable:
             self.listener.notice("Sent without " + "; ".join(str(u) for u in unavailable[:3])
                                  + (f" and {len(unavailable) - 3} more" if len(unavailable) > 3 else "") + ".")

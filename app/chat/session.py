@@ -26,6 +26,7 @@ from app.chat.tool_rounds import ToolFinished
 from app.mcp.types import ServerStatus
 from app.services.history.store import (
     DEFAULT_TITLE,
+    AudioRef,
     ChatSettings,
     ChatStore,
     Conversation,
@@ -35,7 +36,7 @@ from app.services.history.store import (
     StoreError,
 )
 from app.services.load_settings import LoadSettings
-from app.services.media.intake import PreparedImage
+from app.services.media.intake import CheckedAudio, PreparedAudio, PreparedImage
 from engine.interface import Engine, EngineNotRunning
 from engine.protocol import Done, Error, Event, Loaded, LoadProgress, MemoryReport, Token, Unloaded
 from models.plan.decision_tree import Plan
@@ -165,7 +166,8 @@ class ChatSession(BranchActions, SessionTools):
         tools = self._tools_for(conversation.settings) if conversation is not None else None
         choice = conversation.settings.tool_choice if conversation is not None else "auto"
         try:
-            self.replies.begin(self.model.engine, conversation_id, tools, choice, sees_images=self.model.sees_images)
+            self.replies.begin(self.model.engine, conversation_id, tools, choice, sees_images=self.model.sees_images,
+                               hears_at=self.model.audio_sample_rate if self.model.hears_audio else None)
         except EngineNotRunning as exc:
             self._on_engine_died(not_running(exc))
 
@@ -320,25 +322,27 @@ class ChatSession(BranchActions, SessionTools):
             return False
         return True
 
-    def send(self, text: str, images: Sequence[PreparedImage] = ()) -> bool:
-        """Send a user message, with the images it carries; False (the caller keeps the text and the images)
-        when it cannot be sent now, or when the conversation would outgrow the context (then
+    def send(self, text: str, images: Sequence[PreparedImage] = (),
+             clips: Sequence[CheckedAudio | PreparedAudio] = ()) -> bool:
+        """Send a user message, with the images and audio clips it carries; False (the caller keeps the text and
+        the attachments) when it cannot be sent now, or when the conversation would outgrow the context (then
         `context_outgrown` says so)."""
         text = text.strip()
-        if not (text or images) or not self._can_start():
+        if not (text or images or clips) or not self._can_start():
             return False
         try:
             if self.current is None:
                 self.new_conversation()
             conversation = self.current
-            if self._outgrows(self.store.list_messages(conversation.id), text, editing=False, images=images):
+            if self._outgrows(self.store.list_messages(conversation.id), text, editing=False, images=images,
+                              clips=clips):
                 return False
-            message = self.store.add_message(conversation.id, "user", text, images=images)
+            message = self.store.add_message(conversation.id, "user", text, images=images, clips=clips)
         except StoreError:  # the disk filled up meanwhile: the composer keeps the text
             self.listener.history_failed()
             return False
         if conversation.title == DEFAULT_TITLE:
-            self.rename_conversation(conversation.id, (text.splitlines() or [images[0].name])[0][:48])
+            self.rename_conversation(conversation.id, (text.splitlines() or [(*images, *clips)[0].name])[0][:48])
         else:
             self.listener.conversations_changed()
         self.listener.message_added(message)
@@ -364,8 +368,8 @@ class ChatSession(BranchActions, SessionTools):
         return self.model.context_for(self._load_settings(settings))
 
     def _outgrows(self, messages: list[Message], text: str, editing: bool, edit_of: int | None = None,
-                  images: Sequence[PreparedImage | ImageRef] = ()) -> bool:
-        """Whether answering `text` (with `images`) after `messages` would outgrow the context
+                  images: Sequence[PreparedImage | ImageRef] = (), clips: Sequence[CheckedAudio | PreparedAudio | AudioRef] = ()) -> bool:
+        """Whether answering `text` (with `images` and `clips`) after `messages` would outgrow the context
         (`context_outgrown` is told)."""
         settings = self.current.settings
         context = self.context_of(settings)
@@ -373,7 +377,9 @@ class ChatSession(BranchActions, SessionTools):
             return False
         sizes = [(i.full_width, i.full_height) if isinstance(i, PreparedImage) else (i.width, i.height) for i in images]
         short = shortfall(messages, settings.system_prompt, text, settings.max_tokens, *context, editing=editing,
-                          edit_of=edit_of, images=sizes, image_tokens=self.model.image_tokens, carried=tuple(images))
+                          edit_of=edit_of, images=sizes, image_tokens=self.model.image_tokens, carried=tuple(images),
+                          clips=[c.seconds for c in clips], clip_tokens=self.model.clip_tokens,
+                          carried_clips=tuple(clips))
         if short is not None:
             self.listener.context_outgrown(short)
         return short is not None
@@ -394,5 +400,5 @@ class ChatSession(BranchActions, SessionTools):
             larger = replace(load, n_ctx=short.max_context)
         self.update_settings(replace(settings, load=larger))
         if short.editing and short.edit_of is not None:
-            return self.edit_message(short.edit_of, short.text, list(short.images))
-        return self.send(short.text, short.images)
+            return self.edit_message(short.edit_of, short.text, list(short.images), list(short.clips))
+        return self.send(short.text, short.images, short.clips)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.chat.engine_history import step_messages
+from app.cli.chat_media import add_media_arguments, message_media
 from app.cli.chat_tools import CliTools, add_tool_arguments
 from app.cli.errors import CliError
 from app.cli.mem import final_report, memory_json
@@ -31,9 +32,6 @@ from app.services.chat_defaults import (
 from app.services.history.store import StoreError
 from app.services.load_settings import LoadSettings
 from app.services.log_setup import configure_logging
-from app.services.media.errors import MediaRefused
-from app.services.media.intake import read_image
-from app.services.media.limits import check_image_count
 from app.services.paths import AppPaths
 from app.services.planning.draft_finder import library_drafts
 from app.services.planning.load_planner import LoadPlanner
@@ -43,7 +41,6 @@ from engine.protocol import (
     Done,
     Error,
     Loaded,
-    Media,
     ModelInfo,
     ReplyShape,
     SamplingParams,
@@ -99,10 +96,7 @@ def add_chat_parser(subparsers: Any) -> None:
         help="the draft model, with the model's tokenizer: a folder for a model folder (PyTorch engine), "
         "a .gguf file for a GGUF model",
     )
-    chat.add_argument(
-        "--image", type=Path, action="append", default=[], metavar="FILE",
-        help="an image the message carries (PNG, JPEG, WebP, GIF, BMP; repeatable), for a model with a projector",
-    )
+    add_media_arguments(chat)
     add_projector_argument(chat)
     chat.add_argument(
         "--gpu-memory-fraction", type=_fraction, default=0.9, metavar="F",
@@ -128,8 +122,9 @@ def add_chat_parser(subparsers: Any) -> None:
 def run_chat(args: argparse.Namespace) -> int:
     """Load the model in the engine process, stream the reply to stdout."""
     if getattr(args, "endpoint", None):
-        if args.image or args.mmproj:
-            raise CliError("--image and --mmproj are for a model this machine loads, not for --endpoint's server")
+        if args.image or args.audio or args.mmproj:
+            raise CliError("--image, --audio and --mmproj are for a model this machine loads, not for --endpoint's "
+                           "server")
         from app.cli.remote_chat import run_remote_chat
 
         return run_remote_chat(args)
@@ -142,11 +137,8 @@ def run_chat(args: argparse.Namespace) -> int:
     messages = []
     if args.system:
         messages.append(ChatMessage("system", args.system))
-    messages.append(ChatMessage("user", args.prompt, media=_images(args.image)))
     mmproj = chosen_projector(args, Path(model))
-    if messages[-1].media and mmproj is None:
-        raise CliError(f"{Path(model).name} cannot see images: there is no mmproj*.gguf beside it that fits it; "
-                       "give its projector with --mmproj FILE")
+    messages.append(ChatMessage("user", args.prompt, media=message_media(args, Path(model), mmproj)))
     sampling = SamplingParams(
         temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed
     )
@@ -231,15 +223,6 @@ def _load_settings(args: argparse.Namespace) -> LoadSettings:
                         auto_ctx_cap=args.ctx_cap or DEFAULT_AUTO_CTX_CAP)
 
 
-def _images(paths: list[Path]) -> tuple[Media, ...]:
-    """The --image files, read and checked (formats, size, pixels) before anything loads."""
-    try:
-        check_image_count(paths)
-        return tuple(read_image(p).as_media() for p in paths)
-    except MediaRefused as exc:
-        raise CliError(str(exc)) from None
-
-
 def _wait_loaded(client: EngineClient) -> ModelInfo:
     while True:
         event = client.next_event()
@@ -255,7 +238,8 @@ def _loaded_line(info: ModelInfo, auto: bool, plan: Plan | None) -> str:
     """The startup line: the model and the context it was loaded with (the engine's figure), and why."""
     line = f"loaded {info.name} with {info.n_ctx:,} tokens of context"
     if info.projector:
-        line += f", seeing through {Path(info.projector).name}"
+        senses = " and ".join(s for s, has in (("seeing", info.vision), ("hearing", info.audio)) if has)
+        line += f", {senses} through {Path(info.projector).name}" if senses else f", with {Path(info.projector).name}"
     if not auto:
         return line
     if plan is None:

@@ -79,8 +79,9 @@ def add_chats_parsers(subparsers: Any) -> None:
     )
     export.add_argument("--force", action="store_true", help="replace files that are there already")
     export.add_argument("--embed-media", action="store_true",
-                        help="json: the chats' images inside the file (base64) rather than in a <name>-media "
-                             "folder beside it; only so do they travel on stdout (html always holds them)")
+                        help="json: the chats' images and audio clips inside the file (base64) rather than in a "
+                             "<name>-media folder beside it; only so do they travel on stdout (html always holds "
+                             "them)")
     export.set_defaults(func=run_export)
 
     imp = subparsers.add_parser("import", help="add the chats of a Tailor JSON export or of ChatGPT's "
@@ -284,7 +285,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def _said(problems: list[str]) -> None:
-    """An image an export left out, a line each on stderr (the export itself is written)."""
+    """An image or clip an export left out, a line each on stderr (the export itself is written)."""
     for line in problems:
         print(f"tailor: {line}", file=sys.stderr)
 

@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pull": ("app.cli.pull", "add_pull_parser"),
     "serve": ("app.cli.serve", "add_serve_parser"),
     "mem": ("app.cli.mem", "add_mem_parser"),
+    "ps": ("app.cli.server_models", "add_server_models_parsers"),
+    "unload": ("app.cli.server_models", "add_server_models_parsers"),
     "presets": ("app.cli.preset", "add_preset_parser"),
     "chats": ("app.cli.chats", "add_chats_parsers"),
     "export": ("app.cli.chats", "add_chats_parsers"),

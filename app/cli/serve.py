@@ -8,7 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.cli.projector_option import add_projector_argument, chosen_projector
-from app.server.config import DEFAULT_PORT, DEFAULT_QUEUE_TIMEOUT_S, ServerConfig, ServerConfigError
+from app.server.config import (
+    DEFAULT_PORT,
+    DEFAULT_QUEUE_TIMEOUT_S,
+    OLLAMA_PORT,
+    ServerConfig,
+    ServerConfigError,
+)
 from app.server.library_pool import library_pool
 from app.server.model_pool import DEFAULT_TTL_S
 from app.server.own_engine import ModelLoadError
@@ -38,9 +44,14 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port; 0 picks a free one (%(default)s)")
     serve.add_argument(
+        "--ollama-port", type=int, metavar="PORT",
+        help=f"also listen on PORT for apps that look for Ollama ({OLLAMA_PORT} is Ollama's; the same API is on "
+        "--port too); off by default",
+    )
+    serve.add_argument(
         "--api-key",
-        help="require 'Authorization: Bearer KEY' on every request (matched as UTF-8; printable ASCII is "
-        "what every client can send)",
+        help="require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on every request (matched as UTF-8; "
+        "printable ASCII is what every client can send)",
     )
     serve.add_argument(
         "--allow-origin", action="append", default=[], metavar="ORIGIN",
@@ -80,6 +91,7 @@ def run_serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, api_key=args.api_key, allow_origins=tuple(args.allow_origin),
         allow_remote=args.allow_remote, allow_hosts=tuple(args.allow_host),
         parallel=args.parallel, queue_timeout_s=args.queue_timeout, allow_image_urls=args.allow_image_urls,
+        ollama_port=args.ollama_port,
     )
     try:
         config.check()
@@ -108,7 +120,10 @@ def run_serve(args: argparse.Namespace) -> int:
         def ready(url: str) -> None:
             print(f"tailor: serving on {url} (Ctrl+C to stop)", file=sys.stderr, flush=True)
 
-        serve_forever(None, None, config, on_ready=ready, router=pool)
+        def ollama_ready(url: str) -> None:
+            print(f"tailor: serving Ollama's API on {url} too", file=sys.stderr, flush=True)
+
+        serve_forever(None, None, config, on_ready=ready, on_ollama_ready=ollama_ready, router=pool)
     except (ModelLoadError, ServerStartError) as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:

@@ -21,15 +21,15 @@ from app.gui.common.app_settings import app_settings
 from app.gui.common.plan_view import PlanLabel, PlanPage
 from app.gui.common.status_labels import FittingLabel
 from app.gui.composer.context_prompt import ContextPrompt
-from app.gui.composer.image_attach import SHORTCUT as ATTACH_SHORTCUT
-from app.gui.composer.image_attach import ImageAttach
+from app.gui.composer.media_attach import SHORTCUT as ATTACH_SHORTCUT
+from app.gui.composer.media_attach import MediaAttach
 from app.gui.composer.message_box import Composer
 from app.gui.composer.send_stop import SendStop
 from app.gui.composer.sending import Sending
 from app.gui.dialogs.help_menu import HelpMenu
 from app.gui.dialogs.preferences import new_chat_defaults, preferences_action
 from app.gui.model_picker.picker import ModelPicker
-from app.gui.model_picker.picker_list import vision_models
+from app.gui.model_picker.picker_list import hearing_models, vision_models
 from app.gui.models_window.manager_window import ModelManager
 from app.gui.server.menu import REMOTE_MEMORY, ServerMenu
 from app.gui.side_panel.memory.page import MemoryPage
@@ -100,13 +100,16 @@ class MainWindow(QMainWindow):
         self.send_stop = SendStop()  # Send, or Stop while a reply streams
         self.tools_button = ToolsButton()  # which MCP servers' tools the chat may call
         self.permission_bar = PermissionBar(self.composer)  # asks before a tool call runs
-        # Images for the next message (Attach, drop, paste); which library models see, when this one cannot.
+        # Images and audio for the next message (Attach, drop, paste); which library models see (or hear), when
+        # this one cannot.
         store = ModelStore(AppPaths.default().data_dir)
         model = self.session.model
-        self.image_attach = ImageAttach(self.composer, lambda: model.sees_images if model.loaded else None,
-                                        lambda: file_name(model.path), lambda: vision_models(store), self)
+        self.media_attach = MediaAttach(
+            self.composer, lambda: model.sees_images if model.loaded else None, lambda: file_name(model.path),
+            lambda: vision_models(store), self, hears=lambda: model.hears_audio if model.loaded else None,
+            hearing_models=lambda: hearing_models(store))
         # What the box sends: a message, or one of yours again as its new version (pending settings saved first).
-        self.sending = Sending(self.session, self.composer, self.settings_panel.commit, self.image_attach.strip,
+        self.sending = Sending(self.session, self.composer, self.settings_panel.commit, self.media_attach.strip,
                                parent=self)
 
     def _build_layout(self) -> None:
@@ -114,8 +117,8 @@ class MainWindow(QMainWindow):
         at the top of the chat column."""
         self.chat_header, self.chat_header_layout = chat_header()  # the model picker's row
         self.readable = readable_chat(self.chat, self.composer, self.send_stop, tools=self.tools_button,
-                                      attach=self.image_attach.button,
-                                      above_composer=(self.image_attach.strip, self.permission_bar))
+                                      attach=self.media_attach.button,
+                                      above_composer=(self.media_attach.strip, self.permission_bar))
         self.chat_column = chat_column(self.chat_header, self.history_banner, self.banner, readable=self.readable)
         self.memory_page = MemoryPage(self.controller, self.session.plan)
         self.plan_page = PlanPage()
@@ -145,7 +148,7 @@ class MainWindow(QMainWindow):
         self.copy_action = self._action("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply)
         self.focus_action = self._action("Focus message box", "Ctrl+L", self.composer.setFocus)
         self.edit_action = self._action("Edit last message", "Ctrl+E", self.sending.edit_last_message)
-        self.attach_action = self._action("Attach images…", ATTACH_SHORTCUT, self.image_attach.choose)
+        self.attach_action = self._action("Attach images or audio…", ATTACH_SHORTCUT, self.media_attach.choose)
         self.open_action = self._action("Open model…", "Ctrl+O", self.model_picker.choose_file)
         self.open_folder_action = self._action("Open model folder…", "Ctrl+Shift+O", self.model_picker.choose_folder)
         self.plan_action = self._action("Model plan…", "Ctrl+I", self.show_plan)
@@ -177,7 +180,7 @@ class MainWindow(QMainWindow):
     def _build_features(self) -> None:
         """The context question, the Server menu, Export and Import, Preferences."""
         # Asks before a chat that outgrows its context is sent.
-        self.context_prompt = ContextPrompt(self.session, self.composer, self, self.image_attach.strip)
+        self.context_prompt = ContextPrompt(self.session, self.composer, self, self.media_attach.strip)
         # Serve the loaded model; chat with a remote server.
         self.server_menu = ServerMenu(self.controller, self)
         self.menuBar().addMenu(self.server_menu.menu)
@@ -253,7 +256,7 @@ class MainWindow(QMainWindow):
         self.send_stop.send_button.clicked.connect(lambda: self.sending.submit(self.composer.toPlainText()))
         self.send_stop.stop_button.clicked.connect(self.sending.stop)
         self.sending.notice.connect(self._say)
-        self.image_attach.notice.connect(self._say)
+        self.media_attach.notice.connect(self._say)
         view.version_requested.connect(s.show_version)
         view.edit_requested.connect(self.sending.edit_message)
         view.branch_requested.connect(s.branch_to_new_chat)
@@ -286,6 +289,8 @@ class MainWindow(QMainWindow):
         self.server_menu.remote_status.connect(lambda _status: self.memory_label.setText(REMOTE_MEMORY))
         self.server_menu.remote_status.connect(self.memory_page.show_remote)
         self.server_menu.local_status.connect(lambda: self.memory_label.setText(""))
+        # What the server loaded besides the chat's model, as parts of the memory panel.
+        self.server_menu.toggle.models_changed.connect(self.memory_page.memory.show_server_models)
         c.memory.connect(self.server_menu.show_memory)  # after _on_memory: while remote, "Memory: remote" stays
         self.chat_transfer.notice.connect(self._say)
         self.chat_transfer.chats_changed.connect(self.refresh_list)
@@ -315,7 +320,7 @@ class MainWindow(QMainWindow):
         self.conversations.set_editable(allowed)
         self.settings_panel.setEnabled(allowed)
         self.send_stop.send_button.setEnabled(allowed)
-        self.image_attach.button.setEnabled(allowed)
+        self.media_attach.button.setEnabled(allowed)
         for action in (self.new_action, self.regenerate_action, self.edit_action, self.attach_action):
             action.setEnabled(allowed)
         self.composer.setEnabled(allowed)

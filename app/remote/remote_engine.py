@@ -30,6 +30,9 @@ from engine.protocol import (
 )
 
 ARCHITECTURE = "remote"
+# The rate a remote model is sent clips at (as `input_audio` WAV parts: media_parts.py): the Whisper family's,
+# which most audio models hear; a server resamples what it takes otherwise.
+REMOTE_SAMPLE_RATE = 16_000
 
 
 def remote_model_info(endpoint: RemoteEndpoint) -> ModelInfo:
@@ -38,6 +41,7 @@ def remote_model_info(endpoint: RemoteEndpoint) -> ModelInfo:
         path=endpoint.base, name=f"{endpoint.model} (remote)", architecture=ARCHITECTURE, n_ctx=0,
         n_ctx_train=0, n_params=0, size_bytes=0, has_chat_template=True,
         vision=True,  # taken to see: a server whose model cannot answers the images with its own error
+        audio=True, audio_sample_rate=REMOTE_SAMPLE_RATE,  # and to hear, likewise
     )
 
 

@@ -11,6 +11,7 @@ import psutil
 from engine.protocol import DEFAULT_PARALLEL, MAX_PARALLEL
 
 DEFAULT_PORT = 8080
+OLLAMA_PORT = 11434  # Ollama's own: where apps with an "Ollama" provider look first
 # A full 128k-token context of text is well under 4 MiB; images come inline as base64 (4/3 of the file: a
 # phone photo is 3 to 8 MB), so a chat with a few pictures needs tens of megabytes.
 DEFAULT_MAX_BODY_BYTES = 64 << 20
@@ -79,6 +80,8 @@ class ServerConfig:
         queue_timeout_s: a queued request gets a 503 after waiting this long for its turn.
         allow_image_urls: fetch the http(s) image URLs requests name (app/server/image_parts.py); off, only
             inline data: URLs are taken.
+        ollama_port: a second port the same app listens on, for apps that look for Ollama on its port
+            (11434); None: none. 0 picks a free one.
     """
 
     host: str = "127.0.0.1"
@@ -94,11 +97,14 @@ class ServerConfig:
     parallel: int = DEFAULT_PARALLEL
     queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S
     allow_image_urls: bool = False
+    ollama_port: int | None = None
 
     def check(self) -> None:
         """Raise ServerConfigError for settings that would expose the model by accident."""
         if not 0 <= self.port <= 65535:
             raise ServerConfigError(f"Port {self.port} is out of range (0-65535).")
+        if self.ollama_port is not None and not 0 <= self.ollama_port <= 65535:
+            raise ServerConfigError(f"--ollama-port {self.ollama_port} is out of range (0-65535).")
         if self.api_key is not None:
             check_api_key(self.api_key)
         if self.max_connections < 1 or self.header_timeout_s <= 0 or self.body_timeout_s <= 0:

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.server.config import DEFAULT_QUEUE_TIMEOUT_S
-from engine.interface import Embedder, Engine, EngineNotRunning
+from engine.interface import Embedder, Engine, EngineNotRunning, TokenCounter
 from engine.protocol import (
     DEFAULT_PARALLEL,
     ChatMessage,
@@ -30,7 +32,10 @@ from engine.protocol import (
     ModelInfo,
     ReplyShape,
     SamplingParams,
+    TokenCount,
 )
+
+log = logging.getLogger(__name__)
 
 # How many finished replies the port remembers (for logs and tests).
 HISTORY = 64
@@ -91,12 +96,15 @@ class EnginePort:
 
     async def generate(
         self, messages: Sequence[ChatMessage], sampling: SamplingParams, prompt: str | None = None,
-        shape: ReplyShape | None = None,
+        shape: ReplyShape | None = None, api: str = "",
     ) -> AsyncIterator[Event]:
         """The reply's events, ending with its Done or Error.
 
-        Closing the iterator early (the HTTP client went away) cancels the reply in the engine.
+        Closing the iterator early (the HTTP client went away) cancels the reply in the engine. How it
+        ended goes to the log with its model, its `api` (the route that asked: "chat.completions"...),
+        its tokens and its time: one line per reply, whatever API it came through.
         """
+        asked = time.monotonic()
         self._waiting += 1
         try:
             async with asyncio.timeout(self._queue_timeout_s):
@@ -114,6 +122,7 @@ class EnginePort:
             def on_event(event: Event) -> None:  # on the engine client's reader thread
                 if isinstance(event, Done | Error):
                     self._record(event)
+                    self._log(event, api, time.monotonic() - asked)
                 with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
                     loop.call_soon_threadsafe(queue.put_nowait, event)
 
@@ -136,6 +145,28 @@ class EnginePort:
                         self._client.cancel(request_id)
         finally:
             self._turns.release()
+
+    async def count_tokens(self, messages: Sequence[ChatMessage], shape: ReplyShape | None = None) -> int | Error:
+        """The tokens of the prompt `messages` make (rendered for `shape`), as a reply's stats.prompt_tokens
+        counts them, or the engine's Error (a template that refuses them, say). It waits for no reply slot."""
+        client = self._client
+        if not isinstance(client, TokenCounter):
+            return Error("bad_request", "The engine behind this server cannot count tokens.")
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Event] = loop.create_future()
+
+        def on_event(event: Event) -> None:  # on the engine client's reader thread
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(event))
+
+        try:
+            client.count_tokens(messages, shape, on_event=on_event)
+        except EngineNotRunning as exc:
+            return Error("engine_died", f"The engine is not running ({exc}).")
+        event = await answer
+        if isinstance(event, TokenCount | Error):
+            return event.tokens if isinstance(event, TokenCount) else event
+        return Error("internal", f"The engine answered a count with {type(event).__name__}.")
 
     async def embed(self, inputs: Sequence[str | Sequence[int]], normalize: bool = True,
                     truncate: bool = False) -> Embeddings | Error:
@@ -184,6 +215,19 @@ class EnginePort:
 
     def outcome(self, request_id: int) -> Outcome | None:
         return next((o for o in self.outcomes if o.request_id == request_id), None)
+
+    def _log(self, event: Done | Error, api: str, seconds: float) -> None:
+        info = self.model
+        name = model_id(info) if info is not None else "?"
+        via = f" ({api})" if api else ""
+        if isinstance(event, Done):
+            s = event.stats
+            log.info("reply %d of %s%s: %s, %s prompt tokens (%s cached) + %d generated in %.2f s, TTFT %.3f s",
+                     event.request_id, name, via, event.finish_reason, s.prompt_tokens, s.cached_tokens,
+                     s.gen_tokens, seconds, s.ttft_s)
+        else:
+            log.info("reply %s of %s%s failed after %.2f s: %s: %s", event.request_id, name, via, seconds,
+                     event.kind, event.message)
 
     def _record(self, event: Done | Error) -> None:
         if isinstance(event, Done):

@@ -15,6 +15,7 @@ import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from app.server.anthropic import errors as anthropic_errors
 from app.server.config import ServerConfig
 from app.server.errors import ApiError
 
@@ -60,10 +61,12 @@ class Guard:
             if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
                 await _send_preflight(send, cors, headers.get("access-control-request-headers"))
                 return
-            self._check_key(headers.get("authorization"))
+            self._check_key(headers.get("authorization"), headers.get("x-api-key"))
             body = await self._read_body(headers, receive)
         except ApiError as error:
-            await send_error(send, error, cors)
+            # Anthropic's clients read its own envelope, on its routes.
+            envelope = scope.get("path", "").startswith(anthropic_errors.PATH_PREFIX)
+            await send_error(send, error, cors, anthropic=envelope)
             return
         await self.app(scope, _replay(body, receive), _with_headers(send, cors))
 
@@ -77,18 +80,23 @@ class Guard:
                 "permission_error", None, "host_not_allowed",
             )
 
-    def _check_key(self, authorization: str | None) -> None:
+    def _check_key(self, authorization: str | None, api_key: str | None = None) -> None:
+        """The key, as `Authorization: Bearer KEY` (OpenAI's clients) or `x-api-key: KEY` (Anthropic's); either
+        one that matches lets the request in."""
         if self._key is None:
             return
         scheme, _, token = (authorization or "").partition(" ")
+        sent = [token] if scheme.lower() == "bearer" else []
+        if api_key is not None:
+            sent.append(api_key)
         # Header values were decoded as latin-1, which gives back the bytes as sent; those are
         # compared with the key's UTF-8 bytes, through a digest so that not even the length shows.
-        sent = _digest(token.strip(" \t").encode("latin-1"))
-        if scheme.lower() != "bearer" or not hmac.compare_digest(sent, self._key):
-            message = "Missing API key" if not authorization else "Incorrect API key"
+        matches = [hmac.compare_digest(_digest(value.strip(" \t").encode("latin-1")), self._key) for value in sent]
+        if not any(matches):
+            message = "Missing API key" if not authorization and api_key is None else "Incorrect API key"
             raise ApiError(
-                401, f"{message}: send it as 'Authorization: Bearer KEY'.", "invalid_request_error", None,
-                "invalid_api_key",
+                401, f"{message}: send it as 'Authorization: Bearer KEY' (or 'x-api-key: KEY').",
+                "invalid_request_error", None, "invalid_api_key",
             )
 
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes:
@@ -170,15 +178,16 @@ def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
     return send_with
 
 
-async def send_error(send: Send, error: ApiError, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    """Answer with an OpenAI-style error body."""
-    body = error.body_bytes()
+async def send_error(send: Send, error: ApiError, extra: list[tuple[bytes, bytes]] | None = None,
+                     anthropic: bool = False) -> None:
+    """Answer with an OpenAI-style error body (`anthropic`: in Anthropic's envelope and status)."""
+    status, body = anthropic_errors.body_bytes(error) if anthropic else (error.status, error.body_bytes())
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     if error.status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
     if error.status == 408:  # the client stalled mid-body: the connection is of no further use
         headers.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

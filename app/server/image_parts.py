@@ -87,11 +87,18 @@ def fetch_image(url: str) -> bytes:
     return fetch_small(url, MAX_FILE_BYTES)
 
 
-def has_image_parts(body: Any) -> bool:
-    """Whether a chat request carries any image part (its decoding then runs off the event loop)."""
+def has_image_parts(body: Any, kinds: tuple[str, ...] = ("image_url",)) -> bool:
+    """Whether a chat request carries any image part (any part of `kinds`; its decoding then runs off the event
+    loop)."""
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list):
         return False
     return any(isinstance(m, dict) and isinstance(m.get("content"), list)
-               and any(isinstance(p, dict) and p.get("type") == "image_url" for p in m["content"])
+               and any(isinstance(p, dict) and p.get("type") in kinds for p in m["content"])
                for m in messages)
+
+
+def has_media_parts(body: Any) -> bool:
+    """Whether a chat request carries any image or audio part (`input_audio`: a clip is decoded and resampled,
+    seconds for a long one): its decoding then runs off the event loop."""
+    return has_image_parts(body, ("image_url", "input_audio"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from app.server.model_catalog import ModelCatalog
 from app.server.model_pool import ModelPool, PoolSettings
 from app.server.own_engine import OwnEngine
@@ -15,20 +17,22 @@ from models.hardware.profile import HardwareProfile
 from models.library import ModelStore
 
 
-def library_pool(paths: AppPaths, base: LoadSettings, extra: list[str], ttl_s: float, queue_timeout_s: float,
-                 parallel: int, overrides: dict[str, LoadSettings] | None = None,
-                 profile: HardwareProfile | None = None) -> ModelPool:
+def library_pool(paths: AppPaths, base: LoadSettings, extra: list[str] | Callable[[], list[str]], ttl_s: float,
+                 queue_timeout_s: float, parallel: int, overrides: dict[str, LoadSettings] | None = None,
+                 profile: HardwareProfile | None = None, log_name: str = "engine") -> ModelPool:
     """The pool of `tailor serve`: the library's models (and the `extra` paths: the built-in model, --model)
     planned on this machine as `profile` has it (detected now when None: read once, so every model is planned
-    on the same figures less what the others' forecasts take)."""
+    on the same figures less what the others' forecasts take). Its engines log to `<log_name>.log`,
+    `<log_name>-1.log`... in the log folder."""
     drafts = library_drafts(paths.data_dir)
     profile = profile or detect_machine()
-    catalog = ModelCatalog(lambda: models_on_disk(ModelStore(paths.data_dir), extra))
+    extras = extra if callable(extra) else (lambda: extra)  # the window's: the model it has loaded now
+    catalog = ModelCatalog(lambda: models_on_disk(ModelStore(paths.data_dir), extras()))
     counter = iter(range(1_000_000))
 
     def new_engine() -> OwnEngine:  # a log per engine process: several run at once
         n = next(counter)
-        log_path = paths.engine_log if n == 0 else paths.engine_log.with_name(f"engine-{n}.log")
+        log_path = paths.engine_log.with_name(f"{log_name}.log" if n == 0 else f"{log_name}-{n}.log")
         return OwnEngine(log_path=log_path, prefix_cache_dir=paths.prefix_cache, drafts=drafts)
 
     def new_planner(reserved: dict[str, int]) -> LoadPlanner:

@@ -36,6 +36,7 @@ from app.server.model_router import Lease, LoadedModel, ServedModel
 from app.server.own_engine import ModelLoadError, OwnEngine
 from app.services.load_settings import LoadSettings
 from app.services.planning.load_planner import LoadPlanner, PlannedLoad
+from engine.interface import Engine
 from engine.protocol import ModelInfo
 from models.plan.decision_tree import Plan
 from models.units import gb
@@ -80,10 +81,21 @@ class _Slot:
     leases: int = 0
     last_used: float = field(default_factory=time.monotonic)
     load_s: float = 0.0
+    external: bool = False  # another's engine (the window's chat model): served, never unloaded here
 
     @property
     def alive(self) -> bool:
         return self.engine.model_info() is not None  # None once the engine died
+
+
+class _Borrowed:
+    """The engine of a model the pool serves but does not own (the window's): the pool never stops it."""
+
+    def __init__(self, model_info: Callable[[], ModelInfo | None]):
+        self.model_info = model_info
+
+    def shutdown(self) -> None:
+        pass
 
 
 EngineFactory = Callable[[], OwnEngine]
@@ -112,6 +124,7 @@ class ModelPool:
         self._lock = threading.Lock()  # _slots is read from other threads (listing, tests)
         self.default: str | None = None  # the path of the model a request naming none gets
         self.load_log: list[tuple[str, float]] = []  # (model id, seconds) of each load, for the log and benches
+        self._fits: dict[tuple[str, float], tuple[str | None, int]] = {}  # (path, mtime) → (verdict, context)
 
     # ------------------------------------------------------------------ the router contract
 
@@ -176,10 +189,37 @@ class ModelPool:
         self.default = path
         return info
 
+    def attach(self, path: str, client: Engine, model_info: Callable[[], ModelInfo | None], plan: Plan | None) -> bool:
+        """Serve a model another owns (the window's chat model, in `client`) as one of the pool's: requests
+        naming it, or none, share its engine; new loads are planned beside its forecast; it is never
+        unloaded here. It replaces the model attached before; False when `path` is not in the catalog or
+        nothing is loaded in `client`."""
+        info = model_info()
+        entry = next((e for e in self.catalog.entries(fresh=True) if e.model.path == path), None)
+        self.detach()
+        if info is None or entry is None:
+            return False
+        port = EnginePort(client, model_info, self._parallel, self.settings.queue_timeout_s)
+        slot = _Slot(entry, _Borrowed(model_info), port, info, plan, _memory_of(plan, entry), -1.0,  # type: ignore[arg-type]
+                     external=True)
+        with self._lock:
+            self._slots[path] = slot
+        self.default = path
+        return True
+
+    def detach(self) -> None:
+        """Stop serving the attached model (the window unloaded it, or loads another)."""
+        with self._lock:
+            for path, slot in list(self._slots.items()):
+                if slot.external:
+                    del self._slots[path]
+                    if self.default == path:
+                        self.default = None
+
     async def unload(self, name: str) -> bool:
         """Unload the model `name` names once its replies end; False when it is not loaded."""
         slot = self._slot_named(name)
-        if slot is None:
+        if slot is None or slot.external:
             return False
         slot.keep_alive_s = 0.0
         if slot.leases == 0:
@@ -193,14 +233,14 @@ class ModelPool:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
         with self._lock:
-            slots, self._slots = list(self._slots.values()), {}
+            slots, self._slots = [s for s in self._slots.values() if not s.external], {}
         for slot in slots:
             await asyncio.to_thread(slot.engine.shutdown)
 
     def shutdown(self) -> None:
         """`close` from outside the event loop, after it stopped (the engines only)."""
         with self._lock:
-            slots, self._slots = list(self._slots.values()), {}
+            slots, self._slots = [s for s in self._slots.values() if not s.external], {}
         for slot in slots:
             slot.engine.shutdown()
 
@@ -234,6 +274,8 @@ class ModelPool:
     def _live_slot(self, path: str) -> _Slot | None:
         with self._lock:
             slot = self._slots.get(path)
+        if slot is not None and slot.external:
+            return slot if slot.alive else None  # the window's model, while it is loaded there
         if slot is not None and not slot.alive:  # its engine died: load it again
             log.warning("the engine of %s died; it is loaded again on its next request", slot.entry.id)
             with self._lock:
@@ -287,7 +329,8 @@ class ModelPool:
             planned = await asyncio.to_thread(self._new_planner(self._used()).plan_load, path, settings)
             if _fits_as_alone(planned, alone):
                 break
-            idle = sorted((s for s in self._slots.values() if s.leases == 0), key=lambda s: s.last_used)
+            idle = sorted((s for s in self._slots.values() if s.leases == 0 and not s.external),
+                          key=lambda s: s.last_used)
             if idle:
                 log.info("unloading %s to make room for %s", idle[0].entry.id, entry.id)
                 await self._unload(idle[0])
@@ -333,6 +376,8 @@ class ModelPool:
         return own if own is not None else with_projector(path, self.settings.load)
 
     async def _unload(self, slot: _Slot) -> None:
+        if slot.external:
+            return
         with self._lock:
             if self._slots.get(slot.entry.model.path) is not slot:
                 return
@@ -346,8 +391,8 @@ class ModelPool:
             await asyncio.sleep(REAP_INTERVAL_S)
             now = time.monotonic()
             with self._lock:
-                due = [s for s in self._slots.values()
-                       if s.leases == 0 and s.keep_alive_s >= 0 and now - s.last_used >= s.keep_alive_s]
+                due = [s for s in self._slots.values() if s.leases == 0 and not s.external
+                       and s.keep_alive_s >= 0 and now - s.last_used >= s.keep_alive_s]
             for slot in due:
                 await self._unload(slot)
 
@@ -358,10 +403,31 @@ class ModelPool:
         except OSError:
             modified = 0.0
         info = slot.info if slot is not None else None
+        fit, context = self._fit(model.path, modified)
         return ServedModel(entry.id, entry.names, model.path, model.size or (info.size_bytes if info else 0),
                            "gguf" if model.path.lower().endswith(".gguf") else "safetensors", model.quant,
-                           info.architecture if info else None, modified, slot is not None,
-                           context=info.n_ctx if info else 0)
+                           info.architecture if info else None, modified, slot is not None, fit,
+                           info.n_ctx if info else context)
+
+    def _fit(self, path: str, modified: float) -> tuple[str | None, int]:
+        """How the model fits this machine alone (its plan's verdict) and the context it would get: a header
+        read, once per file (and again when it changes). Listings run off the event loop."""
+        key = (path, modified)
+        if key not in self._fits:
+            planned = self._new_planner({}).plan_load(path, self._settings_for(path))
+            plan = planned.plan
+            if plan is None:
+                verdict = None
+            elif planned.refusal is not None or not plan.fits:
+                verdict = "too large"
+            elif plan.n_gpu_layers > plan.n_layers:
+                verdict = "fits fully on GPU"
+            elif plan.n_gpu_layers > 0:
+                verdict = f"partial offload: {plan.n_gpu_layers}/{plan.n_layers} layers on GPU"
+            else:
+                verdict = "CPU · fits in RAM"
+            self._fits[key] = (verdict, plan.context if plan is not None else 0)
+        return self._fits[key]
 
 
 def _fits_as_alone(planned: PlannedLoad, alone: PlannedLoad) -> bool:

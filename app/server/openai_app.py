@@ -19,14 +19,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from app.server.anthropic import routes as anthropic
 from app.server.config import ServerConfig
 from app.server.embeddings.route import routes as embedding_routes
 from app.server.errors import ApiError, from_engine
 from app.server.guard import ASGIApp, Guard
-from app.server.image_parts import ImageFetch, fetch_image, has_image_parts
+from app.server.image_parts import ImageFetch, fetch_image, has_media_parts
 from app.server.model_router import ModelRouter
+from app.server.ollama.routes import routes as ollama_routes
 from app.server.params import CompletionParams, parse_chat, parse_completion
 from app.server.request_json import load_request_json
+from app.server.responses.routes import routes as responses_routes
 from app.server.streaming import DONE_LINE, ClientGone, EventStream, sse, unless_disconnected
 from engine.protocol import Done, Error, Event, ModelInfo, Token, ToolCall
 
@@ -41,6 +44,9 @@ def create_app(router: ModelRouter, config: ServerConfig) -> ASGIApp:
         Route("/v1/chat/completions", api.chat, methods=["POST"]),
         Route("/v1/completions", api.completions, methods=["POST"]),
     ]
+    routes += responses_routes(router, config)
+    routes.extend(ollama_routes(router, config))
+    routes += anthropic.routes(router, config)
     routes += embedding_routes(router, config)
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _crash})
     return Guard(app, config)
@@ -71,7 +77,7 @@ class _Api:
     async def models(self, request: Request) -> Response:
         data = [{"id": m.id, "object": "model", "created": int(m.modified), "owned_by": "tailor",
                  "context_length": m.context, "loaded": m.loaded, "fit": m.fit, "aliases": list(m.names[1:])}
-                for m in self.router.listing()]
+                for m in await asyncio.to_thread(self.router.listing)]  # reads headers once per file
         return JSONResponse({"object": "list", "data": data})
 
     async def chat(self, request: Request) -> Response:
@@ -97,7 +103,8 @@ class _Api:
             if params is None or lease.info != stand_in:
                 params = await self._params(body, lease.info, chat)
             reply = _Reply(params, chat, lease.id)
-            events = lease.port.generate(params.messages, params.sampling, params.prompt, params.shape)
+            events = lease.port.generate(params.messages, params.sampling, params.prompt, params.shape,
+                                         api="chat.completions" if chat else "completions")
             try:
                 # The first event says whether the reply starts at all (or fails like a bad request).
                 first = await unless_disconnected(anext(events), request.receive)
@@ -126,7 +133,7 @@ class _Api:
                 lease.release()
 
     async def _params(self, body: object, info: ModelInfo, chat: bool) -> CompletionParams:
-        if chat and has_image_parts(body):  # decoding images takes a while: not on the event loop
+        if chat and has_media_parts(body):  # decoding images and clips takes a while: not on the event loop
             return await asyncio.to_thread(parse_chat, body, info, self.fetch)
         return parse_chat(body, info) if chat else parse_completion(body, info)
 

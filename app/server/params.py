@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from app.server.audio_parts import audio_part, check_clips
 from app.server.errors import ApiError, bad_param
 from app.server.field_policy import check_fields
 from app.server.image_parts import ImageFetch, image_part, images_of
@@ -52,8 +53,8 @@ def parse_chat(body: Any, model: ModelInfo, fetch_image: ImageFetch | None = Non
             400, f"The conversation has {len(messages)} messages; a context of {n_ctx} tokens cannot hold them.",
             param="messages", code="context_length_exceeded",
         )
-    parsed = _named_tool_turns([_message(m, i, fetch_image) for i, m in enumerate(messages)])
-    if not model.vision and any(m.media for m in parsed):
+    parsed = _named_tool_turns([_message(m, i, model, fetch_image) for i, m in enumerate(messages)])
+    if not model.vision and any(media.kind == "image" for m in parsed for media in m.media):
         raise ApiError(400, f"The model '{model.name}' cannot see images: it was loaded without a projector "
                             "(start `tailor serve` with a vision model and its --mmproj).", param="messages",
                        code="model_not_multimodal")
@@ -127,7 +128,7 @@ def _object(body: Any) -> dict:
     return body
 
 
-def _message(item: Any, index: int, fetch_image: ImageFetch | None = None) -> ChatMessage:
+def _message(item: Any, index: int, model: ModelInfo, fetch_image: ImageFetch | None = None) -> ChatMessage:
     param = f"messages[{index}]"
     if not isinstance(item, dict):
         raise bad_param(param, f"'{param}' must be an object with 'role' and 'content'.")
@@ -140,20 +141,24 @@ def _message(item: Any, index: int, fetch_image: ImageFetch | None = None) -> Ch
         content = ""
     media: tuple[Media, ...] = ()
     if isinstance(content, list):
-        texts, images = [], []
+        texts, images, clips = [], [], []
+        check_clips(content, f"{param}.content")
         for j, part in enumerate(content):
             kind = part.get("type") if isinstance(part, dict) else None
             if kind == "text" and isinstance(part.get("text"), str):
                 texts.append(part["text"])
-            elif kind == "image_url" and role == "user":
-                images.append(image_part(part, f"{param}.content[{j}]", fetch_image))
+            elif kind in ("image_url", "input_audio") and role != "user":
+                what = "Images go" if kind == "image_url" else "Audio goes"
+                raise bad_param(f"{param}.content[{j}]", f"{what} in user messages.")
             elif kind == "image_url":
-                raise bad_param(f"{param}.content[{j}]", "Images go in user messages.")
+                images.append(image_part(part, f"{param}.content[{j}]", fetch_image))
+            elif kind == "input_audio":
+                clips.append(audio_part(part, f"{param}.content[{j}]", model))
             else:
-                raise bad_param(f"{param}.content[{j}]", "Content parts must be text or image_url parts "
-                                                         "(this server takes no audio or files).")
+                raise bad_param(f"{param}.content[{j}]", "Content parts must be text, image_url or input_audio "
+                                                         "parts (this server takes no files).")
         content = "".join(texts)
-        media = images_of(images, f"{param}.content")
+        media = images_of(images, f"{param}.content") + tuple(clips)  # the images, then the clips
     if not isinstance(content, str):
         raise bad_param(f"{param}.content", f"'{param}.content' must be a string or an array of content parts.")
     name = item.get("name")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 import threading
@@ -25,18 +26,23 @@ class ServerStartError(OSError):
     """The server could not listen (the port is taken, the address is not this machine's...)."""
 
 
-def bind_socket(config: ServerConfig) -> socket.socket:
-    """A listening socket for the config's host and port (port 0: a free one)."""
+def bind_socket(config: ServerConfig, port: int | None = None, option: str | None = None) -> socket.socket:
+    """A listening socket for the config's host and `port` (None: the config's; 0: a free one); `option` is the
+    command-line option that set the port, named in the error."""
+    port = config.port if port is None else port
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     # IPPROTO_TCP named, not 0: asyncio turns Nagle off (TCP_NODELAY) only on connections whose socket says
     # TCP, and with it on, a response's body waited for the client's delayed ACK of its headers: 40 ms.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((config.host.strip("[]"), config.port))
+        sock.bind((config.host.strip("[]"), port))
     except OSError as exc:
         sock.close()
-        raise ServerStartError(f"Cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None
+        which = f" ({option})" if option else ""
+        hint = " Is Ollama itself running there? Stop it, or pick another --ollama-port." \
+            if option == "--ollama-port" and exc.errno == errno.EADDRINUSE else ""
+        raise ServerStartError(f"Cannot listen on {config.host}:{port}{which}: {exc.strerror or exc}.{hint}") from None
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
@@ -56,8 +62,10 @@ class ServerThread:
                  config: ServerConfig, router: ModelRouter | None = None):
         config.check()
         self.config = config
-        self._sock = bind_socket(config)
-        self.port = self._sock.getsockname()[1]
+        self._socks = bind_sockets(config)
+        self.port = self._socks[0].getsockname()[1]
+        # Where Ollama's clients reach it too (--ollama-port); None: only on `port`.
+        self.ollama_port: int | None = self._socks[1].getsockname()[1] if len(self._socks) > 1 else None
         self.engine: EnginePort | None = None
         if router is None:
             assert client is not None and model_info is not None
@@ -69,8 +77,12 @@ class ServerThread:
 
     @property
     def url(self) -> str:
-        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
-        return f"http://{host}:{self.port}/v1"
+        return _url(self.config, self.port) + "/v1"
+
+    @property
+    def ollama_url(self) -> str:
+        """The Ollama port's address (Ollama's clients take a host without a path); the main port's without one."""
+        return _url(self.config, self.port if self.ollama_port is None else self.ollama_port)
 
     def start(self) -> ServerThread:
         """Start serving; returns once the server accepts connections."""
@@ -88,11 +100,12 @@ class ServerThread:
         self._server.force_exit = True  # do not wait for streaming replies to finish
         if self._thread is not None:
             self._thread.join(timeout)
-        self._sock.close()
+        for sock in self._socks:
+            sock.close()
         self.router.shutdown()
 
     def _run(self) -> None:
-        asyncio.run(self._server.serve(sockets=[self._sock]))
+        asyncio.run(self._server.serve(sockets=self._socks))
 
     def __enter__(self) -> ServerThread:
         return self.start()
@@ -102,22 +115,43 @@ class ServerThread:
 
 
 def serve_forever(client: Engine | None, model_info: Callable[[], ModelInfo | None] | None, config: ServerConfig,
-                  on_ready: Callable[[str], None] | None = None, router: ModelRouter | None = None) -> None:
-    """Serve in the foreground until Ctrl+C (uvicorn handles the signals); `router` as ServerThread's."""
+                  on_ready: Callable[[str], None] | None = None, router: ModelRouter | None = None,
+                  on_ollama_ready: Callable[[str], None] | None = None) -> None:
+    """Serve in the foreground until Ctrl+C (uvicorn handles the signals); `router` as ServerThread's;
+    `on_ready` gets the OpenAI base URL, `on_ollama_ready` the Ollama port's address where there is one."""
     config.check()
-    sock = bind_socket(config)
+    socks = bind_sockets(config)
     if router is None:
         assert client is not None and model_info is not None
         router = SingleModel(EnginePort(client, model_info, config.parallel, config.queue_timeout_s))
     server = uvicorn.Server(_uvicorn_config(create_app(router, config), config))
     if on_ready is not None:
-        host = f"[{config.host}]" if ":" in config.host else config.host
-        on_ready(f"http://{host}:{sock.getsockname()[1]}/v1")
+        on_ready(_url(config, socks[0].getsockname()[1]) + "/v1")
+    if on_ollama_ready is not None and len(socks) > 1:
+        on_ollama_ready(_url(config, socks[1].getsockname()[1]))
     try:
-        asyncio.run(server.serve(sockets=[sock]))
+        asyncio.run(server.serve(sockets=socks))
     finally:
-        sock.close()
+        for sock in socks:
+            sock.close()
         router.shutdown()
+
+
+def bind_sockets(config: ServerConfig) -> list[socket.socket]:
+    """The server's listening sockets: its port, and the Ollama port where the config has one."""
+    sockets = [bind_socket(config)]
+    if config.ollama_port is not None:
+        try:
+            sockets.append(bind_socket(config, config.ollama_port, "--ollama-port"))
+        except ServerStartError:
+            sockets[0].close()
+            raise
+    return sockets
+
+
+def _url(config: ServerConfig, port: int) -> str:
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    return f"http://{host}:{port}"
 
 
 def _uvicorn_config(app: object, config: ServerConfig) -> uvicorn.Config:

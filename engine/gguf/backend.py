@@ -45,6 +45,7 @@ from engine.load_watch import ProgressFn
 from engine.openmp_policy import ThreadGovernor
 from engine.protocol import (
     ChatMessage,
+    CountTokensRequest,
     Done,
     EmbedRequest,
     GenerateRequest,
@@ -179,6 +180,7 @@ class GgufBackend:
             projector=str(self._projector.path) if self._projector else None,
             vision=bool(self._projector and self._projector.supports_vision),
             audio=bool(self._projector and self._projector.supports_audio),
+            audio_sample_rate=self._projector.audio_sample_rate if self._projector else None,
             embeddings=embedding,
             n_embd=llama.n_embd_out,
         )
@@ -359,6 +361,19 @@ class GgufBackend:
             if with_media is not None:
                 with_media.close()
             raise
+
+    def count_tokens(self, request: CountTokensRequest) -> int:
+        """The tokens `submit` would prefill for these messages (a media's positions too), nothing decoded."""
+        self._require_model()
+        as_reply = GenerateRequest(request.request_id, request.messages, shape=request.shape)
+        shaped = self._shaped(as_reply)
+        with_media = self._media_prompt(as_reply, shaped)
+        if with_media is None:
+            return len(self._prompt_tokens(as_reply, shaped))
+        try:
+            return len(with_media.tokens)
+        finally:
+            with_media.close()
 
     def _start(self, request: GenerateRequest, shaped: ShapedPrompt | None, with_media: MediaPrompt | None,
                t_start: float, emit: Callable[[str], None], cancelled: Callable[[], bool]) -> None:

@@ -95,10 +95,13 @@ class Bitmap:
 
     @classmethod
     def audio(cls, pcm_f32: bytes, media_id: str | None = None) -> Bitmap:
-        """Mono audio as little-endian float32 samples at the projector's sample rate."""
-        if not pcm_f32 or len(pcm_f32) % 4:
+        """Mono audio as little-endian float32 samples at the projector's sample rate. `media_id` defaults to
+        the SHA-256 (hex) of its samples."""
+        if len(pcm_f32) % 4:
             raise ValueError(f"float32 audio samples take 4 bytes each, not {len(pcm_f32)} bytes in all")
         n = len(pcm_f32) // 4
+        if n < 2:  # mtmd_tokenize asserts (aborts the process) on a clip of fewer
+            raise ValueError(f"a clip of audio has 2 samples or more, not {n}")
         data = (ctypes.c_float * n).from_buffer_copy(pcm_f32)
         ptr = mtmd.mtmd_bitmap_init_from_audio(n, data)
         if not ptr:
@@ -258,7 +261,7 @@ class Projector:
         for m in bitmaps:
             if not (self.supports_vision if m.kind == "image" else self.supports_audio):
                 # libmtmd asserts (aborts the process) on a media its encoders cannot take
-                raise ProjectorError(f"the projector {self.path.name} takes no {m.kind}s")
+                raise ProjectorError(f"the projector {self.path.name} takes no {_plural(m.kind)}")
             if not m.ptr:
                 raise ProjectorError(f"a {m.kind} given was already freed")
         raw = text.encode("utf-8")
@@ -331,6 +334,10 @@ class Projector:
             raise ProjectorError(f"llama.cpp moved the sequence by {new_n_past.value - n_past} positions for an "
                                  f"{chunk.kind} of {chunk.n_pos}")
         return new_n_past.value
+
+
+def _plural(kind: MediaKind) -> str:
+    return "images" if kind == "image" else "audio"
 
 
 def _check_code(code: int, what: str) -> None:

@@ -104,6 +104,8 @@ def tokenize_with_media(projector: Projector, projector_id: str, text: str, item
     ProjectorError, with one line saying why, when a media is malformed, of a kind the projector does not
     take, or its markers are not in the model's vocabulary (a projector made for another model).
     """
+    for item in items:
+        _check_rate(projector, item)
     with media(*(_bitmap(m) for m in items)) as bitmaps:
         prompt = projector.tokenize(text, bitmaps, add_bos=add_bos)
     try:
@@ -125,6 +127,18 @@ def tokenize_with_media(projector: Projector, projector_id: str, text: str, item
     except BaseException:
         prompt.close()
         raise
+
+
+def _check_rate(projector: Projector, item: Media) -> None:
+    """Audio must come at the rate the projector hears: libmtmd takes samples without their rate, and would
+    hear a clip at another rate too fast or too slow (the app resamples: app/services/media/resample.py)."""
+    wanted = projector.audio_sample_rate
+    if item.kind != "audio" or wanted is None or item.sample_rate == wanted:
+        return  # a projector without audio refuses the clip in tokenize, by name
+    if item.sample_rate <= 0:
+        raise ProjectorError(f"a clip of audio without its sample rate; {projector.path.name} hears {wanted:,} Hz")
+    raise ProjectorError(f"a clip of audio at {item.sample_rate:,} Hz; {projector.path.name} hears {wanted:,} Hz "
+                         "(resample it first)")
 
 
 def _bitmap(item: Media) -> Bitmap:

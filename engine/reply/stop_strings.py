@@ -9,13 +9,14 @@ class StopStringFilter:
     """Feed text pieces in; get back the text that is safe to show.
 
     Text that could still turn into a stop string is held until it can't; once a stop
-    string appears, everything from it on is dropped and `stopped` turns true.
+    string appears, everything from it on is dropped, `stopped` turns true and `matched` says which.
     """
 
     def __init__(self, stops: Sequence[str]):
         self._stops = tuple(s for s in stops if s)
         self._held = ""
         self.stopped = False
+        self.matched: str | None = None  # the stop string that ended the text (the first to appear)
 
     def feed(self, piece: str) -> str:
         """The part of `held + piece` that can be shown now."""
@@ -24,8 +25,9 @@ class StopStringFilter:
         text = self._held + piece
         if not self._stops:
             return text
-        cut = min((i for i in (text.find(s) for s in self._stops) if i >= 0), default=-1)
-        if cut >= 0:
+        found = [(i, stop) for stop in self._stops if (i := text.find(stop)) >= 0]
+        if found:
+            cut, self.matched = min(found, key=lambda f: f[0])
             self.stopped = True
             self._held = ""
             return text[:cut]

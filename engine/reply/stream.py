@@ -108,5 +108,6 @@ class ReplyStream:
         if parts.tool_calls:
             finish = "tool_calls" if finish == "stop" else finish
             answer = answer if answer.strip() else ""  # the whitespace around calls is no content
+        stop_string = self._text.stop_string if finish == "stop" else None
         return Done(self._request.request_id, answer, finish, stats, parts.reasoning, parts.tool_calls,
-                    parts.reasoning_closed)
+                    parts.reasoning_closed, stop_string)

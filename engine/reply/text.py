@@ -62,6 +62,11 @@ class ReplyText:
         return self._stops.stopped
 
     @property
+    def stop_string(self) -> str | None:
+        """The stop string that ended the answer, if one did."""
+        return self._stops.matched
+
+    @property
     def in_answer(self) -> bool:
         """The reply is past its reasoning (or not in any): an answer's grammar applies from here. A reply
         that did not start inside a think block is in its answer from the first token: under a grammar

@@ -24,6 +24,8 @@ from engine.device_memory import DeviceMeter
 from engine.load_watch import ProgressFn
 from engine.openmp_policy import ThreadGovernor
 from engine.protocol import (
+    ChatMessage,
+    CountTokensRequest,
     Done,
     EmbedRequest,
     FinishReason,
@@ -106,9 +108,7 @@ class TorchBackend:
             raise BackendError("no_model", "No model is loaded.")
         if self.free_slots <= 0:
             raise BackendError("busy", f"All {session.engine.config.max_num_seqs} reply slots are in use.")
-        if any(m.media for m in request.messages):
-            raise BackendError("bad_request", "The PyTorch engine takes no images or audio: load a GGUF model "
-                                              "with its projector (mmproj) for that.")
+        _refuse_media(request.messages)
         engine = session.engine
         t_start = time.perf_counter()
         shaped = self._shaped(session, request)
@@ -121,6 +121,15 @@ class TorchBackend:
             request, seq, ReplyStream(request, len(tokens), emit, t_start, shaped),
             IncrementalDecoder(session.tokenizer), cancelled, speculative=session.spec is not None,
         )
+
+    def count_tokens(self, request: CountTokensRequest) -> int:
+        """The tokens `submit` would prefill for these messages (refused as it would refuse them), nothing decoded."""
+        session = self._session
+        if session is None:
+            raise BackendError("no_model", "No model is loaded.")
+        _refuse_media(request.messages)
+        as_reply = GenerateRequest(request.request_id, request.messages, shape=request.shape)
+        return len(self._prompt_tokens(session, as_reply, self._shaped(session, as_reply)))
 
     def embed(self, request: EmbedRequest) -> NoReturn:
         """The PyTorch engine makes no embeddings: a bad_request saying where to get them."""
@@ -227,6 +236,12 @@ class TorchBackend:
 
     def memory(self) -> MemoryReport:
         return report(self.details(), self._device, BLOCK_SIZE, self._meter)
+
+
+def _refuse_media(messages: tuple[ChatMessage, ...]) -> None:
+    if any(m.media for m in messages):
+        raise BackendError("bad_request", "The PyTorch engine takes no images or audio: load a GGUF model "
+                                          "with its projector (mmproj) for that.")
 
 
 def sampling_options(s: SamplingParams) -> SamplingOptions:

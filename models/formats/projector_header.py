@@ -25,6 +25,7 @@ from typing import Any
 from models.formats.byte_source import ByteSource
 from models.formats.errors import InvalidModelFile
 from models.formats.gguf_header import GgufHeader, read_gguf_header
+from models.formats.projector_audio import AudioEncoder, read_audio_encoder
 from models.formats.tensor_info import TensorInfo
 
 PROJECTOR_ARCHITECTURE = "clip"  # general.architecture of every mmproj file llama.cpp's converters write
@@ -132,6 +133,8 @@ class ProjectorInfo:
             whole image, the others within windows); 0 where the file has none.
         tensors: The file's tensors (names, types, shapes), which the compute forecast builds its graph of
             (models/plan/projector_forecast.py).
+        audio: The audio encoder libmtmd runs (its sample rate, the tokens a window becomes;
+            projector_audio.py), None where libmtmd takes no audio from the file.
     """
 
     source: str
@@ -152,6 +155,12 @@ class ProjectorInfo:
     n_heads: int | None = None
     window_pattern: int = 0
     tensors: tuple[TensorInfo, ...] = field(default=(), repr=False)  # hundreds: left out of the repr
+    audio: AudioEncoder | None = None
+
+    @property
+    def audio_sample_rate(self) -> int | None:
+        """Samples a second the audio encoder takes (mono); None where the file takes no audio."""
+        return self.audio.sample_rate if self.audio is not None else None
 
     @property
     def weights_bytes(self) -> int:
@@ -234,6 +243,8 @@ def projector_info(header: GgufHeader) -> ProjectorInfo:
         else None,
         window_pattern=wa if has_vision and _is_int(wa := md.get("clip.vision.n_wa_pattern")) and wa > 0 else 0,
         tensors=header.tensors,
+        # libmtmd leaves gemma3n's audio encoder unloaded (clip.cpp: "we don't support audio for Gemma 3N").
+        audio=read_audio_encoder(header, audio_type, fail) if audio_type and vision_type != "gemma3nv" else None,
     )
     if has_vision:
         _check_vision_shapes(header, info, fail)

@@ -1,25 +1,42 @@
-"""The images that go with the next message: thumbnails above the message box, each with its remove button.
+"""The images and audio clips that go with the next message: a strip above the message box, an image as its
+thumbnail, a clip as a chip (a sound icon, its name and length), each with its remove button.
 
-Images come from the Attach button, a paste or a drop (Composer's `files_given`/`image_pasted`). Each is read,
-checked and decoded by the media intake (app/services/media) on a pool thread: a 50 MB photo takes a moment
-to decode and the window must not wait for it; a file that cannot be taken (a FIFO, a decompression bomb, an
-SVG, the 17th image) is refused by name in one line (`refused`), and nothing else changes.
+They come from the Attach button, a paste or a drop (Composer's `files_given`/`image_pasted`). Each is read,
+checked and decoded by the media intake (app/services/media) on a pool thread: a 50 MB photo takes a moment to
+decode, a 250 MB recording to read, and the window must not wait for it (a clip is checked by its header here,
+and decoded when it is sent, at the rate of the model that hears it); a file that cannot be taken (a FIFO,
+a decompression bomb, an SVG, an MP3, the 17th image or the 5th clip) is refused by name in one line
+(`refused`), and nothing else changes. A file goes to the audio intake when its suffix is one of audio's (WAV,
+MP3, FLAC...: the intake reads WAV and names the others with the command that converts them), else to the
+image intake; the bytes decide what it is either way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QIODevice, QSize, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QStyle, QToolButton, QVBoxLayout, QWidget
 
 from app.gui.common.jobs import Jobs
 from app.services.media.errors import MediaRefused
-from app.services.media.intake import PreparedImage, image_from_bytes, read_image
-from app.services.media.limits import MAX_IMAGES_PER_MESSAGE
+from app.services.media.intake import (
+    CheckedAudio,
+    PreparedImage,
+    checked_audio,
+    image_from_bytes,
+    is_audio,
+    read_checked_audio,
+    read_image,
+)
+from app.services.media.limits import MAX_CLIPS_PER_MESSAGE, MAX_IMAGES_PER_MESSAGE
+from app.services.media.sniff import AUDIO_FILE_SUFFIXES
+from app.services.media.wav import clock
 
 THUMBNAIL = 64  # pixels, the longer side
+CHIP_WIDTH = 150  # pixels: room for a short name and its length
 
 
 def thumbnail(image: PreparedImage, side: int = THUMBNAIL) -> QPixmap:
@@ -38,12 +55,32 @@ def png_bytes(image: QImage) -> bytes:
     return bytes(buffer.data())
 
 
+def is_audio_path(path: Path) -> bool:
+    """Whether a file goes to the audio intake (by its suffix: the intake then reads its bytes)."""
+    return path.suffix.lower() in AUDIO_FILE_SUFFIXES
+
+
+def clip_label(clip: CheckedAudio) -> str:
+    """A clip as its chip names it: "question.wav · 0:12"."""
+    return f"{clip.name} · {clock(clip.seconds)}"
+
+
+def _remove_button(name: str, on_click: Callable[[], None], parent: QWidget) -> QToolButton:
+    button = QToolButton(parent)
+    button.setText("×")
+    button.setToolTip(f"Remove {name}")
+    button.setAccessibleName(f"Remove {name}")
+    button.setAutoRaise(True)
+    button.clicked.connect(on_click)
+    return button
+
+
 class _Thumb(QWidget):
     """One image: its thumbnail, its name as a tooltip, a × that removes it."""
 
     def __init__(self, image: PreparedImage, on_remove, parent: QWidget | None = None):
         super().__init__(parent)
-        self.image = image
+        self.item = image
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.setSpacing(0)
@@ -52,33 +89,61 @@ class _Thumb(QWidget):
         self.picture.setFixedSize(QSize(THUMBNAIL, THUMBNAIL))
         self.picture.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.picture.setToolTip(f"{image.name} · {image.full_width} × {image.full_height}")
-        self.remove_button = QToolButton(self)
-        self.remove_button.setText("×")
-        self.remove_button.setToolTip(f"Remove {image.name}")
-        self.remove_button.setAccessibleName(f"Remove {image.name}")
-        self.remove_button.setAutoRaise(True)
-        self.remove_button.clicked.connect(lambda: on_remove(self))
+        self.remove_button = _remove_button(image.name, lambda: on_remove(self), self)
         layout.addWidget(self.remove_button, 0, Qt.AlignmentFlag.AlignRight)
         layout.addWidget(self.picture)
 
 
+class _Chip(QWidget):
+    """One audio clip: the style's sound icon, its name and length, a × that removes it (no playback: the
+    window has no multimedia module)."""
+
+    def __init__(self, clip: CheckedAudio, on_remove, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.item = clip
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(0)
+        self.remove_button = _remove_button(clip.name, lambda: on_remove(self), self)
+        layout.addWidget(self.remove_button, 0, Qt.AlignmentFlag.AlignRight)
+        body = self.body = QWidget()
+        body.setFixedSize(QSize(CHIP_WIDTH, THUMBNAIL))
+        row = QHBoxLayout(body)
+        row.setContentsMargins(4, 0, 4, 0)
+        self.icon = QLabel()
+        self.icon.setPixmap(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaVolume).pixmap(24, 24))
+        self.label = QLabel(clip_label(clip))
+        self.label.setWordWrap(True)
+        row.addWidget(self.icon)
+        row.addWidget(self.label, 1)
+        channels = {1: "mono", 2: "stereo"}.get(clip.channels, f"{clip.channels} channels")
+        body.setToolTip(f"{clip_label(clip)} · {clip.source_rate / 1000:g} kHz {channels}")
+        body.setAccessibleName(f"Audio clip {clip.name}, {clock(clip.seconds)}")
+        layout.addWidget(body)
+
+
 class Attachments(QWidget):
-    """The strip of images waiting to be sent; hidden while there are none.
+    """The strip of images and clips waiting to be sent; hidden while there are none.
+
+    Args:
+        limit: the most images a message carries.
+        clip_limit: the most audio clips a message carries.
 
     Signals:
-        changed(): an image was added or removed.
-        refused(str): one line saying why an image was not taken.
+        changed(): an image or a clip was added or removed.
+        refused(str): one line saying why a file was not taken.
     """
 
     changed = Signal()
     refused = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None, limit: int = MAX_IMAGES_PER_MESSAGE):
+    def __init__(self, parent: QWidget | None = None, limit: int = MAX_IMAGES_PER_MESSAGE,
+                 clip_limit: int = MAX_CLIPS_PER_MESSAGE):
         super().__init__(parent)
-        self._limit = limit
+        self._limits = {"image": limit, "clip": clip_limit}
         self._jobs = Jobs(self, max_threads=1)  # one at a time: they keep the order they were given in
-        self._pending = 0
-        self._thumbs: list[_Thumb] = []
+        self._pending = {"image": 0, "clip": 0}
+        self._entries: list[_Thumb | _Chip] = []
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
@@ -95,66 +160,85 @@ class Attachments(QWidget):
 
     @property
     def images(self) -> tuple[PreparedImage, ...]:
-        return tuple(t.image for t in self._thumbs)
+        return tuple(e.item for e in self._entries if isinstance(e, _Thumb))
+
+    @property
+    def clips(self) -> tuple[CheckedAudio, ...]:
+        return tuple(e.item for e in self._entries if isinstance(e, _Chip))
+
+    @property
+    def entries(self) -> tuple[QWidget, ...]:
+        """The strip's thumbnails and chips, in the order they were added."""
+        return tuple(self._entries)
 
     @property
     def busy(self) -> bool:
-        """Images are still being read: a send now would go without them."""
-        return self._pending > 0
+        """Files are still being read: a send now would go without them."""
+        return any(self._pending.values())
 
     def add_files(self, paths: list[Path]) -> None:
-        """Read each file in the background; each becomes a thumbnail, or a `refused` line."""
+        """Read each file in the background; each becomes a thumbnail or a chip, or a `refused` line."""
         for path in paths:
-            if self._room_for_one(path.name):
-                self._read(lambda p=path: read_image(p))
+            if is_audio_path(path):
+                if self._room_for_one(path.name, "clip"):
+                    self._read("clip", lambda p=path: read_checked_audio(p))
+            elif self._room_for_one(path.name, "image"):
+                self._read("image", lambda p=path: read_image(p))
 
     def add_bytes(self, data: bytes, name: str) -> None:
-        """An image given as bytes (a paste), read like a file."""
-        if self._room_for_one(name):
-            self._read(lambda: image_from_bytes(data, name=name))
+        """An image or a clip given as bytes (a paste), read like a file."""
+        if is_audio(data):
+            if self._room_for_one(name, "clip"):
+                self._read("clip", lambda: checked_audio(data, name=name))
+        elif self._room_for_one(name, "image"):
+            self._read("image", lambda: image_from_bytes(data, name=name))
 
     def add_qimage(self, image: QImage, name: str = "pasted image.png") -> None:
         """A pasted image (a screenshot): written as PNG and read like a file, both in the background."""
-        if self._room_for_one(name):
+        if self._room_for_one(name, "image"):
             copy = image.copy()  # the clipboard's image may change under a pool thread
-            self._read(lambda: image_from_bytes(png_bytes(copy), name=name))
+            self._read("image", lambda: image_from_bytes(png_bytes(copy), name=name))
 
     def clear(self) -> None:
-        for thumb in self._thumbs:
-            thumb.deleteLater()
-        self._thumbs.clear()
+        for entry in self._entries:
+            entry.deleteLater()
+        self._entries.clear()
         self.setVisible(False)
         self.changed.emit()
 
-    def remove(self, thumb: _Thumb) -> None:
-        if thumb in self._thumbs:
-            self._thumbs.remove(thumb)
-            thumb.deleteLater()
-            self.setVisible(bool(self._thumbs))
+    def remove(self, entry: _Thumb | _Chip) -> None:
+        if entry in self._entries:
+            self._entries.remove(entry)
+            entry.deleteLater()
+            self.setVisible(bool(self._entries))
             self.changed.emit()
 
-    def _room_for_one(self, name: str) -> bool:
-        if len(self._thumbs) + self._pending >= self._limit:
-            self.refused.emit(f"{name} was not attached: a message carries at most {self._limit} images.")
+    def _room_for_one(self, name: str, kind: str) -> bool:
+        held = len(self.images if kind == "image" else self.clips)
+        limit = self._limits[kind]
+        if held + self._pending[kind] >= limit:
+            what = "images" if kind == "image" else "audio clips"
+            self.refused.emit(f"{name} was not attached: a message carries at most {limit} {what}.")
             return False
         return True
 
-    def _read(self, read) -> None:
-        self._pending += 1
-        self._jobs.run(read, self._taken, self._refused)
+    def _read(self, kind: str, read) -> None:
+        self._pending[kind] += 1
+        self._jobs.run(read, lambda item: self._taken(kind, item), lambda exc: self._refused(kind, exc))
 
-    def _taken(self, image: PreparedImage) -> None:
-        self._pending -= 1
-        thumb = _Thumb(image, self.remove)
-        self._thumbs.append(thumb)
-        self._row.insertWidget(self._row.count() - 1, thumb)
+    def _taken(self, kind: str, item: PreparedImage | CheckedAudio) -> None:
+        self._pending[kind] -= 1
+        entry = _Thumb(item, self.remove) if isinstance(item, PreparedImage) else _Chip(item, self.remove)
+        self._entries.append(entry)
+        self._row.insertWidget(self._row.count() - 1, entry)
         self.setVisible(True)
         self.changed.emit()
 
-    def _refused(self, error: BaseException) -> None:
-        self._pending -= 1
-        self.refused.emit(f"{error}." if isinstance(error, MediaRefused) else f"The image could not be read: {error}")
+    def _refused(self, kind: str, error: BaseException) -> None:
+        self._pending[kind] -= 1
+        what = "image" if kind == "image" else "audio clip"
+        self.refused.emit(f"{error}." if isinstance(error, MediaRefused) else f"The {what} could not be read: {error}")
 
     def wait(self, timeout_ms: int = 10_000) -> bool:
-        """Wait for the images being read (a closing window, a test)."""
+        """Wait for the files being read (a closing window, a test)."""
         return self._jobs.wait(timeout_ms)

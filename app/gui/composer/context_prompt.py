@@ -65,7 +65,8 @@ class ContextPrompt(QObject):
         session: the chat session (it reloads with the larger context and sends).
         composer: the message box that holds the message meanwhile.
         parent: the widget the question is asked over (the window).
-        attachments: the images waiting above the box (sent with the message after a reload, then cleared).
+        attachments: the images and clips waiting above the box (sent with the message after a reload, then
+            cleared).
 
     Signals:
         settings_changed(object): the chat's ChatSettings after a reload with a larger context (to show them).

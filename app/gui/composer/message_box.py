@@ -8,7 +8,7 @@ from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtGui import QImage, QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
-from app.services.media.sniff import SUFFIXES
+from app.services.media.sniff import AUDIO_FILE_SUFFIXES, SUFFIXES
 
 _WRITE = "Write a message — Enter sends, Shift+Enter adds a line"
 _EDIT = "Edit your message — Enter sends it as a new version (the old one stays), Esc cancels"
@@ -27,7 +27,8 @@ class Composer(QPlainTextEdit):
         submitted(str): Enter was pressed; the text (the box is not cleared: the receiver
             clears it once the message was accepted).
         edit_cancelled(): Esc was pressed while editing a message.
-        files_given(list): image files were dropped or pasted (their paths), to attach rather than type.
+        files_given(list): image or audio files were dropped or pasted (their paths), to attach rather than
+            type.
         image_pasted(QImage): an image itself was pasted (a screenshot from the clipboard).
     """
 
@@ -55,10 +56,10 @@ class Composer(QPlainTextEdit):
         self.setFocus()
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt override)
-        return source.hasImage() or bool(image_files(source)) or super().canInsertFromMimeData(source)
+        return source.hasImage() or bool(media_files(source)) or super().canInsertFromMimeData(source)
 
     def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt override: paste and drop)
-        files = image_files(source)
+        files = media_files(source)
         if files:
             self.files_given.emit(files)
             return
@@ -86,13 +87,17 @@ class Composer(QPlainTextEdit):
         super().keyPressEvent(event)
 
 
-# The suffixes the media intake reads (it checks the bytes too: a suffix only says what to try).
+# The suffixes the media intake reads as images (it checks the bytes too: a suffix only says what to try).
 IMAGE_SUFFIXES = frozenset({*SUFFIXES.values(), ".jpeg"})
+# What is attached rather than typed: images, and audio (WAV is read; MP3, FLAC... are refused by name with the
+# command that converts them, rather than pasted as a path).
+MEDIA_SUFFIXES = IMAGE_SUFFIXES | AUDIO_FILE_SUFFIXES
 
 
-def image_files(source: QMimeData) -> list[Path]:
-    """The local image files a paste or drop carries (by suffix); other URLs and files are text as before."""
+def media_files(source: QMimeData) -> list[Path]:
+    """The local image and audio files a paste or drop carries (by suffix); other URLs and files are text as
+    before."""
     if not source.hasUrls():
         return []
     paths = [Path(url.toLocalFile()) for url in source.urls() if url.isLocalFile()]
-    return [p for p in paths if p.suffix.lower() in IMAGE_SUFFIXES]
+    return [p for p in paths if p.suffix.lower() in MEDIA_SUFFIXES]

@@ -19,7 +19,7 @@ from app.gui.composer.message_box import Composer
 from app.services.history.store import Message
 
 NOT_EDITING = "Not editing any more: that message is not in the chat shown."
-IMAGES_READING = "The images are still being read: send again in a moment."
+IMAGES_READING = "The attached files are still being read: send again in a moment."
 
 
 class Sending(QObject):
@@ -46,8 +46,8 @@ class Sending(QObject):
 
     @Slot(str)
     def submit(self, text: str) -> None:
-        """Send `text` with the images attached (or, while editing, put it in the edited message's place as its
-        new version, with the images of the message it replaces)."""
+        """Send `text` with the images and clips attached (or, while editing, put it in the edited message's place
+        as its new version, with the images and clips of the message it replaces)."""
         if self.attachments is not None and self.attachments.busy:
             self.notice.emit(IMAGES_READING)
             return
@@ -60,7 +60,8 @@ class Sending(QObject):
             elif self.composer.editing:
                 accepted = self.session.edit_last_user_message(text)
             else:
-                accepted = self.session.send(text, self.attachments.images if self.attachments else ())
+                strip = self.attachments
+                accepted = self.session.send(text, strip.images if strip else (), strip.clips if strip else ())
         finally:
             self._submitting = False
         if accepted:

@@ -7,13 +7,15 @@ runs them on a pool thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.chat.model_state import file_name
 from app.services.library_models import DiskModel, models_on_disk
 from engine.protocol import ModelInfo
+from models.formats.errors import InvalidModelFile
+from models.formats.projector_header import ProjectorInfo, read_projector_info
 from models.formats.projector_pairing import projector_beside
 from models.formats.quant_levels import quant_from_name
 from models.library import ModelStore
@@ -43,10 +45,28 @@ class Choice:
 
 
 def vision_models(store: ModelStore) -> list[str]:
-    """The labels of the library's GGUF models with a projector beside them that fits: the ones that see
-    (a header read per file: run it off the GUI thread)."""
-    return [m.label for m in models_on_disk(store) if m.path.lower().endswith(".gguf")
-            and projector_beside(Path(m.path)) is not None]
+    """The labels of the library's GGUF models with a projector beside them that fits and sees: the ones that
+    see (headers read per file: run it off the GUI thread)."""
+    return [label for label, info in _projectors(store) if info.has_vision]
+
+
+def hearing_models(store: ModelStore) -> list[str]:
+    """The labels of the library's GGUF models whose projector beside them takes audio that this llama.cpp runs
+    (Qwen2-Audio's; one it would abort on is refused by its header): the ones that hear (headers read per
+    file: run it off the GUI thread)."""
+    return [label for label, info in _projectors(store) if info.audio is not None]
+
+
+def _projectors(store: ModelStore) -> Iterator[tuple[str, ProjectorInfo]]:
+    """Each library GGUF model with a projector beside it: its label, and what the projector takes."""
+    for model in models_on_disk(store):
+        projector = projector_beside(Path(model.path)) if model.path.lower().endswith(".gguf") else None
+        if projector is None:
+            continue
+        try:
+            yield model.label, read_projector_info(projector)
+        except (InvalidModelFile, OSError):
+            continue
 
 
 def verdict(plan: Plan | None) -> tuple[str, bool]:

@@ -1,23 +1,31 @@
-"""ServerToggle: "Serve the loaded model on 127.0.0.1:PORT", sharing the window's engine.
+"""ServerToggle: "Serve your models on 127.0.0.1:PORT": the window's model, and the library's on demand.
 
-The server uses the window's own EngineClient (no second copy of the model): its replies are
-routed by request id, so the chat never sees them and they never see the chat. It serves
-whatever model the window has loaded, and answers 503 while none is.
+The window's chat model is served from the window's own EngineClient (no second copy of it): its replies
+are routed by request id, so the chat never sees them and they never see the chat. A request naming
+another model of the library loads it in an engine process of the server's own, planned beside the
+window's model and the others loaded (app/server/model_pool.py); idle ones go after ten minutes. What the
+server holds is told every few seconds while it serves (`models_changed`), for the memory panel.
 """
 
 from __future__ import annotations
 
 import logging
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
 from app.gui.chat_controller import ChatController
-from app.server.config import DEFAULT_PORT, ServerConfig
+from app.server.config import DEFAULT_PORT, DEFAULT_QUEUE_TIMEOUT_S, ServerConfig
+from app.server.library_pool import library_pool
+from app.server.model_pool import DEFAULT_TTL_S, ModelPool
 from app.server.runner import ServerStartError, ServerThread
+from app.services.load_settings import LoadSettings
+from app.services.paths import AppPaths
 from engine.client import EngineClient
-from engine.protocol import Error, Loaded, ModelInfo
+from engine.protocol import DEFAULT_PARALLEL, Error, Loaded, ModelInfo
+
+POLL_MS = 2000  # how often the memory panel hears what the server holds
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +40,24 @@ class ServerToggle(QObject):
 
     Signals:
         notice(str): what happened, for the status bar (started, stopped, could not start).
+        models_changed(list): the models the server holds besides the window's (LoadedModel), while it serves.
     """
 
     notice = Signal(str)
+    models_changed = Signal(list)
 
     def __init__(self, chat: ChatController, port: int = DEFAULT_PORT, parent: QObject | None = None):
         super().__init__(parent)
         self.session = chat.session
         self.port = port
         self.server: ServerThread | None = None
+        self.pool: ModelPool | None = None
         self._model: ModelInfo | None = None
-        self.action = QAction(f"Serve the loaded model on 127.0.0.1:{port}", self, checkable=True)
+        self._held: list = []
+        self._poll = QTimer(self)
+        self._poll.setInterval(POLL_MS)
+        self._poll.timeout.connect(self._tell_models)
+        self.action = QAction(f"Serve your models on 127.0.0.1:{port}", self, checkable=True)
         self.action.toggled.connect(self._toggled)
         self.label = QLabel("")
         self.label.hide()
@@ -77,37 +92,69 @@ class ServerToggle(QObject):
         if not isinstance(client, EngineClient):
             self.action.setChecked(False)
             return
+        # Planned on the machine as the window's planner read it before its first load: the window's model
+        # then counts once, by its forecast (attach), like every model the server loads beside it.
+        pool = library_pool(AppPaths.default(), LoadSettings(), lambda: [self._model.path] if self._model else [],
+                            DEFAULT_TTL_S, DEFAULT_QUEUE_TIMEOUT_S, DEFAULT_PARALLEL,
+                            profile=self.session.model.planner.profile, log_name="engine-server")
         try:
-            self.server = ServerThread(client, self.model_info, ServerConfig(port=self.port)).start()
+            self.server = ServerThread(None, None, ServerConfig(port=self.port), router=pool).start()
         except (ServerStartError, OSError) as exc:
             log.warning("could not start the server: %s", exc)
             self.server = None
             self.action.setChecked(False)
             self.notice.emit(f"Could not serve the model: {exc}")
             return
+        self.pool = pool
+        self._attach()
+        self._poll.start()
         self.label.setText(f"Serving on {self.server.url}")
-        self.label.setToolTip("OpenAI-compatible API of the loaded model (this machine only)")
+        self.label.setToolTip("OpenAI-compatible API (and Anthropic's, Ollama's) of the loaded model and of "
+                              "the library's models, loaded on demand (this machine only)")
         self.label.show()
-        self.notice.emit(f"Serving the loaded model on {self.server.url}")
+        self.notice.emit(f"Serving your models on {self.server.url}")
 
     def stop(self) -> None:
-        """Stop serving (open streams end; their replies are cancelled)."""
-        server, self.server = self.server, None
+        """Stop serving (open streams end; their replies are cancelled; the models it loaded are unloaded)."""
+        server, self.server, self.pool = self.server, None, None
+        self._poll.stop()
         if server is not None:
             server.stop()
+        self._tell_models()
         self.label.hide()
         if self.action.isChecked():
             self.action.setChecked(False)
 
+    def _attach(self) -> None:
+        """Serve the window's model (or stop serving the one it no longer has) as one of the pool's."""
+        if self.pool is None:
+            return
+        client = self.session.engine
+        if self._model is not None and isinstance(client, EngineClient):
+            self.pool.attach(self._model.path, client, self.model_info, self.session.model.plan)
+        else:
+            self.pool.detach()
+
+    @Slot()
+    def _tell_models(self) -> None:
+        held = [m for m in self.pool.loaded() if not (self._model and m.model.path == self._model.path)] \
+            if self.pool is not None else []
+        if held or self._held:
+            self.models_changed.emit(held)
+        self._held = held
+
     @Slot(object)
     def _on_loaded(self, event: Loaded) -> None:
         self._model = event.info if event.info.architecture != "remote" else None
+        self._attach()
 
     @Slot()
     def _forget_model(self) -> None:
         self._model = None
+        self._attach()
 
     @Slot(object)
     def _on_error(self, event: Error) -> None:
         if event.kind in ("engine_died", "invalid_model"):
             self._model = None
+            self._attach()

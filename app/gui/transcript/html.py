@@ -16,6 +16,7 @@ from PySide6.QtGui import QColor, QPalette, QTextBlockFormat, QTextCursor, QText
 
 from app.chat.stats_line import cache_text
 from app.gui.common.theme import mix, status_colors
+from app.gui.transcript.clips import clips_html
 from app.gui.transcript.images import images_html
 from app.services.history.store import Message
 from app.services.markdown_render import CODE_BACKGROUND, CODE_COPY_HREF, render_markdown
@@ -110,7 +111,8 @@ def body_html(message: Message, colors: TranscriptColors, code_start: int = 0) -
     any: its code blocks' Copy links are numbered from `code_start`, after the steps')."""
     body, _ = number_code_links(themed(render_markdown(message.content, code_headers=True), colors), message.id,
                                 code_start)
-    return images_html(message.images) + body + note_html(message.state, colors) + stats_html(message, colors)
+    media = images_html(message.images) + clips_html(message.clips, colors.code_background)
+    return media + body + note_html(message.state, colors) + stats_html(message, colors)
 
 
 def message_html(message: Message, colors: TranscriptColors) -> str:

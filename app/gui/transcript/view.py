@@ -25,6 +25,7 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from app.chat.reasoning_text import finished_header
 from app.gui.transcript.actions import TranscriptActions
+from app.gui.transcript.clips import SOUND_SCHEME, sound_icon
 from app.gui.transcript.html import (
     LEAD,
     ZWSP,
@@ -128,6 +129,8 @@ class ChatView(QTextBrowser):
             ref = next((i for m in self.state.messages.values() for i in m.images if i.sha256 == sha256), None)
             size = thumb_size(ref.width, ref.height) if ref is not None else (THUMB_SIDE, THUMB_SIDE)
             return self.images.thumbnail(sha256, size)
+        if url.scheme() == SOUND_SCHEME:  # a clip's chip
+            return sound_icon(self)
         return super().loadResource(kind, url)
 
     def _open_image(self, sha256: str) -> None:

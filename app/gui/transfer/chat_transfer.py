@@ -163,7 +163,7 @@ class ChatTransfer(QObject):
                 return
             self._export_failed(exc)
 
-        problems: list[str] = []  # images left out (their stored file gone or damaged), appended by the job
+        problems: list[str] = []  # images and clips left out (their stored file gone or damaged), by the job
         self.jobs.run(lambda: export_chats(db, ids, ext, path, each, overwrite, embed_media=embed_media,
                                            problems=problems),
                       lambda count: self._exported(count, path, problems), failed)
@@ -173,7 +173,7 @@ class ChatTransfer(QObject):
         left_out = ""
         if problems:
             log.warning("export left out: %s", "; ".join(problems))
-            left_out = f"; {len(problems)} image{'' if len(problems) == 1 else 's'} left out: {problems[0]}"
+            left_out = f"; {len(problems)} attached file{'' if len(problems) == 1 else 's'} left out: {problems[0]}"
         self._say(f"Exported {count} chat{'' if count == 1 else 's'} to {path}{left_out}", RESULT_MS)
 
     def _export_failed(self, exc: BaseException) -> None:

@@ -1,5 +1,5 @@
 """The Export dialog: which chats (this one, or all in one file, or all a file each), in which format, and for
-JSON whether the chats' images go inside the file or into a folder beside it (HTML always holds them inline,
+JSON whether the chats' images and audio clips go inside the file or into a folder beside it (HTML always holds them inline,
 Markdown links to them in that folder)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ FORMATS = {
 class ExportChoice:
     scope: Scope  # the open chat; all chats in one file; all chats, a file each in a folder
     fmt: str  # a key of FORMATS
-    embed_media: bool = False  # JSON: the images inside the file (base64), not in a folder beside it
+    embed_media: bool = False  # JSON: the images and clips inside the file (base64), not in a folder beside it
 
 
 class ExportDialog(QDialog):
@@ -58,8 +58,9 @@ class ExportDialog(QDialog):
         self.format = QComboBox()
         for ext, (name, _filter) in FORMATS.items():
             self.format.addItem(name, ext)
-        self.embed_media = QCheckBox("Put the images inside the file (else in a folder beside it)")
-        self.embed_media.setToolTip("JSON only: HTML always holds its images; Markdown links to files beside it.")
+        self.embed_media = QCheckBox("Put the images and audio inside the file (else in a folder beside it)")
+        self.embed_media.setToolTip("JSON only: HTML always holds its images and audio; Markdown links to files "
+                                    "beside it.")
         self.format.currentIndexChanged.connect(self._format_changed)
         self._format_changed()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)

@@ -1,25 +1,33 @@
-"""The images of stored messages (`message_media`, schema step 8): written with their message, read for a
-whole chat at once, and the hashes a deletion leaves unnamed, so that the media store collects only then.
+"""The images and audio clips of stored messages (`message_media`, schema steps 8 and 9): written with their
+message, read for a whole chat at once, and the hashes a deletion leaves unnamed, so that the media store
+collects only then.
 
-A load reads its messages' images with one query, not one per message: the rows of the chat's messages
-(through its index on conversation_id), kept for the messages loaded. A chat without images costs one
-index probe per message, far less than reading the messages themselves. Plain SQL on one connection:
-store.py and tree.py run these inside their reads and transactions.
+A row's `kind` says what it is: an image (with its full size) or an audio clip (with its length in seconds).
+A message's images come first in `position`, then its clips. A load reads its messages' media with one query,
+not one per message: the rows of the chat's messages (through its index on conversation_id), kept for the
+messages loaded. A chat without media costs one index probe per message, far less than reading the messages
+themselves. Plain SQL on one connection: store.py and tree.py run these inside their reads and transactions.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from app.services.history.records import ImageRef, Message
+from app.services.history.records import AudioRef, ImageRef, Message
 
-_COLUMNS = "mm.message_id, mm.sha256, mm.format, mm.name, mm.width, mm.height"
+IMAGE, AUDIO = "image", "audio"
+KINDS = (IMAGE, AUDIO)
+
+_COLUMNS = "mm.message_id, mm.kind, mm.sha256, mm.format, mm.name, mm.width, mm.height, mm.seconds"
+
+log = logging.getLogger(__name__)
 
 
-def attach_chat_images(db: sqlite3.Connection, conversation_id: int, messages: list[Message]) -> list[Message]:
-    """`messages` (of one chat) with their `images` filled in, by one query; returns `messages`."""
+def attach_chat_media(db: sqlite3.Connection, conversation_id: int, messages: list[Message]) -> list[Message]:
+    """`messages` (of one chat) with their `images` and `clips` filled in, by one query; returns `messages`."""
     if not messages:
         return messages
     rows = db.execute(
@@ -29,8 +37,8 @@ def attach_chat_images(db: sqlite3.Connection, conversation_id: int, messages: l
     return _attach(rows, messages)
 
 
-def attach_message_images(db: sqlite3.Connection, message: Message) -> Message:
-    """`message` with its `images` filled in; returns it."""
+def attach_message_media(db: sqlite3.Connection, message: Message) -> Message:
+    """`message` with its `images` and `clips` filled in; returns it."""
     rows = db.execute(f"SELECT {_COLUMNS} FROM message_media mm WHERE mm.message_id = ? ORDER BY mm.position",
                       (message.id,))
     _attach(rows, [message])
@@ -38,22 +46,35 @@ def attach_message_images(db: sqlite3.Connection, message: Message) -> Message:
 
 
 def _attach(rows: Iterable[tuple], messages: list[Message]) -> list[Message]:
-    found: dict[int, list[ImageRef]] = defaultdict(list)
-    for message_id, *fields in rows:
-        found[message_id].append(ImageRef(*fields))
-    if found:
+    images: dict[int, list[ImageRef]] = defaultdict(list)
+    clips: dict[int, list[AudioRef]] = defaultdict(list)
+    for message_id, kind, sha256, fmt, name, width, height, seconds in rows:
+        if kind == AUDIO:
+            clips[message_id].append(AudioRef(sha256, fmt, name, float(seconds or 0.0)))
+        elif kind == IMAGE:
+            images[message_id].append(ImageRef(sha256, fmt, name, width, height))
+        else:  # written by hand, or damaged: the message keeps the rest
+            log.warning("Message %s names media of an unknown kind %r: it is shown without it", message_id, kind)
+    if images or clips:
         for message in messages:
-            if message.id in found:
-                message.images = tuple(found[message.id])
+            if message.id in images:
+                message.images = tuple(images[message.id])
+            if message.id in clips:
+                message.clips = tuple(clips[message.id])
     return messages
 
 
-def insert_images(db: sqlite3.Connection, message_id: int, images: Sequence[ImageRef]) -> None:
-    """Name `images` as the images of `message_id`, in their order (their files are in the store already)."""
+def insert_media(db: sqlite3.Connection, message_id: int, images: Sequence[ImageRef],
+                  clips: Sequence[AudioRef] = ()) -> None:
+    """Name `images`, then `clips`, as the media of `message_id`, in their order (their files are in the
+    store already)."""
+    rows = [(message_id, i, IMAGE, ref.sha256, ref.format, ref.name, ref.width, ref.height, None)
+            for i, ref in enumerate(images)]
+    rows += [(message_id, len(images) + i, AUDIO, ref.sha256, ref.format, ref.name, 0, 0, ref.seconds)
+             for i, ref in enumerate(clips)]
     db.executemany(
-        "INSERT INTO message_media (message_id, position, sha256, format, name, width, height)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [(message_id, i, ref.sha256, ref.format, ref.name, ref.width, ref.height) for i, ref in enumerate(images)],
+        "INSERT INTO message_media (message_id, position, kind, sha256, format, name, width, height, seconds)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows,
     )
 
 

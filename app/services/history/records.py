@@ -25,11 +25,11 @@ from app.services.history.settings_fields import (
 )
 from app.services.history.tool_steps import ToolStep, ToolStepsError, steps_from_json
 from app.services.load_settings import LoadSettings
-from app.services.media.sniff import SUFFIXES
+from app.services.media.sniff import AUDIO_SUFFIXES, SUFFIXES
 from engine.protocol import Reasoning
 
 if TYPE_CHECKING:  # intake imports the media store, which imports this package: no cycle at run time
-    from app.services.media.intake import PreparedImage
+    from app.services.media.intake import CheckedAudio, PreparedAudio, PreparedImage
 
 Role = Literal["system", "user", "assistant"]
 ToolChoice = Literal["auto", "required"]
@@ -166,6 +166,33 @@ class ImageRef:
         return cls(image.sha256, image.format, image.name, image.full_width, image.full_height)
 
 
+@dataclass(slots=True, frozen=True)
+class AudioRef:
+    """An audio clip a stored message carries: the file of the media store that holds its original bytes (a
+    WAV file), and what is shown of it without opening that file.
+
+    Attributes:
+        sha256: hex digest of the original bytes: the file's name in the store, checked when it is read.
+        format: "WAV", as the intake found it (the stored file's suffix follows).
+        name: the name it came with ("question.wav"), for the transcript and exports.
+        seconds: its length, as the intake decoded it.
+    """
+
+    sha256: str
+    format: str
+    name: str
+    seconds: float
+
+    @property
+    def suffix(self) -> str:
+        """The suffix of its stored file (".wav"); "" for a format this release does not know."""
+        return AUDIO_SUFFIXES.get(self.format, "")
+
+    @classmethod
+    def of(cls, clip: PreparedAudio | CheckedAudio) -> AudioRef:
+        return cls(clip.sha256, clip.format, clip.name, clip.seconds)
+
+
 @dataclass(slots=True)
 class Message:
     id: int
@@ -186,6 +213,8 @@ class Message:
     tool_steps: tuple[ToolStep, ...] = ()
     # The images a user message carries, in the order they were attached (message_media.py).
     images: tuple[ImageRef, ...] = ()
+    # Its audio clips, likewise (sent after its images).
+    clips: tuple[AudioRef, ...] = ()
 
 
 @dataclass(slots=True, frozen=True)

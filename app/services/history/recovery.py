@@ -116,7 +116,7 @@ class _Salvage:
         else:  # a message whose parent was on a lost page follows the message before it
             out.execute(f"{LINE_UP_MESSAGES} WHERE parent_id IS NOT NULL AND parent_id NOT IN (SELECT id FROM messages)")
         counts["conversations"] += self._adopt_orphans(out)
-        # The images of messages lost with a damaged page go with them (the new file is written without
+        # The images and clips of messages lost with a damaged page go with them (the new file is written without
         # foreign keys enforced; the files stay in the media store until its next collect).
         out.execute("DELETE FROM message_media WHERE message_id NOT IN (SELECT id FROM messages)")
         return counts["conversations"], counts["messages"], counts["presets"]
@@ -239,7 +239,9 @@ def _clean(table: str, row: dict) -> dict | None:
         elif table == "message_media":
             ok = (all(isinstance(row[k], int) for k in ("message_id", "position", "width", "height"))
                   and all(isinstance(row[k], str) for k in ("sha256", "format", "name"))
-                  and len(row["sha256"]) == 64 and all(c in "0123456789abcdef" for c in row["sha256"]))
+                  and len(row["sha256"]) == 64 and all(c in "0123456789abcdef" for c in row["sha256"])
+                  and row.get("kind", "image") in ("image", "audio")
+                  and (row.get("seconds") is None or (_is_number(row["seconds"]) and row["seconds"] >= 0)))
         else:
             ok = isinstance(row["name"], str) and bool(row["name"].strip()) and isinstance(row["pinned"], int)
             ok = ok and _json_or(row["settings"], None) is not None

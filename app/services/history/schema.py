@@ -157,10 +157,19 @@ def _v8_message_media(db: sqlite3.Connection) -> list[str]:
     return found
 
 
+def _v9_media_kinds(db: sqlite3.Connection) -> list[str]:
+    # Audio clips beside images (issue 33), in the same table: each row says what it is ('image' or 'audio';
+    # the rows of older files are images) and a clip its length in seconds (NULL for an image; a clip's width
+    # and height are 0). A message's clips come after its images in `position`.
+    found = _add_column(db, "message_media", "kind", "TEXT NOT NULL DEFAULT 'image'")
+    found += _add_column(db, "message_media", "seconds", "REAL")
+    return found
+
+
 # A step returns the names of what it found already there (a half-done step being finished).
 MIGRATIONS: list[Callable[[sqlite3.Connection], list[str]]] = [
     _v1_initial, _v2_settings_and_stats, _v3_presets, _v4_reasoning, _v5_external_ids, _v6_branches_and_folders,
-    _v7_tool_steps, _v8_message_media,
+    _v7_tool_steps, _v8_message_media, _v9_media_kinds,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

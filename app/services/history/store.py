@@ -4,9 +4,9 @@ A chat's messages form a tree (tree.py): a regenerated reply or an edited messag
 beside the one it replaces, and the chat shows one branch. The file lives under the user data
 dir unless a path is given. It runs in WAL mode with `synchronous=FULL`, so a reply saved while
 it streams survives a crash of the app or the machine; every change is one transaction. The schema is versioned (app/services/history/schema.py).
-The images messages carry are files of the media store beside it (app/services/media/store.py), named by
-hash in `message_media` (message_media.py): a message's originals are put there just before the message is
-saved, and a deletion that leaves a file unnamed ends with the store's collect.
+The images and audio clips messages carry are files of the media store beside it (app/services/media/store.py),
+named by hash in `message_media` (message_media.py): a message's originals are put there just before the
+message is saved, and a deletion that leaves a file unnamed ends with the store's collect.
 A file that cannot be written opens read-only and one that cannot be read is refused with
 what is needed to recover it (app/services/history/opening.py). No Qt here: the CLI and the server use the
 same store.
@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 from app.services.history.file import HistoryFile, default_db_path
 from app.services.history.message_media import (
-    attach_chat_images,
-    attach_message_images,
+    attach_chat_media,
+    attach_message_media,
     chat_hashes,
-    insert_images,
+    insert_media,
     named_hashes,
     unnamed,
 )
@@ -44,6 +44,7 @@ from app.services.history.records import (
     DEFAULT_TITLE,
     MESSAGE_COLUMNS,
     MESSAGE_STATES,
+    AudioRef,
     ChatSettings,
     Conversation,
     Folder,
@@ -64,13 +65,14 @@ from app.services.history.tool_steps import ToolCallRecord, ToolStep, steps_to_j
 from app.services.history.tree import branch, delete_subtree, first_hit, leaf_of, show_branch_of, versions
 from app.services.media.store import COLLECT_GRACE_S, Collected, MediaStore
 
-if TYPE_CHECKING:  # only its type: the store never decodes an image
-    from app.services.media.intake import PreparedImage
+if TYPE_CHECKING:  # only their types: the store never decodes an image or a clip
+    from app.services.media.intake import CheckedAudio, PreparedAudio, PreparedImage
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "FOLDER_NAME_LIMIT", "DEFAULT_PRESET", "DEFAULT_TITLE", "MESSAGE_STATES", "MIGRATIONS", "SCHEMA_VERSION", "ChatSettings", "ChatStore",
+    "FOLDER_NAME_LIMIT", "DEFAULT_PRESET", "DEFAULT_TITLE", "MESSAGE_STATES", "MIGRATIONS", "SCHEMA_VERSION", "AudioRef",
+    "ChatSettings", "ChatStore",
     "Conversation", "Folder", "HistoryProblem", "ImageRef", "Message", "MessageState", "Preset", "Role", "StoreDamagedError", "StoreError",
     "StoreTooNewError", "StoreUnwritableError", "ToolCallRecord", "ToolStep", "Version", "default_db_path", "migrate",
 ]
@@ -173,7 +175,7 @@ class ChatStore(HistoryFile):
     def insert_conversation(self, conversation: Conversation, messages: list[Message], uid: str,
                             leaf_id: int | None = None, *, linear: bool = False) -> int | None:
         """Add a whole chat as given (title, times, settings, folder, pin; messages with their states, stats,
-        reasoning, tool steps, images and times) under `uid`, in one transaction. Messages name their parents by the ids they
+        reasoning, tool steps, images, clips and times) under `uid`, in one transaction. Messages name their parents by the ids they
         have in `messages` (each after its parent; None: a first message), or with `linear` form one line,
         each under the one before; `leaf_id` names the branch shown (None: the last message's). Returns the
         chat's id, or None when a chat with `uid` is there already (then nothing is added).
@@ -209,8 +211,8 @@ class ChatStore(HistoryFile):
                     (cid, m.role, m.content, m.state, json.dumps(m.stats) if m.stats is not None else None,
                      m.created, m.reasoning, int(m.reasoning_closed), parent, steps_to_json(m.tool_steps)),
                 ).lastrowid
-                if m.images:
-                    insert_images(db, last, m.images)
+                if m.images or m.clips:
+                    insert_media(db, last, m.images, m.clips)
                 new_ids[m.id] = last
             leaf = new_ids.get(leaf_id, last) if leaf_id is not None else last
             db.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (leaf, cid))
@@ -218,7 +220,7 @@ class ChatStore(HistoryFile):
 
     def copy_branch(self, message_id: int, title: str | None = None) -> Conversation | None:
         """A new chat holding the branch up to `message_id` (its settings too, its replies' tool steps, its
-        messages' images: the same files, named once more), under a new id; None when there is no such message."""
+        messages' images and clips: the same files, named once more), under a new id; None when there is no such message."""
         source = self.get_message(message_id)
         if source is None:
             return None
@@ -235,6 +237,7 @@ class ChatStore(HistoryFile):
     def add_message(
         self, conversation_id: int, role: Role, content: str, state: MessageState = "complete",
         parent_id: int | None | EllipsisType = ..., *, images: Sequence[PreparedImage | ImageRef] = (),
+        clips: Sequence[PreparedAudio | CheckedAudio | AudioRef] = (),
     ) -> Message:
         """Add a message after `parent_id` (left out: the end of the branch the chat shows; None: as a first
         message), and show the branch it ends.
@@ -244,14 +247,16 @@ class ChatStore(HistoryFile):
                 media store first (the same bytes are stored once, however many messages carry them); an
                 ImageRef names a file there already (an edited message keeping the images of the one it
                 replaces: pass `old.images`).
+            clips: its audio clips, in order, likewise (a PreparedAudio, a CheckedAudio or an AudioRef).
 
         Raises:
             StoreUnwritableError: the history is read-only (nothing is stored, not even an image).
-            StoredMediaError: an image could not be written into the media store (disk full...): the
-                message is not added.
+            StoredMediaError: an image or a clip could not be written into the media store (disk full...):
+                the message is not added.
         """
         _check_state(state)
-        refs = self._store_images(images)
+        refs = self._store_media(images, ImageRef)
+        clip_refs = self._store_media(clips, AudioRef)
         now = time.time()
         with self._write() as db:
             parent = leaf_of(db, conversation_id) if parent_id is ... else parent_id
@@ -260,25 +265,26 @@ class ChatStore(HistoryFile):
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (conversation_id, role, content, state, now, parent),
             )
-            if refs:
-                insert_images(db, cur.lastrowid, refs)
+            if refs or clip_refs:
+                insert_media(db, cur.lastrowid, refs, clip_refs)
             db.execute("UPDATE conversations SET updated = ?, leaf_id = ? WHERE id = ?",
                        (now, cur.lastrowid, conversation_id))
-        return Message(cur.lastrowid, conversation_id, role, content, state, None, now, parent_id=parent, images=refs)
+        return Message(cur.lastrowid, conversation_id, role, content, state, None, now, parent_id=parent, images=refs,
+                       clips=clip_refs)
 
-    def _store_images(self, images: Sequence[PreparedImage | ImageRef]) -> tuple[ImageRef, ...]:
-        """The references of `images`, the originals of prepared ones put into the media store (just before
-        the message that names them is saved: the store's grace period spares them meanwhile)."""
-        if not images:
+    def _store_media(self, items: Sequence, ref_type: type[ImageRef] | type[AudioRef]) -> tuple:
+        """The references (`ref_type`) of `items`, the originals of prepared ones put into the media store (just
+        before the message that names them is saved: the store's grace period spares them meanwhile)."""
+        if not items:
             return ()
         if self.problem is not None:  # a read-only history: no file is left behind for a message never saved
             raise StoreUnwritableError(self.problem)
         refs = []
-        for image in images:
-            if not isinstance(image, ImageRef):
-                self.media.put(image.original, image.suffix)
-                image = ImageRef.of(image)
-            refs.append(image)
+        for item in items:
+            if not isinstance(item, ref_type):
+                self.media.put(item.original, item.suffix)
+                item = ref_type.of(item)
+            refs.append(item)
         return tuple(refs)
 
     def update_message_content(
@@ -342,13 +348,13 @@ class ChatStore(HistoryFile):
         try:
             return self.media.collect(named_hashes(self._db), grace_s=grace)
         except OSError as exc:
-            log.warning("Could not remove unused images from %s: %s", self.media.folder, exc)
+            log.warning("Could not remove unused media files from %s: %s", self.media.folder, exc)
             return None
 
     def get_message(self, message_id: int) -> Message | None:
-        """The message with `message_id` (its images too); None when there is none."""
+        """The message with `message_id` (its images and clips too); None when there is none."""
         row = self._db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,)).fetchone()
-        return attach_message_images(self._db, message_of(row)) if row else None
+        return attach_message_media(self._db, message_of(row)) if row else None
 
     def message_count(self, conversation_id: int) -> int:
         """Messages of the chat in all its branches."""
@@ -360,11 +366,11 @@ class ChatStore(HistoryFile):
         return branch(self._db, conversation_id)
 
     def all_messages(self, conversation_id: int) -> list[Message]:
-        """Every message of every branch of the chat, each after the one it follows (by id), with its images."""
+        """Every message of every branch of the chat, each after the one it follows (by id), with its media."""
         rows = self._db.execute(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
         )
-        return attach_chat_images(self._db, conversation_id, [message_of(row) for row in rows])
+        return attach_chat_media(self._db, conversation_id, [message_of(row) for row in rows])
 
     def leaf_id(self, conversation_id: int) -> int | None:
         """The message the branch the chat shows ends at."""

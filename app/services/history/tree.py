@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections import defaultdict
 
-from app.services.history.message_media import attach_chat_images
+from app.services.history.message_media import attach_chat_media
 from app.services.history.records import MESSAGE_COLUMNS, Message, Version, message_of
 from app.services.history.search import WRITTEN_AND_THOUGHT_KEYS, steps_match
 
@@ -56,7 +56,7 @@ def branch(db: sqlite3.Connection, conversation_id: int, leaf: int | None = None
         return []
     rows = db.execute(f"{_UP_FROM} SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN (SELECT id FROM up) ORDER BY id",
                       (leaf,))
-    return attach_chat_images(db, conversation_id, [message_of(row) for row in rows])
+    return attach_chat_media(db, conversation_id, [message_of(row) for row in rows])
 
 
 def newest_under(db: sqlite3.Connection, message_id: int) -> int:

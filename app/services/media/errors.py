@@ -21,6 +21,21 @@ class ImageRefused(MediaRefused):
         self.problem = problem
 
 
+class AudioRefused(MediaRefused):
+    """One audio clip is refused: `str()` is "<name> <problem>", e.g. "talk.mp3 is an MP3 audio file: Tailor
+    reads WAV; convert it first (ffmpeg -i talk.mp3 talk.wav)".
+
+    Attributes:
+        name: the file's name (or the name the caller gave bytes).
+        problem: the reason alone, starting with a verb ("is truncated: ...").
+    """
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"{name} {problem}")
+        self.name = name
+        self.problem = problem
+
+
 class TooManyImages(MediaRefused):
     """A message carries more images than one message may.
 
@@ -31,6 +46,21 @@ class TooManyImages(MediaRefused):
 
     def __init__(self, count: int, limit: int) -> None:
         super().__init__(f"{count} images in one message; Tailor sends at most {limit} (attach fewer, "
+                         "or send them over several messages)")
+        self.count = count
+        self.limit = limit
+
+
+class TooManyClips(MediaRefused):
+    """A message carries more audio clips than one message may.
+
+    Attributes:
+        count: how many it carries.
+        limit: how many it may.
+    """
+
+    def __init__(self, count: int, limit: int) -> None:
+        super().__init__(f"{count} audio clips in one message; Tailor sends at most {limit} (attach fewer, "
                          "or send them over several messages)")
         self.count = count
         self.limit = limit

@@ -1,30 +1,45 @@
-"""Taking an image in: a path (the CLI's --image, the window's attach, drop and paste) or bytes (the
-server's `data:` URLs, a pasted image, the store) become a PreparedImage, or one line saying why not.
+"""Taking media in: a path (the CLI's --image and --audio, the window's attach, drop and paste) or bytes (the
+server's `data:` URLs and `input_audio`, a pasted image, the store) become a PreparedImage or a PreparedAudio
+(or a CheckedAudio: a clip checked by its header, decoded later), or one line saying why not.
 
-A path is looked at before it is opened: anything but a regular file (a FIFO, whose open would wait for a
-writer; a device, which may never end; a folder) is refused by its stat, and the file is then opened
-non-blocking and checked again on the open descriptor (models.formats.local_file), so a swap in between is
-caught too. Its size is checked before it is read. The bytes' format is found by their magic bytes and
-their size by the header, and an image with too many pixels is refused before anything decodes it.
+A path is read through files.py: anything but a regular file is refused by its stat before any open, and its
+size is checked before it is read. The bytes' format is found by their magic bytes, never their name. An
+image's size comes from its header, and one with too many pixels is refused before anything decodes it; an
+audio clip's layout and length come from its WAV header, and one too long (or whose header promises more
+than the file holds) is refused before any sample is converted.
+
+Audio is sent at the rate the model's projector hears (`sample_rate`: ProjectorInfo.audio_sample_rate of its
+file before a load, ModelInfo.audio_sample_rate after), so the engine never resamples and the PCM it gets is
+what libmtmd takes; the file's own rate and channels are converted here (wav.py, resample.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.services.media.decode import DECODE_VERSION, decode_pixels, too_many_pixels
-from app.services.media.errors import ImageRefused
-from app.services.media.limits import DEFAULT_LIMITS, ImageLimits
-from app.services.media.sniff import SUFFIXES, read_header
+from app.services.media.errors import AudioRefused, ImageRefused
+from app.services.media.files import FileProblem, read_media_file, too_large
+from app.services.media.limits import DEFAULT_AUDIO_LIMITS, DEFAULT_LIMITS, AudioLimits, ImageLimits
+from app.services.media.resample import resample
+from app.services.media.sniff import (
+    AUDIO_SUFFIXES,
+    SUFFIXES,
+    audio_name,
+    detect_audio_format,
+    detect_format,
+    read_header,
+)
 from app.services.media.store import MediaStore
+from app.services.media.wav import WavHeader, convert_hint, decode_mono, read_wav_header
 from engine.protocol import Media
-from models.formats.errors import InvalidModelFile
-from models.formats.local_file import kind_of, open_regular_file
-from models.units import human_size
+
+# Bump when a change to wav.py or resample.py changes the samples a file gives (PreparedAudio.cache_key
+# carries it, so a KV cache kept on disk is never reused for the samples of an older decoding).
+AUDIO_DECODE_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +110,7 @@ def image_from_bytes(data: bytes, *, name: str = "image", limits: ImageLimits = 
         ImageRefused: one line naming it and the reason.
     """
     if len(data) > limits.max_bytes:
-        raise ImageRefused(name, _too_large(len(data), limits.max_bytes))
+        raise ImageRefused(name, too_large(len(data), limits.max_bytes, "image"))
     header = read_header(data, name)
     if header.pixels > limits.max_pixels:
         raise ImageRefused(name, too_many_pixels(header.width, header.height, limits.max_pixels))
@@ -134,28 +149,208 @@ def read_image_file(path: Path, *, name: str, max_bytes: int) -> bytes:
             larger than `max_bytes`.
     """
     try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise ImageRefused(name, "does not exist") from None
-    except OSError as exc:
-        raise ImageRefused(name, f"cannot be read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ImageRefused(name, f"is {kind_of(info.st_mode)}, not an image file")
-    if info.st_size > max_bytes:
-        raise ImageRefused(name, _too_large(info.st_size, max_bytes))
-    try:
-        file = open_regular_file(path)  # non-blocking, checked again on the descriptor
-    except InvalidModelFile as exc:
+        return read_media_file(path, max_bytes=max_bytes, kind="image")
+    except FileProblem as exc:
         raise ImageRefused(name, exc.problem) from None
+
+
+# ---------------------------------------------------------------- audio
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedAudio:
+    """A clip of audio ready for a projector, with the file it came from.
+
+    Attributes:
+        name: the file's name (or the name given with the bytes), for messages and the transcript.
+        sha256: hex digest of the original bytes: the store's key.
+        format: "WAV", as the magic bytes say.
+        sample_rate: samples a second of `pcm`: the rate the projector hears.
+        source_rate: the file's own rate.
+        channels: the file's channels (mixed into one in `pcm`).
+        pcm: little-endian float32 samples, one channel, in [-1, 1]: what mtmd_bitmap_init_from_audio takes.
+        original: the file's bytes as they came (what the store keeps and an export writes).
+    """
+
+    name: str
+    sha256: str
+    format: str
+    sample_rate: int
+    source_rate: int
+    channels: int
+    pcm: bytes = field(repr=False)
+    original: bytes = field(repr=False)
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.pcm) // 4
+
+    @property
+    def seconds(self) -> float:
+        return self.n_samples / self.sample_rate
+
+    @property
+    def suffix(self) -> str:
+        """The suffix of its stored file (".wav")."""
+        return AUDIO_SUFFIXES[self.format]
+
+    @property
+    def cache_key(self) -> str:
+        """What identifies these samples in a KV cache: the same file, decoded the same way at the same rate,
+        gives the same key."""
+        return f"{self.sha256}:{self.sample_rate}Hz:v{AUDIO_DECODE_VERSION}"
+
+    def as_media(self) -> Media:
+        """What the engine takes: the samples, their rate, and an id (hex, as libmtmd's bitmap ids are) of
+        `cache_key`."""
+        return Media("audio", hashlib.sha256(self.cache_key.encode()).hexdigest(), self.pcm,
+                     sample_rate=self.sample_rate)
+
+
+def read_audio(path: str | os.PathLike[str], *, sample_rate: int, name: str | None = None,
+               limits: AudioLimits = DEFAULT_AUDIO_LIMITS) -> PreparedAudio:
+    """Read, check and decode the audio file at `path` to mono float32 at `sample_rate` Hz.
+
+    Args:
+        sample_rate: the rate the model's projector hears (ProjectorInfo / ModelInfo .audio_sample_rate).
+        name: what messages call it; the file's name by default.
+
+    Raises:
+        AudioRefused: one line naming the file and the reason (a compressed format is named, with the
+            command that converts it to WAV).
+    """
+    path = Path(path)
+    name = name or path.name or str(path)
     try:
-        with file:
-            data = file.read(max_bytes + 1)
-    except OSError as exc:
-        raise ImageRefused(name, f"cannot be read ({exc.strerror or exc})") from None
-    if len(data) > max_bytes:  # it grew since its stat
-        raise ImageRefused(name, _too_large(len(data), max_bytes))
-    return data
+        data = read_media_file(path, max_bytes=limits.max_bytes, kind="audio")
+    except FileProblem as exc:
+        raise AudioRefused(name, exc.problem) from None
+    return audio_from_bytes(data, sample_rate=sample_rate, name=name, limits=limits)
 
 
-def _too_large(size: int, max_bytes: int) -> str:
-    return f"is {human_size(size)}; Tailor takes image files of up to {human_size(max_bytes)}"
+def audio_from_bytes(data: bytes, *, sample_rate: int, name: str = "audio",
+                     limits: AudioLimits = DEFAULT_AUDIO_LIMITS) -> PreparedAudio:
+    """Check and decode audio given as bytes (a WAV file's) to mono float32 at `sample_rate` Hz.
+
+    Raises:
+        AudioRefused: one line naming it and the reason.
+        ValueError: `sample_rate` is not above 0 (a caller's mistake, not the file's).
+    """
+    if sample_rate <= 0:
+        raise ValueError(f"a projector's sample rate is above 0, not {sample_rate}")
+    fmt, header = _checked_header(data, name, limits)
+    try:
+        mono = decode_mono(data, header)
+        pcm = resample(mono, header.sample_rate, sample_rate)
+    except MemoryError:
+        raise AudioRefused(name, "is longer than the memory free now can decode") from None
+    return PreparedAudio(
+        name=name,
+        sha256=hashlib.sha256(data).hexdigest(),
+        format=fmt,
+        sample_rate=sample_rate,
+        source_rate=header.sample_rate,
+        channels=header.channels,
+        pcm=pcm.astype("<f4", copy=False).tobytes(),
+        original=data,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedAudio:
+    """A clip whose WAV header was read and checked against the limits (its layout, length and that the file
+    holds what the header promises), its samples not decoded: what the window attaches and an import stores.
+    A clip is decoded when it is sent, at the rate of the model that hears it (`decoded`, or `stored_audio`
+    from the history): decoding and resampling ten minutes of 48 kHz stereo takes seconds.
+
+    Attributes:
+        name, sha256, format, original: as PreparedAudio's.
+        source_rate: the file's rate.
+        channels: the file's channels.
+        seconds: its length.
+    """
+
+    name: str
+    sha256: str
+    format: str
+    source_rate: int
+    channels: int
+    seconds: float
+    original: bytes = field(repr=False)
+
+    @property
+    def suffix(self) -> str:
+        """The suffix of its stored file (".wav")."""
+        return AUDIO_SUFFIXES[self.format]
+
+    def decoded(self, sample_rate: int, limits: AudioLimits = DEFAULT_AUDIO_LIMITS) -> PreparedAudio:
+        """The clip decoded to mono float32 at `sample_rate` Hz (AudioRefused only where it runs out of memory)."""
+        return audio_from_bytes(self.original, sample_rate=sample_rate, name=self.name, limits=limits)
+
+
+def checked_audio(data: bytes, *, name: str = "audio", limits: AudioLimits = DEFAULT_AUDIO_LIMITS) -> CheckedAudio:
+    """Check audio given as bytes (a WAV file's) by its header, without decoding its samples.
+
+    Raises:
+        AudioRefused: one line naming it and the reason, as audio_from_bytes says it.
+    """
+    fmt, header = _checked_header(data, name, limits)
+    return CheckedAudio(name=name, sha256=hashlib.sha256(data).hexdigest(), format=fmt, source_rate=header.sample_rate,
+                        channels=header.channels, seconds=header.seconds, original=data)
+
+
+def read_checked_audio(path: str | os.PathLike[str], *, name: str | None = None,
+                       limits: AudioLimits = DEFAULT_AUDIO_LIMITS) -> CheckedAudio:
+    """Read the audio file at `path` and check it by its header (see `checked_audio`).
+
+    Raises:
+        AudioRefused: one line naming the file and the reason.
+    """
+    path = Path(path)
+    name = name or path.name or str(path)
+    try:
+        data = read_media_file(path, max_bytes=limits.max_bytes, kind="audio")
+    except FileProblem as exc:
+        raise AudioRefused(name, exc.problem) from None
+    return checked_audio(data, name=name, limits=limits)
+
+
+def _checked_header(data: bytes, name: str, limits: AudioLimits) -> tuple[str, WavHeader]:
+    """The format and WAV header of `data`, checked (size, magic bytes, layout, length)."""
+    if len(data) > limits.max_bytes:
+        raise AudioRefused(name, too_large(len(data), limits.max_bytes, "audio"))
+    if not data:
+        raise AudioRefused(name, "is empty")
+    fmt = detect_audio_format(data)
+    if fmt is None:
+        raise AudioRefused(name, _not_wav(data, name))
+    return fmt, read_wav_header(data, name, limits)
+
+
+def stored_audio(store: MediaStore, sha256: str, *, sample_rate: int, name: str | None = None,
+                 limits: AudioLimits = DEFAULT_AUDIO_LIMITS) -> PreparedAudio:
+    """The clip the store keeps under `sha256`, its hash verified, decoded again at `sample_rate` Hz.
+
+    Raises:
+        MediaMissing, MediaDamaged: as MediaStore.read.
+        AudioRefused: the stored bytes are no clip this intake takes (stored with other limits, say).
+    """
+    data = store.read(sha256)
+    return audio_from_bytes(data, sample_rate=sample_rate, name=name or f"audio {sha256[:12]}", limits=limits)
+
+
+def is_audio(data: bytes) -> bool:
+    """Whether `data` starts as an audio file does (WAV, or a compressed format Tailor names): where a drop
+    or a paste of unknown bytes should go."""
+    return audio_name(data[:64]) is not None
+
+
+def _not_wav(data: bytes, name: str) -> str:
+    """The problem of bytes that are not WAV, naming what they are where known."""
+    what = audio_name(data[:64])
+    if what is not None:
+        return f"is {what}: Tailor reads WAV audio; {convert_hint(name)}"
+    image = detect_format(data[:16])
+    if image is not None:
+        return f"is {'an' if image[0] in 'AEIOU' else 'a'} {image} image, not audio"
+    return "is not a WAV file (it does not start with RIFF…WAVE), nor any audio Tailor knows"

@@ -1,8 +1,10 @@
-"""An image's format by its magic bytes (never its name) and its size by its header, read by hand.
+"""An image's format by its magic bytes (never its name) and its size by its header, read by hand; and
+whether bytes are audio, the WAV Tailor reads or a compressed format it names and refuses.
 
 Nothing here decodes: the size is known, and a decompression bomb refused, before Pillow sees the bytes
 (Pillow's WebP reader, for one, allocates the whole canvas when it opens a file). A format Tailor does not
-read is named when it is a common one ("an SVG image", "a HEIC image"), so the refusal says what it was.
+read is named when it is a common one ("an SVG image", "a HEIC image", "an MP3 audio file"), so the refusal
+says what it was; an audio file given as an image (or an image as audio) is named so too.
 """
 
 from __future__ import annotations
@@ -18,10 +20,18 @@ WEBP = "WEBP"
 GIF = "GIF"
 BMP = "BMP"
 
+WAV = "WAV"
+
 READABLE = "PNG, JPEG, WebP, GIF and BMP"
 
 # The suffix a stored file of each format gets (the store's names; never used to detect the format).
 SUFFIXES = {PNG: ".png", JPEG: ".jpg", WEBP: ".webp", GIF: ".gif", BMP: ".bmp"}
+AUDIO_SUFFIXES = {WAV: ".wav"}
+# The suffixes of audio files, WAV or a compressed format: where a window sends a dropped or chosen file (to the
+# audio intake, which reads WAV and names the others with the command that converts them). Only a hint of
+# where to look: the bytes decide what a file is.
+AUDIO_FILE_SUFFIXES = frozenset({".wav", ".wave", ".mp3", ".flac", ".ogg", ".oga", ".opus", ".m4a", ".aac",
+                                 ".aif", ".aiff", ".amr", ".wma", ".weba", ".mka"})
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # JPEG start-of-frame markers, which carry the size: C0-CF but DHT (C4), JPG (C8) and DAC (CC).
@@ -33,6 +43,7 @@ _STANDALONE = frozenset({0x01, *range(0xD0, 0xD9)})
 _HEIC_BRANDS = {b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"hevm", b"hevs"}
 _HEIF_BRANDS = {b"mif1", b"msf1"}
 _AVIF_BRANDS = {b"avif", b"avis"}
+_M4A_BRANDS = {b"M4A ", b"M4B ", b"M4P ", b"F4A ", b"F4B "}
 
 
 class _Truncated(Exception):
@@ -68,7 +79,10 @@ def detect_format(data: bytes) -> str | None:
 
 
 def foreign_format(data: bytes) -> str | None:
-    """What `data` is, in words ("an SVG image"), when it is a known format Tailor does not read; else None."""
+    """What `data` is, in words ("an SVG image"), when it is a known format Tailor does not read as an image;
+    else None."""
+    if (audio := audio_name(data)) is not None:
+        return audio
     if data.startswith((b"II*\x00", b"MM\x00*")):
         return "a TIFF image"
     if data.startswith(b"%PDF-"):
@@ -92,6 +106,43 @@ def foreign_format(data: bytes) -> str | None:
         return "a QOI image"
     if _is_svg(data[:4096]):
         return "an SVG image"
+    return None
+
+
+def detect_audio_format(data: bytes) -> str | None:
+    """WAV by its magic bytes (RIFF, then WAVE); None for anything else."""
+    return WAV if data.startswith(b"RIFF") and data[8:12] == b"WAVE" else None
+
+
+def audio_name(data: bytes) -> str | None:
+    """What `data` is, in words ("an MP3 audio file"), when it is a known audio format; else None.
+
+    The compressed formats are told apart as llama.cpp's own helper tells audio from images (mtmd-helper.cpp:
+    "ID3" or an MPEG frame sync, "fLaC"), with the containers most recorders and phones write besides.
+    """
+    if detect_audio_format(data):
+        return "a WAV audio file"
+    if data.startswith(b"RIFX") and data[8:12] == b"WAVE":
+        return "a big-endian WAV (RIFX) file"
+    if data.startswith((b"RF64", b"BW64")) and data[8:12] == b"WAVE":
+        return "an RF64 WAV file"
+    if data.startswith(b"fLaC"):
+        return "a FLAC audio file"
+    if data.startswith(b"OggS"):
+        return "an Ogg Opus audio file" if b"OpusHead" in data[:64] else "an Ogg (Vorbis) audio file"
+    if data.startswith(b"FORM") and data[8:12] in (b"AIFF", b"AIFC"):
+        return "an AIFF audio file"
+    if data.startswith(b"#!AMR"):
+        return "an AMR audio file"
+    if data[4:8] == b"ftyp" and data[8:12] in _M4A_BRANDS:
+        return "an M4A audio file"
+    if data.startswith(b"\x1a\x45\xdf\xa3"):
+        return "a WebM or Matroska file"
+    if data.startswith(b"ID3"):
+        return "an MP3 audio file"
+    if len(data) >= 2 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0:
+        # An MPEG audio frame sync: layer bits 00 are AAC's ADTS header, the others MPEG audio (MP3, MP2).
+        return "an AAC audio file" if data[1] & 0x06 == 0 else "an MP3 audio file"
     return None
 
 

@@ -1,4 +1,5 @@
-"""The images of a chat history, kept content-addressed beside it: `<history>-media/ab/ab12…ef.png`.
+"""The images and audio clips of a chat history, kept content-addressed beside it: `<history>-media/ab/ab12…ef.png`,
+`…/cd/cd34…01.wav`.
 
 A file's name is the sha256 of its bytes (sharded by its first two hex digits) and the suffix of its
 format; the same bytes are stored once however many messages carry them. A file is written whole or not
@@ -27,13 +28,13 @@ from typing import Literal
 
 from app.services.history.backup import sync_to_disk
 from app.services.media.errors import MediaDamaged, MediaMissing, StoredMediaError
-from app.services.media.limits import MAX_FILE_BYTES
-from app.services.media.sniff import SUFFIXES
+from app.services.media.limits import MAX_STORED_BYTES
+from app.services.media.sniff import AUDIO_SUFFIXES, SUFFIXES
 from models.formats.errors import InvalidModelFile
 from models.formats.local_file import open_regular_file
 
-# The suffixes a stored file may have: the formats the intake takes (audio's will join them).
-STORED_SUFFIXES = frozenset(SUFFIXES.values())
+# The suffixes a stored file may have: the formats the intake takes.
+STORED_SUFFIXES = frozenset(SUFFIXES.values()) | frozenset(AUDIO_SUFFIXES.values())
 
 # How long `collect` leaves an unused file alone after it was put: the time between attaching (or sending)
 # an image and the history saving the message that carries it, with room for a slow disk or a second
@@ -85,7 +86,7 @@ class MediaStore:
     """
 
     folder: Path
-    max_bytes: int = MAX_FILE_BYTES
+    max_bytes: int = MAX_STORED_BYTES
 
     @classmethod
     def beside(cls, db_path: Path) -> MediaStore:
@@ -114,13 +115,13 @@ class MediaStore:
             except FileNotFoundError:
                 pass  # taken by a collect meanwhile: written anew below
             except OSError as exc:
-                raise StoredMediaError(f"Cannot store an image in {self.folder}: {exc.strerror or exc}") from None
+                raise StoredMediaError(f"Cannot store an {_noun(suffix)} in {self.folder}: {exc.strerror or exc}") from None
         target = existing or self._path(digest, suffix)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             _write_whole(target, data)
         except OSError as exc:
-            raise StoredMediaError(f"Cannot store an image in {self.folder}: {exc.strerror or exc}") from None
+            raise StoredMediaError(f"Cannot store an {_noun(suffix)} in {self.folder}: {exc.strerror or exc}") from None
         return StoredMedia(digest, target, len(data), added=True)
 
     def path_of(self, sha256: str) -> Path | None:
@@ -219,21 +220,22 @@ class MediaStore:
         return True
 
     def _read_checked(self, path: Path, sha256: str) -> bytes:
+        what = f"The stored {_noun(path.suffix)}"
         try:
             file = open_regular_file(path)
         except InvalidModelFile as exc:
-            raise MediaDamaged(f"The stored image {path} {exc.problem}") from None
+            raise MediaDamaged(f"{what} {path} {exc.problem}") from None
         try:
             with file:
                 size = os.fstat(file.fileno()).st_size
                 if size > self.max_bytes:
-                    raise MediaDamaged(f"The stored image {path} is {size} bytes, larger than any Tailor "
+                    raise MediaDamaged(f"{what} {path} is {size} bytes, larger than any Tailor "
                                        "stores: it was changed or damaged")
                 data = file.read(self.max_bytes + 1)
         except OSError as exc:
-            raise MediaDamaged(f"The stored image {path} cannot be read ({exc.strerror or exc})") from None
+            raise MediaDamaged(f"{what} {path} cannot be read ({exc.strerror or exc})") from None
         if hashlib.sha256(data).hexdigest() != sha256:
-            raise MediaDamaged(f"The stored image {path} no longer has the bytes it was stored with "
+            raise MediaDamaged(f"{what} {path} no longer has the bytes it was stored with "
                                "(changed or damaged on disk); refusing it")
         return data
 
@@ -246,6 +248,11 @@ class MediaStore:
                             path.unlink()
             with contextlib.suppress(OSError):
                 shard.rmdir()  # only when empty
+
+
+def _noun(suffix: str) -> str:
+    """What a file of `suffix` holds, for messages ("an" goes before either): "audio clip" (.wav), "image"."""
+    return "audio clip" if suffix in AUDIO_SUFFIXES.values() else "image"
 
 
 def _check_hash(sha256: str) -> None:

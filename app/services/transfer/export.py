@@ -7,8 +7,9 @@ imported into an empty history exports again byte for byte. It is written a chat
 (`json_chunks`), so exporting a large history does not hold it twice. Markdown and HTML show the
 branch each chat shows, and say where a message on it has other versions; a reply's tool steps come
 before its answer (app/services/transfer/export_steps.py). A message's images are named in the JSON
-(name, format, sha256, full size) and carried as the export's ExportMedia says: embedded or in a folder
-beside it (export_media.py); Markdown links the files in that folder. HTML lives in
+(name, format, sha256, full size), its audio clips likewise (name, format, sha256, length in seconds), and
+carried as the export's ExportMedia says: embedded or in a folder beside it (export_media.py); Markdown links
+the files in that folder. HTML lives in
 app/services/transfer/export_html.py. No Qt here.
 """
 
@@ -23,16 +24,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from app.services.history.store import ChatStore, Conversation, ImageRef, Message
+from app.services.history.store import AudioRef, ChatStore, Conversation, ImageRef, Message
 from app.services.history.timestamps import checked_time, iso_time
+from app.services.media.wav import clock
 from app.services.transfer.export_media import ExportMedia
 from app.services.transfer.export_steps import steps_markdown
 from app.services.transfer.markdown_text import close_fences, fence_for
 
 FORMAT = "tailor-chats"
-# 4: a message's images; 3: a reply's tool steps; 2: branches (each message's id and parent, the chat's leaf), folder and pin; 1: one line
+# 5: a message's audio clips; 4: a message's images; 3: a reply's tool steps; 2: branches (each message's id and parent, the chat's leaf), folder and pin; 1: one line
 # per chat. An older Tailor refuses a newer version whole rather than import replies without their tool calls.
-VERSION = 4
+VERSION = 5
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 
 
@@ -128,6 +130,17 @@ def image_dict(ref: ImageRef, media: ExportMedia | None = None) -> dict:
     path relative to the export) when beside it; neither when it could not be read or `media` is None."""
     found: dict = {"sha256": ref.sha256, "format": ref.format, "name": ref.name, "width": ref.width,
                    "height": ref.height}
+    return _carried(found, ref, media)
+
+
+def clip_dict(ref: AudioRef, media: ExportMedia | None = None) -> dict:
+    """One audio clip of a message in the JSON export: sha256 of the original bytes, its format ("WAV"), its
+    name and length in seconds, and its bytes as `media` carries them (as image_dict's)."""
+    found: dict = {"sha256": ref.sha256, "format": ref.format, "name": ref.name, "seconds": _finite(ref.seconds)}
+    return _carried(found, ref, media)
+
+
+def _carried(found: dict, ref: ImageRef | AudioRef, media: ExportMedia | None) -> dict:
     if media is not None:
         carried = media.base64(ref) if media.embed else media.beside(ref)
         if carried is not None:
@@ -139,7 +152,7 @@ def message_dict(message: Message, local: dict[int, int], media: ExportMedia | N
     """One message of the JSON export: `id` and `parent` its own and its parent's number in the chat (from 1,
     in the order written; null: a first message); stats as stored (a figure JSON cannot hold, such as NaN,
     as null); `tool_steps` a list of ToolStep.to_dict() (empty: it called no tools); `images` a list of
-    image_dict (empty: it carries none)."""
+    image_dict and `audio` a list of clip_dict (empty: it carries none)."""
     return {
         "id": local[message.id],
         "parent": local.get(message.parent_id) if message.parent_id is not None else None,
@@ -152,6 +165,7 @@ def message_dict(message: Message, local: dict[int, int], media: ExportMedia | N
         "created": checked_time(message.created),  # null: no time (a bad one kept from an older file)
         "tool_steps": _finite([step.to_dict() for step in message.tool_steps]),
         "images": [image_dict(ref, media) for ref in message.images],
+        "audio": [clip_dict(ref, media) for ref in message.clips],
     }
 
 
@@ -174,8 +188,8 @@ def chat_dict(record: ChatRecord, media: ExportMedia | None = None) -> dict:
 
 
 def json_chunks(records: Iterable[ChatRecord], media: ExportMedia | None = None) -> Iterator[str]:
-    """Tailor's JSON export, a chat at a time: `{"format": "tailor-chats", "version": 4, "chats": [...]}`; the
-    images as `media` carries them (None: named only)."""
+    """Tailor's JSON export, a chat at a time: `{"format": "tailor-chats", "version": 5, "chats": [...]}`; the
+    images and clips as `media` carries them (None: named only)."""
     yield f'{{\n  "format": {json.dumps(FORMAT)},\n  "version": {VERSION},\n  "chats": ['
     first = True
     for record in records:
@@ -232,10 +246,18 @@ def image_markdown(ref: ImageRef, media: ExportMedia | None) -> str:
     return f"![{alt}]({quote(link)})" if link else f"*\\[image: {alt}\\]*"
 
 
+def clip_markdown(ref: AudioRef, media: ExportMedia | None) -> str:
+    """A clip as Markdown: `[audio: name · 0:12](chats-media/….wav)` linking its file beside the export, or
+    `*[audio: name · 0:12]*` where there is none."""
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", f"audio: {display_title(ref.name)} · {clock(ref.seconds)}")
+    link = media.beside(ref) if media is not None else None
+    return f"[{text}]({quote(link)})" if link else f"*\\[{text}\\]*"
+
+
 def chat_markdown(record: ChatRecord, media: ExportMedia | None = None) -> str:
     """One chat as Markdown: `# title`, a line of times, the system prompt, then each message of the branch
     it shows under a `### You` / `### Assistant` heading (with `*(version 2 of 3)*` where it has other
-    versions); a message's images (image_markdown), then its text; a reply's tool steps before its answer;
+    versions); a message's images (image_markdown) and clips (clip_markdown), then its text; a reply's tool steps before its answer;
     reasoning in a collapsed <details> block."""
     c = record.conversation
     shown, versions = record.branch(), record.versions()
@@ -250,19 +272,21 @@ def chat_markdown(record: ChatRecord, media: ExportMedia | None = None) -> str:
         lines += [f"### {ROLE_NAMES.get(message.role, message.role)}{note}", ""]
         if message.images:
             lines += [*(image_markdown(ref, media) for ref in message.images), ""]
+        if message.clips:
+            lines += [*(clip_markdown(ref, media) for ref in message.clips), ""]
         lines += steps_markdown(message.tool_steps)
         if message.reasoning:
             summary = "Thought" + ("" if message.reasoning_closed else " (cut off)")
             lines += [f"<details><summary>{summary}</summary>", "", close_fences(message.reasoning).strip("\n"),
                       "", "</details>", ""]
-        # A reply that ended after its calls, or a message of images alone, wrote nothing more.
-        if message.content or not (message.tool_steps or message.images):
+        # A reply that ended after its calls, or a message of images or clips alone, wrote nothing more.
+        if message.content or not (message.tool_steps or message.images or message.clips):
             lines += [close_fences(message.content).strip("\n") or "*(empty)*", ""]
     return "\n".join(lines)
 
 
 def to_markdown(records: list[ChatRecord], media: ExportMedia | None = None) -> str:
-    """The chats as one Markdown document, separated by rules (images linked as `media` writes them)."""
+    """The chats as one Markdown document, separated by rules (images and clips linked as `media` writes them)."""
     return "\n---\n\n".join(chat_markdown(r, media) for r in records)
 
 

@@ -6,15 +6,19 @@ them (a message with `<script>` shows as text), drops unsafe link schemes and tu
 plain links, so the page loads nothing; code blocks keep pygments' inline colours. A reply's tool steps
 come before its answer (export_steps.py), a tool's arguments and results as escaped code. A message's
 images are inline `data:` URIs (the page stays one file that fetches nothing: its policy allows images
-from `data:` only), shown as thumbnails; a click (focus) shows one at full width, without script. No Qt here.
+from `data:` only), shown as thumbnails; a click (focus) shows one at full width, without script. Its audio
+clips are `<audio controls>` players whose source is an inline `data:` URI too (the policy allows media from
+`data:` only): the browser's own player, no script, nothing fetched. A link to a `data:` URI would not do:
+browsers refuse to open one at the top level. No Qt here.
 """
 
 from __future__ import annotations
 
 from html import escape
 
-from app.services.history.store import ImageRef, Message
+from app.services.history.store import AudioRef, ImageRef, Message
 from app.services.markdown_render import highlight_code, render_markdown
+from app.services.media.wav import clock
 from app.services.transfer.export import ROLE_NAMES, ChatRecord, display_title, message_notes, meta_line
 from app.services.transfer.export_media import ExportMedia
 from app.services.transfer.export_steps import STEPS_CSS, steps_html
@@ -42,6 +46,9 @@ hr { border: none; border-top: 1px solid #ddd; margin: 2rem 0; }
               vertical-align: top; cursor: zoom-in; }
 .images img:focus { max-width: 100%; max-height: none; cursor: zoom-out; outline: none; }
 .missing { color: #667; font-style: italic; }
+.clips { margin: 0.5rem 0; }
+.clip { display: inline-block; margin: 0 0.6rem 0.4rem 0; font-size: 0.85rem; color: #445; }
+.clip audio { display: block; margin-top: 0.2rem; }
 """ + STEPS_CSS
 
 
@@ -61,6 +68,22 @@ def images_html(images: tuple[ImageRef, ...], media: ExportMedia | None) -> str:
     return "\n".join(parts)
 
 
+def clips_html(clips: tuple[AudioRef, ...], media: ExportMedia | None) -> str:
+    """A message's clips, each its name and length over the browser's player with its data inline; one whose
+    bytes cannot be read (or with no `media`) is named in words instead."""
+    parts = ['<div class="clips">']
+    for ref in clips:
+        label = escape(f"{display_title(ref.name)} · {clock(ref.seconds)}")
+        uri = media.data_uri(ref) if media is not None else None
+        if uri is None:
+            parts.append(f'<span class="missing">[audio: {label}]</span>')
+        else:
+            parts.append(f'<div class="clip">{label}<audio controls preload="metadata" src="{uri}"'
+                         f' title="{label}"></audio></div>')
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
 def _message_html(message: Message, notes: list[str], media: ExportMedia | None) -> str:
     state = message.state
     note = "" if state == "complete" else f' <span class="state">({escape(state)})</span>'
@@ -69,19 +92,21 @@ def _message_html(message: Message, notes: list[str], media: ExportMedia | None)
              f'<div class="role">{escape(ROLE_NAMES.get(message.role, message.role))}{note}</div>']
     if message.images:
         parts.append(images_html(message.images, media))
+    if message.clips:
+        parts.append(clips_html(message.clips, media))
     if message.tool_steps:
         parts.append(steps_html(message.tool_steps))
     if message.reasoning:
         summary = "Thought" + ("" if message.reasoning_closed else " (cut off)")
         parts.append(f"<details><summary>{summary}</summary>\n{render_markdown(message.reasoning)}</details>")
-    if message.content or not (message.tool_steps or message.images):
+    if message.content or not (message.tool_steps or message.images or message.clips):
         parts.append(render_markdown(message.content) if message.content else "<p><em>(empty)</em></p>")
     parts.append("</div>")
     return "\n".join(parts)
 
 
 def chat_html(record: ChatRecord, media: ExportMedia | None = None) -> str:
-    """One chat as an HTML <section>: the branch it shows, its images inline as `media` reads them."""
+    """One chat as an HTML <section>: the branch it shows, its images and clips inline as `media` reads them."""
     c = record.conversation
     shown, versions = record.branch(), record.versions()
     head = [
@@ -97,16 +122,17 @@ def chat_html(record: ChatRecord, media: ExportMedia | None = None) -> str:
 
 
 def to_html(records: list[ChatRecord], media: ExportMedia | None = None) -> str:
-    """The chats as one HTML document (the first chat's title as its title), images inline (None: named)."""
+    """The chats as one HTML document (the first chat's title as its title), images and clips inline (None:
+    named)."""
     title = display_title(records[0].conversation.title) if len(records) == 1 else "Tailor chats"
     sections = "\n<hr>\n".join(chat_html(r, media) for r in records)
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         # No script and nothing fetched, even if a message's link slipped through: the page says so itself
-        # (its images are `data:` URIs, the only source it allows them).
+        # (its images and clips are `data:` URIs, the only source it allows them).
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline';"
-        " img-src data:\">\n"
+        " img-src data:; media-src data:\">\n"
         f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
         f"{sections}\n</body>\n</html>\n"
     )

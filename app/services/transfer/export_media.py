@@ -1,10 +1,11 @@
-"""The images an export carries, read from the history's media store, each checked against its hash.
+"""The images and audio clips an export carries, read from the history's media store, each checked against its
+hash.
 
-They travel in one of two ways. Embedded: base64 in the JSON (`"data"`), a `data:` URI in HTML, so
-one file holds everything. Beside: in a folder next to the export, `<export name>-media/<sha256><suffix>`,
+They travel in one of two ways. Embedded: base64 in the JSON (`"data"`), a `data:` URI in HTML (an `<img>`, or an
+`<audio>` player), so one file holds everything. Beside: in a folder next to the export, `<export name>-media/<sha256><suffix>`,
 which the JSON names (`"file"`, a relative path) and Markdown links; a file is written whole (user_files),
-never through a link or onto a FIFO, and once per export however many messages carry it. An image whose
-stored file is missing or damaged is left out, said once in `problems`, and the export goes on (the JSON
+never through a link or onto a FIFO, and once per export however many messages carry it. An image (or clip)
+whose stored file is missing or damaged is left out, said once in `problems`, and the export goes on (the JSON
 still names it, so an import says it is missing rather than losing the trace of it). No Qt here.
 """
 
@@ -14,24 +15,26 @@ import base64
 import hashlib
 from pathlib import Path
 
-from app.services.history.records import ImageRef
+from app.services.history.records import AudioRef, ImageRef
 from app.services.media.errors import StoredMediaError
 from app.services.media.store import MediaStore
 from app.services.transfer.user_files import TargetRefused, what_is_at, write_bytes_whole
 from models.formats.errors import InvalidModelFile
 from models.formats.local_file import open_regular_file
 
-MIME_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif", "BMP": "image/bmp"}
+MIME_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif", "BMP": "image/bmp",
+              "WAV": "audio/wav"}
+MediaRef = ImageRef | AudioRef
 
 
 def media_folder_of(target: Path) -> Path:
-    """The folder of images beside the export file `target`: `chats.json` → `chats-media/`."""
+    """The folder of images and clips beside the export file `target`: `chats.json` → `chats-media/`."""
     return target.with_name(f"{target.stem}-media")
 
 
 class ExportMedia:
-    """What one export does with its images: embed them, or write them into `folder` (None: neither; the
-    JSON then names them only, and Markdown and HTML say "[image: name]").
+    """What one export does with its images and clips: embed them, or write them into `folder` (None: neither;
+    the JSON then names them only, and Markdown and HTML say "[image: name]", "[audio: name · 0:12]").
 
     Args:
         store: the history's media store (ChatStore.media).
@@ -40,7 +43,7 @@ class ExportMedia:
         overwrite: replace a file there of the same name that holds other bytes (the user agreed).
 
     Attributes:
-        problems: one line for each image that could not be exported (missing or damaged in the store).
+        problems: one line for each image or clip that could not be exported (missing or damaged in the store).
     """
 
     def __init__(self, store: MediaStore, *, embed: bool = False, folder: Path | None = None,
@@ -50,7 +53,7 @@ class ExportMedia:
         self._failed: set[str] = set()
         self._written: set[str] = set()
 
-    def read(self, ref: ImageRef) -> bytes | None:
+    def read(self, ref: MediaRef) -> bytes | None:
         """The original bytes of `ref`, or None (said once in `problems`) when its stored file cannot be read."""
         if ref.sha256 in self._failed:
             return None
@@ -61,18 +64,18 @@ class ExportMedia:
             self.problems.append(f"{ref.name} was left out of the export: {exc}")
             return None
 
-    def base64(self, ref: ImageRef) -> str | None:
+    def base64(self, ref: MediaRef) -> str | None:
         """The original bytes as base64 (the JSON's `data`), or None."""
         data = self.read(ref)
         return None if data is None else base64.b64encode(data).decode("ascii")
 
-    def data_uri(self, ref: ImageRef) -> str | None:
-        """The image as a `data:` URI for HTML, or None."""
+    def data_uri(self, ref: MediaRef) -> str | None:
+        """The image or clip as a `data:` URI for HTML, or None."""
         encoded = self.base64(ref)
         return None if encoded is None else f"data:{MIME_TYPES.get(ref.format, 'application/octet-stream')};base64,{encoded}"
 
-    def beside(self, ref: ImageRef) -> str | None:
-        """Write the image into `folder` (once) and give its path relative to the export ("chats-media/ab…12.png",
+    def beside(self, ref: MediaRef) -> str | None:
+        """Write the image or clip into `folder` (once) and give its path relative to the export ("chats-media/ab…12.png",
         with "/" on every system), or None when there is no folder or the image cannot be read.
 
         Raises:

@@ -1,12 +1,13 @@
-"""The images an import brings in: read as the media intake reads any image, checked, put into the history's
-media store, and named by the messages that carry them.
+"""The images and audio clips an import brings in: read as the media intake reads any image or clip, checked, put
+into the history's media store, and named by the messages that carry them.
 
-Every image goes through the intake's limits (app/services/media/intake.py): a path that is a FIFO, a
+Every image and clip goes through the intake's limits (app/services/media/intake.py): a path that is a FIFO, a
 device or a folder is refused by its stat before any open (an import never waits on a pipe), a file over
 the size limit before it is read, a decompression bomb by its header before anything decodes it, damaged
-bytes when they do not decode. A Tailor export names each image by the sha256 of its bytes: bytes that
-hash otherwise are refused. Each refusal is an ImageRefused naming the image; the reader leaves that image
-out, keeps its message, and says so in the chat's notes.
+bytes when they do not decode; a clip by its WAV header (its layout, its length, that the file holds what the
+header promises: it is decoded when sent). A Tailor export names each image and clip by the sha256 of its
+bytes: bytes that hash otherwise are refused. Each refusal is an ImageRefused (AudioRefused) naming the image
+(clip); the reader leaves it out, keeps its message, and says so in the chat's notes.
 
 Where the bytes are: in the JSON (base64, `data`), or in the folder beside it that the export wrote
 (`<export name>-media/<sha256><suffix>`); for ChatGPT's export, in the folder of its conversations.json,
@@ -23,11 +24,18 @@ import os
 import re
 from pathlib import Path
 
-from app.services.history.records import ImageRef
-from app.services.media.errors import ImageRefused, StoredMediaError
-from app.services.media.intake import PreparedImage, image_from_bytes, read_image
-from app.services.media.limits import DEFAULT_LIMITS, ImageLimits
-from app.services.media.sniff import SUFFIXES
+from app.services.history.records import AudioRef, ImageRef
+from app.services.media.errors import AudioRefused, ImageRefused, StoredMediaError
+from app.services.media.intake import (
+    CheckedAudio,
+    PreparedImage,
+    checked_audio,
+    image_from_bytes,
+    read_checked_audio,
+    read_image,
+)
+from app.services.media.limits import DEFAULT_AUDIO_LIMITS, DEFAULT_LIMITS, AudioLimits, ImageLimits
+from app.services.media.sniff import AUDIO_SUFFIXES, SUFFIXES
 from app.services.media.store import MediaStore
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -39,16 +47,18 @@ MAX_LISTED = 200_000
 
 
 class ImportMedia:
-    """Takes the images of one import into `store`.
+    """Takes the images and clips of one import into `store`.
 
     Args:
         store: the history's media store (ChatStore.media).
-        source: the file being imported; its folder is where images beside it are looked for.
-        limits: the intake's limits.
+        source: the file being imported; its folder is where images and clips beside it are looked for.
+        limits: the intake's limits for images.
+        audio_limits: ... and for clips.
     """
 
-    def __init__(self, store: MediaStore, source: Path, limits: ImageLimits = DEFAULT_LIMITS):
-        self.store, self.source, self.limits = store, source, limits
+    def __init__(self, store: MediaStore, source: Path, limits: ImageLimits = DEFAULT_LIMITS,
+                 audio_limits: AudioLimits = DEFAULT_AUDIO_LIMITS):
+        self.store, self.source, self.limits, self.audio_limits = store, source, limits, audio_limits
         self._assets: list[tuple[str, Path]] | None = None  # (file name, path), sorted by name
 
     # ------------------------------------------------------------ Tailor's export
@@ -60,15 +70,18 @@ class ImportMedia:
             ImageRefused: not base64, too large, not the bytes named, or refused by the intake.
         """
         expected = _checked_hash(sha256, name)
-        if not isinstance(text, str):
-            raise ImageRefused(name, f"has data that is a {type(text).__name__}, not base64 text")
-        if len(text) > 4 * (self.limits.max_bytes // 3 + 1):  # refused before it is decoded
-            raise ImageRefused(name, f"is larger than the {self.limits.max_bytes:,} bytes Tailor takes")
-        try:
-            data = base64.b64decode(text, validate=True)
-        except (binascii.Error, ValueError):
-            raise ImageRefused(name, "has data that is not valid base64") from None
+        data = _decoded(text, name, self.limits.max_bytes, ImageRefused)
         return self._take(image_from_bytes(data, name=name, limits=self.limits), expected)
+
+    def embedded_clip(self, text: object, name: str, sha256: object) -> AudioRef:
+        """A clip whose bytes the export holds as base64.
+
+        Raises:
+            AudioRefused: not base64, too large, not the bytes named, or refused by the intake.
+        """
+        expected = _checked_hash(sha256, name, AudioRefused)
+        data = _decoded(text, name, self.audio_limits.max_bytes, AudioRefused)
+        return self._take_clip(checked_audio(data, name=name, limits=self.audio_limits), expected)
 
     def beside(self, name: str, sha256: object, image_format: object, file: object = None) -> ImageRef:
         """An image in the folder the export wrote beside itself: the folder `file` names ("chats-media/…"),
@@ -81,13 +94,29 @@ class ImportMedia:
         suffix = SUFFIXES.get(image_format) if isinstance(image_format, str) else None
         if suffix is None:
             raise ImageRefused(name, f"has an unknown format {image_format!r}")
-        stored = f"{expected}{suffix}"
+        path = self._path_beside(file, f"{expected}{suffix}", name, ImageRefused)
+        return self._take(read_image(path, name=name, limits=self.limits), expected)
+
+    def clip_beside(self, name: str, sha256: object, clip_format: object, file: object = None) -> AudioRef:
+        """A clip in the folder the export wrote beside itself (as `beside` finds an image).
+
+        Raises:
+            AudioRefused: not there, not a regular file, not the bytes named, or refused by the intake.
+        """
+        expected = _checked_hash(sha256, name, AudioRefused)
+        suffix = AUDIO_SUFFIXES.get(clip_format) if isinstance(clip_format, str) else None
+        if suffix is None:
+            raise AudioRefused(name, f"has an unknown format {clip_format!r}")
+        path = self._path_beside(file, f"{expected}{suffix}", name, AudioRefused)
+        return self._take_clip(read_checked_audio(path, name=name, limits=self.audio_limits), expected)
+
+    def _path_beside(self, file: object, stored: str, name: str, refused: type[ImageRefused | AudioRefused]) -> Path:
         for folder in self._folders_beside(file, stored):
             path = folder / stored
             if os.path.lexists(path):
-                return self._take(read_image(path, name=name, limits=self.limits), expected)
-        raise ImageRefused(name, f"is not beside the export (no {self.source.stem}-media/{stored} next to "
-                                 f"{self.source.name})")
+                return path
+        raise refused(name, f"is not beside the export (no {self.source.stem}-media/{stored} next to "
+                            f"{self.source.name})")
 
     def _folders_beside(self, file: object, stored: str) -> list[Path]:
         """Where an image's file may be: the folder the export named (one plain name, nothing above it)
@@ -154,11 +183,33 @@ class ImportMedia:
             raise ImageRefused(image.name, f"cannot be stored ({exc})") from None
         return ImageRef.of(image)
 
+    def _take_clip(self, clip: CheckedAudio, expected: str) -> AudioRef:
+        if clip.sha256 != expected:
+            raise AudioRefused(clip.name, f"does not hold the bytes the export names (its sha256 is "
+                                          f"{clip.sha256[:12]}…, not {expected[:12]}…): changed or damaged")
+        try:
+            self.store.put(clip.original, clip.suffix)
+        except (StoredMediaError, ValueError) as exc:
+            raise AudioRefused(clip.name, f"cannot be stored ({exc})") from None
+        return AudioRef.of(clip)
 
-def _checked_hash(sha256: object, name: str) -> str:
+
+def _checked_hash(sha256: object, name: str, refused: type[ImageRefused | AudioRefused] = ImageRefused) -> str:
     if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
-        raise ImageRefused(name, f"is named by {sha256!r}, which is no sha256")
+        raise refused(name, f"is named by {sha256!r}, which is no sha256")
     return sha256
+
+
+def _decoded(text: object, name: str, max_bytes: int, refused: type[ImageRefused | AudioRefused]) -> bytes:
+    """The bytes of an embedded file's base64, its length checked before it is decoded."""
+    if not isinstance(text, str):
+        raise refused(name, f"has data that is a {type(text).__name__}, not base64 text")
+    if len(text) > 4 * (max_bytes // 3 + 1):  # refused before it is decoded
+        raise refused(name, f"is larger than the {max_bytes:,} bytes Tailor takes")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise refused(name, "has data that is not valid base64") from None
 
 
 def _entries(folder: Path, limit: int) -> list[os.DirEntry]:

@@ -12,7 +12,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from app.services.history.records import ROLES, ImageRef
+from app.services.history.records import ROLES, AudioRef, ImageRef
 from app.services.history.store import MESSAGE_STATES, Conversation, Message
 from app.services.history.tool_steps import ToolStep, steps_from_json, steps_to_json
 
@@ -46,12 +46,14 @@ class MessageList(Sequence[Message]):
         self._stats: list[dict | None] = []
         self._steps: list[str | bytes] = []  # a reply's tool steps as their JSON ('' for none)
         self._images: dict[int, tuple[ImageRef, ...]] = {}  # by index: few messages carry images
+        self._clips: dict[int, tuple[AudioRef, ...]] = {}  # ... or clips
 
     def append(self, role: str, content: str | bytes, created: float, parent: int | None, *, state: str = "complete",
                stats: dict | None = None, reasoning: str = "", reasoning_closed: bool = True,
-               tool_steps: tuple[ToolStep, ...] = (), images: tuple[ImageRef, ...] = ()) -> int:
+               tool_steps: tuple[ToolStep, ...] = (), images: tuple[ImageRef, ...] = (),
+               clips: tuple[AudioRef, ...] = ()) -> int:
         """Add a message (role and state as the store knows them, parent an earlier number; content a str, or
-        packed already; tool steps checked already; images in the media store already); its number."""
+        packed already; tool steps checked already; images and clips in the media store already); its number."""
         if parent is not None and not 1 <= parent <= len(self):
             raise ValueError(f"parent {parent} is not an earlier message")
         self._roles.append(ROLES.index(role))
@@ -65,6 +67,8 @@ class MessageList(Sequence[Message]):
         self._steps.append(pack(steps_to_json(tool_steps)))
         if images:
             self._images[len(self._content) - 1] = images
+        if clips:
+            self._clips[len(self._content) - 1] = clips
         return len(self)
 
     def __len__(self) -> int:
@@ -80,7 +84,8 @@ class MessageList(Sequence[Message]):
         return Message(index + 1, 0, ROLES[self._roles[index]], unpack(self._content[index]),
                        MESSAGE_STATES[self._states[index]], self._stats[index], self._created[index],
                        unpack(self._reasoning[index]), bool(self._closed[index]), self._parents[index] or None,
-                       steps_from_json(unpack(self._steps[index])), self._images.get(index, ()))
+                       steps_from_json(unpack(self._steps[index])), self._images.get(index, ()),
+                       self._clips.get(index, ()))
 
     def __iter__(self) -> Iterator[Message]:
         return (self[i] for i in range(len(self)))
@@ -103,12 +108,14 @@ class ParsedChat:
     notes: tuple[str, ...] = ()  # what was mended on the way in (a time out of range, a bad setting)
 
 
-def left_out_images(lines: list[str]) -> str:
-    """The note of images an import left out of their messages, each named with why (the first few)."""
+def left_out_images(lines: list[str], noun: str = "image") -> str:
+    """The note of images (or clips: `noun` "audio clip") an import left out of their messages, each named with
+    why (the first few)."""
     shown = "; ".join(lines[:5]) + ("; …" if len(lines) > 5 else "")
     if len(lines) == 1:
-        return f"an image could not be imported and was left out of its message ({shown})"
-    return f"{len(lines)} images could not be imported and were left out of their messages ({shown})"
+        article = "an" if noun[0] in "aeiou" else "a"
+        return f"{article} {noun} could not be imported and was left out of its message ({shown})"
+    return f"{len(lines)} {noun}s could not be imported and were left out of their messages ({shown})"
 
 
 def mended_times(count: int, what: str) -> str:

@@ -1,4 +1,4 @@
-"""Chats from Tailor's own JSON export (app/services/transfer/export.py), version 1 to 4, read one at a time.
+"""Chats from Tailor's own JSON export (app/services/transfer/export.py), version 1 to 5, read one at a time.
 
 Version 2 writes `format` and `version` first, so the file is known before its first chat is read.
 Version 1 sorted every key, `chats` before them: its chats are skipped once to read what follows,
@@ -9,8 +9,8 @@ tool steps (version 3) that fail their checks (tool_steps.py: types, statuses, a
 names of at most NAME_LIMIT characters) are left out of that reply alone, and a note says so; the
 rest of the chat is imported. A message's images (version 4) are taken into the history's media store as
 they are read (import_media.py: embedded, or from the folder beside the export, each checked against its
-sha256); one that is missing, refused or not the bytes named is left out of its message, named in a note.
-No Qt here.
+sha256); one that is missing, refused or not the bytes named is left out of its message, named in a note. Its
+audio clips (version 5) likewise, each checked by its WAV header. No Qt here.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 
-from app.services.history.records import ROLES, ImageRef
+from app.services.history.records import ROLES, AudioRef, ImageRef
 from app.services.history.settings_fields import parse_settings
 from app.services.history.store import MESSAGE_STATES, ChatSettings, Conversation
 from app.services.history.timestamps import checked_time
 from app.services.history.tool_steps import ToolStep, ToolStepsError, steps_from_data
-from app.services.media.errors import ImageRefused
+from app.services.media.errors import AudioRefused, ImageRefused
 from app.services.transfer.export import FORMAT, VERSION
 from app.services.transfer.import_media import ImportMedia
 from app.services.transfer.import_parsed import (
@@ -38,7 +38,7 @@ from app.services.transfer.import_parsed import (
 from app.services.transfer.json_stream import JsonStream, StreamError
 
 _CHAT_KEYS = ("id", "title", "created", "updated", "settings", "folder", "pinned", "leaf")
-NAME_CHARS = 255  # of an image's name, as kept
+NAME_CHARS = 255  # of an image's (a clip's) name, as kept
 
 
 def tailor_items(stream: JsonStream, reopen: Callable[[int], JsonStream], name: str,
@@ -146,6 +146,7 @@ class _Messages:
         self.mended = 0  # messages given `now`
         self.lost_steps: list[str] = []  # why each message's tool steps were left out ("message 3: ...")
         self.lost_images: list[str] = []  # each image left out, named, with why ("message 1: a.png is not ...")
+        self.lost_clips: list[str] = []  # each clip left out, likewise
 
     def add(self, data: object, index: int) -> None:
         if self.problem:
@@ -172,9 +173,10 @@ class _Messages:
         reasoning = _field(data, "reasoning", "str", where)
         closed = _field(data, "reasoning_closed", "bool", where)
         steps = self._steps(data, where)
-        # Last, once the message is known to be whole: only then are its images stored.
+        # Last, once the message is known to be whole: only then are its images and clips stored.
         self.messages.append(role, content, created, parent, state=state, stats=stats, reasoning=reasoning,
-                             reasoning_closed=closed, tool_steps=steps, images=self._images(data, where))
+                             reasoning_closed=closed, tool_steps=steps, images=self._images(data, where),
+                             clips=self._clips(data, where))
 
     def _images(self, data: dict, where: str) -> tuple[ImageRef, ...]:
         """The message's images (none before version 4), each taken into the media store; one that cannot
@@ -198,6 +200,30 @@ class _Messages:
                     refs.append(self.media.beside(name, item.get("sha256"), item.get("format"), item.get("file")))
             except ImageRefused as exc:
                 self.lost_images.append(f"{where}: {exc}")
+        return tuple(refs)
+
+    def _clips(self, data: dict, where: str) -> tuple[AudioRef, ...]:
+        """The message's audio clips (none before version 5), each taken into the media store; one that cannot
+        be is left out, and why is kept for the chat's note."""
+        listed = data.get("audio", []) if self.version >= 5 else []
+        if not isinstance(listed, list):
+            self.lost_clips.append(f'{where}: "audio" must be a list, not {type(listed).__name__}')
+            return ()
+        refs = []
+        for number, item in enumerate(listed, 1):
+            given = item.get("name") if isinstance(item, dict) else None
+            name = " ".join(given.split())[:NAME_CHARS] if isinstance(given, str) and given.strip() else f"clip {number}"
+            try:
+                if not isinstance(item, dict):
+                    raise AudioRefused(name, "is not an object")
+                if self.media is None:
+                    raise AudioRefused(name, "was not read (this import keeps no audio)")
+                if "data" in item:
+                    refs.append(self.media.embedded_clip(item["data"], name, item.get("sha256")))
+                else:
+                    refs.append(self.media.clip_beside(name, item.get("sha256"), item.get("format"), item.get("file")))
+            except AudioRefused as exc:
+                self.lost_clips.append(f"{where}: {exc}")
         return tuple(refs)
 
     def _steps(self, data: dict, where: str) -> tuple[ToolStep, ...]:
@@ -250,6 +276,8 @@ def _parsed(data: dict, reading: _Messages, version: int) -> ParsedChat:
                      f"out ({reading.lost_steps[0]}{'; …' if count > 1 else ''})")
     if reading.lost_images:
         notes.append(left_out_images(reading.lost_images))
+    if reading.lost_clips:
+        notes.append(left_out_images(reading.lost_clips, "audio clip"))
     messages = reading.messages
     if version == 1:
         return ParsedChat(uid, conversation, messages, notes=tuple(notes))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.chat.engine_history import UnavailableImage, engine_messages
+from app.chat.engine_history import UnavailableMedia, engine_messages
 from app.chat.stored_images import StoredImages
 from app.services.history.store import ChatStore
 from app.services.media.intake import PreparedImage, read_image
@@ -58,12 +58,12 @@ def test_a_damaged_stored_image_is_named_and_the_message_goes_with_the_rest(stor
     cid = chat_with_images(store, photos)
     stored = store.media.path_of(photos[1].sha256)
     stored.write_bytes(stored.read_bytes()[:-40] + b"\0" * 40)  # damaged on disk
-    unavailable: list[UnavailableImage] = []
+    unavailable: list[UnavailableMedia] = []
     history = engine_messages(store.list_messages(cid), "", StoredImages(store.media), unavailable)
     assert [(m.content, len(m.media)) for m in history] == [("What are these?", 1), ("Two red squares.", 0), ("", 1)]
     assert history[0].media == (photos[0].as_media(),)
     [lost] = unavailable
-    assert lost.image.name == "photo.jpg" and lost.image.sha256 == photos[1].sha256
+    assert lost.ref.name == "photo.jpg" and lost.ref.sha256 == photos[1].sha256
     assert str(lost).startswith("photo.jpg: ") and "no longer has the bytes it was stored with" in str(lost)
     assert lost.message_id == store.list_messages(cid)[0].id
 
@@ -71,10 +71,10 @@ def test_a_damaged_stored_image_is_named_and_the_message_goes_with_the_rest(stor
 def test_a_missing_stored_image_is_named_and_an_image_alone_message_goes_without_it(store, photos):
     cid = chat_with_images(store, photos)
     store.media.remove(photos[0].sha256)
-    unavailable: list[UnavailableImage] = []
+    unavailable: list[UnavailableMedia] = []
     history = engine_messages(store.list_messages(cid), "", StoredImages(store.media), unavailable)
     assert [(m.content, len(m.media)) for m in history] == [("What are these?", 1), ("Two red squares.", 0)]
-    assert [u.image.name for u in unavailable] == ["square.png", "square.png"]
+    assert [u.ref.name for u in unavailable] == ["square.png", "square.png"]
     assert "is not in" in unavailable[0].reason
 
 

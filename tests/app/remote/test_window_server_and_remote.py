@@ -15,6 +15,7 @@ from app.remote.endpoints import NO_KEYRING, EndpointStore, KeyStore
 from app.remote.openai_client import RemoteEndpoint
 from app.services.paths import AppPaths
 from engine.client import EngineClient
+from models.library import ModelStore
 from tests.app.remote.conftest import LLAMA_ALIAS
 from tests.fixtures.bad_openai_server import ANSWER, THOUGHT, THOUGHT_TOKENS, BadOpenAIServer
 from tests.fixtures.range_server import serving
@@ -38,7 +39,8 @@ def test_serving_the_windows_engine_beside_its_own_chat(qtbot, make_window):
     served_url = toggle.url
     assert served_url.startswith("http://127.0.0.1:") and not served_url.startswith("http://127.0.0.1:0/")
     assert toggle.label.text() == f"Serving on {served_url}"
-    assert toggle.server.engine._client is window.session.engine  # one engine, one model copy
+    (attached,) = toggle.pool.loaded()  # the window's model, served from the window's engine: one model copy
+    assert attached.info.path == window.session.model.loaded[0] and toggle.pool.load_log == []
     client = openai.OpenAI(base_url=toggle.url, api_key="x", max_retries=0, timeout=120)
     model = client.models.list().data[0].id
     served: dict[str, str] = {}
@@ -61,6 +63,32 @@ def test_serving_the_windows_engine_beside_its_own_chat(qtbot, make_window):
     assert toggle.server is None and not toggle.label.isVisible()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{served_url}/models")
+
+
+def test_the_window_serves_the_library_beside_its_model_and_shows_what_the_server_holds(
+        qtbot, make_window, format_models):
+    other = format_models("qwen3")  # another model of the library (the starter's weights under Qwen3's template)
+    ModelStore(AppPaths.default().data_dir).import_gguf(other)
+    window = make_window()
+    toggle = window.server_menu.toggle
+    toggle.port = 0
+    toggle.action.setChecked(True)
+    client = openai.OpenAI(base_url=toggle.url, api_key="x", max_retries=0, timeout=120)
+    ids = [m.id for m in client.models.list().data]
+    name = other.name[: -len(".gguf")]
+    assert name in ids and len(ids) == 2
+    reply = client.chat.completions.create(model=name, messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
+                                           temperature=0, extra_body={"reasoning_effort": "none"})
+    assert reply.model == name and reply.choices[0].message.content is not None
+    assert {m.model.id for m in toggle.pool.loaded()} == {name, ids[0] if ids[0] != name else ids[1]}
+    label = window.memory_page.memory.server_label
+    qtbot.waitUntil(lambda: name in label.text(), timeout=TIMEOUT_MS)  # the panel hears it within a poll
+    assert label.text().startswith("Also loaded by the server: ") and " GB RAM · " in label.text()
+    toggle.action.setChecked(False)  # the models the server loaded go with it; the window's stays
+    qtbot.waitUntil(lambda: not label.text(), timeout=TIMEOUT_MS)
+    assert window.session.model.loaded is not None
+    reply = send(qtbot, window, "Still there?")
+    assert reply.state == "complete"
 
 
 def test_a_taken_port_is_a_notice_not_a_crash(qtbot, make_window):

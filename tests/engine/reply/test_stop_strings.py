@@ -26,3 +26,13 @@ def test_partial_match_that_does_not_complete_is_released():
 def test_earliest_of_several_stops_wins():
     filt = StopStringFilter(["BB", "A"])
     assert feed_all(filt, ["xxAyyBB"]) == "xx"
+
+
+def test_the_stop_string_that_ended_the_text_is_named():
+    filt = StopStringFilter(["BB", "A"])
+    assert filt.matched is None
+    feed_all(filt, ["xxBByyA"])
+    assert filt.matched == "BB"
+    unstopped = StopStringFilter(["Z"])
+    feed_all(unstopped, ["abc"])
+    assert unstopped.matched is None

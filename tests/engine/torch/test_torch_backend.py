@@ -12,6 +12,7 @@ from engine.backend import BackendError
 from engine.client import EngineClient
 from engine.protocol import (
     ChatMessage,
+    CountTokensRequest,
     Done,
     Error,
     GenerateRequest,
@@ -250,3 +251,10 @@ def test_a_thinking_budget_on_a_model_that_does_not_think_changes_nothing(backen
     done = backend.generate(GenerateRequest(1, HELLO, GREEDY, shape=ReplyShape(think_budget=10)),
                             lambda _t: None, lambda: False)
     assert done.text == run(backend)[0].text and done.stats.reasoning_tokens == 0
+
+
+def test_a_count_is_the_prompt_a_reply_prefills(backend: TorchBackend) -> None:
+    done, _ = run(backend)
+    assert backend.count_tokens(CountTokensRequest(2, HELLO)) == done.stats.prompt_tokens
+    with pytest.raises(BackendError, match="JSON schema"):  # refused as the reply would be
+        backend.count_tokens(CountTokensRequest(3, HELLO, ReplyShape(json_schema='{"type": "object"}')))

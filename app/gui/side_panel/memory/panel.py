@@ -15,6 +15,7 @@ from app.chat.stats_line import cache_text, sequences_text
 from app.gui.side_panel.memory.bar import GB, MemoryBar
 from app.gui.side_panel.memory.perf_history import PerfHistory
 from app.gui.side_panel.memory.sparkline import Sparkline
+from app.server.model_router import LoadedModel
 from engine.protocol import Done, GenerationStats, MemoryReport
 from models.plan.decision_tree import Plan
 
@@ -45,6 +46,23 @@ def room_text(report: MemoryReport) -> str:
     return text + "."
 
 
+def server_models_text(models: list[LoadedModel]) -> str:
+    """The models the server holds besides the window's: each with its memory (its forecast) and how long idle."""
+    if not models:
+        return ""
+    parts = []
+    for m in models:
+        memory = " + ".join(f"{size / GB:.2f} GB {'RAM' if device == 'cpu' else device}"
+                            for device, size in sorted(m.memory_bytes.items(), key=lambda item: device_order(item[0])))
+        state = "busy" if m.busy else f"idle {_duration(m.idle_s)}"
+        parts.append(f"{m.model.id} · {memory or 'memory unknown'} · {state}")
+    return "Also loaded by the server: " + "; ".join(parts) + "."
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 def stats_text(s: GenerationStats) -> str:
     return (
         f"Last reply: TTFT {s.ttft_s:.2f} s · prefill {s.prefill_tok_s:,.0f} tok/s · "
@@ -71,6 +89,8 @@ class MemoryPanel(QWidget):
         self.prefix_label = QLabel("")
         self.last_label = QLabel("")
         self.rolling_label = QLabel("")
+        self.server_label = QLabel("")  # the models the server loaded besides the window's
+        self.server_label.hide()
         self.sparkline = Sparkline()
         self.sparkline.setToolTip("Decode tokens per second of the last replies")
         self._bars_box = QVBoxLayout()
@@ -79,10 +99,11 @@ class MemoryPanel(QWidget):
         spark_title = QLabel("Decode tok/s, recent replies:")
         # Every line wraps: the side panel can be narrow, and it never scrolls sideways.
         for label in (self.status_label, self.kv_label, self.room_label, self.prefix_label, self.last_label,
-                      self.rolling_label, spark_title):
+                      self.rolling_label, spark_title, self.server_label):
             label.setWordWrap(True)
         layout.addWidget(self.status_label)
         layout.addLayout(self._bars_box)
+        layout.addWidget(self.server_label)
         for label in (self.kv_label, self.room_label, self.prefix_label, self.last_label, self.rolling_label):
             layout.addWidget(label)
         layout.addWidget(spark_title)
@@ -110,6 +131,12 @@ class MemoryPanel(QWidget):
         self.prefix_label.setText(
             f"Prefix cache: {prefix_ram / GB:.2f} GB in RAM, {report.prefix_cache_disk_bytes / GB:.2f} GB on disk"
         )
+
+    @Slot(list)
+    def show_server_models(self, models: list[LoadedModel]) -> None:
+        """What the server holds besides the window's model (its engines are its own: they send no reports here)."""
+        self.server_label.setText(server_models_text(models))
+        self.server_label.setVisible(bool(models))
 
     @Slot(object)
     def set_plan(self, plan: Plan | None) -> None:

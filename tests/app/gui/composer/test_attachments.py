@@ -64,7 +64,7 @@ def test_a_removed_image_goes_and_an_emptied_strip_hides(qtbot, tmp_path: Path):
     strip.show()
     strip.add_files([picture(tmp_path / "a.png"), picture(tmp_path / "b.png")])
     qtbot.waitUntil(lambda: len(strip.images) == 2, timeout=TIMEOUT_MS)
-    first = strip._thumbs[0]
+    first = strip.entries[0]
     with qtbot.waitSignal(strip.changed, timeout=TIMEOUT_MS):
         first.remove_button.click()
     assert [i.name for i in strip.images] == ["b.png"] and strip.isVisible()

@@ -106,7 +106,7 @@ def test_a_chat_s_images_go_inside_a_json_export_or_beside_it(qtbot, window, mon
     for stored in store.media.folder.rglob("*.png"):
         stored.unlink()
     said = _export(qtbot, window, monkeypatch, ExportChoice("chat", "json", embed_media=True), tmp_path / "gone.json")
-    assert said.startswith(f"Exported 1 chat to {tmp_path / 'gone.json'}; 1 image left out")
+    assert said.startswith(f"Exported 1 chat to {tmp_path / 'gone.json'}; 1 attached file left out")
 
 
 def test_export_writes_this_chat_or_all_chats_in_each_format(qtbot, window, monkeypatch, tmp_path):

@@ -115,7 +115,7 @@ def open_killed_at(killer: subprocess.Popen, template: Path | None, work: Path, 
     return int(status), int(seen)
 
 
-@pytest.mark.parametrize("start", [0, 1, 2, 3, 4, 6, 7])
+@pytest.mark.parametrize("start", [0, 1, 2, 3, 4, 6, 7, 8])
 def test_a_kill_at_every_statement_of_the_upgrade_loses_nothing(tmp_path, fresh_schema, killer, start):
     """Kill the opening process before each statement in turn; then the file opens, upgraded, with every chat."""
     template = None
@@ -207,6 +207,9 @@ HALF_DONE = {
         7, "CREATE TABLE message_media (message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,"
         " position INTEGER NOT NULL, sha256 TEXT NOT NULL, format TEXT NOT NULL, name TEXT NOT NULL,"
         " width INTEGER NOT NULL, height INTEGER NOT NULL, PRIMARY KEY (message_id, position))",
+    ),
+    "message_media.kind there, without seconds, at version 8": (
+        8, "ALTER TABLE message_media ADD COLUMN kind TEXT NOT NULL DEFAULT 'image'",
     ),
 }
 

@@ -47,7 +47,7 @@ def test_a_schema_7_file_is_upgraded_and_its_messages_carry_no_images(tmp_path):
     chat = store.list_conversations()[-1]
     assert [m.images for m in store.list_messages(chat.id)] == [(), ()]
     columns = [row[1] for row in store._db.execute("PRAGMA table_info(message_media)")]
-    assert columns == ["message_id", "position", "sha256", "format", "name", "width", "height"]
+    assert columns == ["message_id", "position", "sha256", "format", "name", "width", "height", "kind", "seconds"]
     store.close()
 
 
@@ -154,7 +154,8 @@ def test_a_recovered_history_keeps_the_images_of_its_messages(tmp_path, photos):
     message = store.add_message(chat.id, "user", "x", images=photos)
     store.close()
     with closing(sqlite3.connect(path)) as db:  # a row naming a message that is gone (a lost page)
-        db.execute("INSERT INTO message_media VALUES (999, 0, ?, 'PNG', 'lost.png', 1, 1)", (photos[0].sha256,))
+        db.execute("INSERT INTO message_media (message_id, position, sha256, format, name, width, height)"
+                   " VALUES (999, 0, ?, 'PNG', 'lost.png', 1, 1)", (photos[0].sha256,))
         db.commit()
     recover_history(path)
     store = ChatStore(path)

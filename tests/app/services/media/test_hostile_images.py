@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from app.services.media import intake
+from app.services.media import files, intake
 from app.services.media.errors import ImageRefused, TooManyImages
 from app.services.media.intake import image_from_bytes, read_image
 from app.services.media.limits import MAX_FILE_BYTES, MAX_IMAGES_PER_MESSAGE, ImageLimits, check_image_count
@@ -49,7 +49,7 @@ def never_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
 def never_opened(monkeypatch: pytest.MonkeyPatch) -> None:
     def open_file(*args, **kwargs):
         raise AssertionError("opened")
-    monkeypatch.setattr(intake, "open_regular_file", open_file)
+    monkeypatch.setattr(files, "open_regular_file", open_file)
 
 
 def test_a_30000_square_png_bomb_is_refused_by_its_header_at_once(tmp_path: Path, never_decoded):
