@@ -50,6 +50,9 @@ class Plan:
     swa_full: bool = True
     # Each GPU's share of the GPU layers (llama.cpp's tensor_split, in its device order); empty: one GPU.
     tensor_split: tuple[float, ...] = ()
+    # An embedding model's plan (models/formats/embedding_models.py): loaded for embeddings only, its context
+    # the longest input it embeds, in one ubatch.
+    embedding: bool = False
 
     def to_dict(self) -> dict:
         return {
@@ -70,6 +73,7 @@ class Plan:
             "swa_full": self.swa_full,
             "tensor_split": list(self.tensor_split),
             "max_context": self.max_context,
+            "embedding": self.embedding,
             "forecast": self.forecast.to_dict() if self.forecast else None,
         }
 
@@ -331,7 +335,7 @@ def make_plan(
         plan = tree.walk()
     plan = tree.with_context(plan, auto_cap)
     if embedding:
-        plan = replace(plan, reasons=(*plan.reasons, embedding_reason(candidates[0], plan.context)))
+        plan = replace(plan, embedding=True, reasons=(*plan.reasons, embedding_reason(candidates[0], plan.context)))
     if trained and plan.context > trained:
         return replace(plan, reasons=(*plan.reasons, f"Note: the model was trained for {trained:,} tokens of context."))
     return plan

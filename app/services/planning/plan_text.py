@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.protocol import DEFAULT_PARALLEL
+from models.formats.embedding_models import EMBED_BATCH_INPUTS
 from models.plan.decision_tree import Plan
 
 
@@ -16,7 +17,10 @@ def format_plan(plan: Plan, parallel: int = DEFAULT_PARALLEL) -> str:
         f"  largest context that fits: {plan.max_context:,} tokens" if plan.max_context
         else "  not even 256 tokens of context fit",
     ]
-    if plan.format == "gguf" and parallel > 1 and plan.context:
+    if plan.embedding:
+        lines.append(f"  an embedding model: inputs of up to {plan.context:,} tokens, up to {EMBED_BATCH_INPUTS} "
+                     "evaluated in one batch")
+    elif plan.format == "gguf" and parallel > 1 and plan.context:
         lines.append(f"  {parallel_text(plan.context, parallel)}")
     if plan.forecast:
         for device, d in plan.forecast.devices.items():

@@ -10,6 +10,7 @@ import pytest
 
 from app.services.load_settings import LoadSettings
 from app.services.planning.load_planner import LoadPlanner
+from app.services.planning.plan_text import format_plan
 from engine.gguf.backend import GgufBackend
 from engine.gguf.log_bridge import LlamaLogBridge
 from engine.protocol import LoadRequest
@@ -61,9 +62,12 @@ def test_the_forecast_meets_the_engines_own_buffers(wider_bert: Path, n_ctx: int
 
 def test_auto_context_is_the_trained_length_in_one_ubatch(tiny_bert: Path):
     plan = make_plan(CPU_ONLY, [gguf_file_candidate(tiny_bert)], context=None)
-    assert plan.context == 512 and plan.n_batch == plan.n_ubatch == 512 and plan.fits
+    assert plan.context == 512 and plan.n_batch == plan.n_ubatch == 512 and plan.fits and plan.embedding
     assert plan.forecast.total("kv_cache_bytes") == 0
     assert any(r.startswith("An embedding model") and "no KV cache" in r for r in plan.reasons)
+    text = format_plan(plan)
+    assert "an embedding model: inputs of up to 512 tokens, up to 64 evaluated in one batch" in text
+    assert "parallel replies" not in text
 
 
 def test_a_context_asked_past_the_trained_length_is_the_trained_length(tiny_bert: Path):
