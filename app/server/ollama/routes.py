@@ -18,6 +18,7 @@ from app.server.config import ServerConfig
 from app.server.errors import ApiError
 from app.server.model_router import ModelRouter
 from app.server.ollama.describe import ps_entry, tags_entry
+from app.server.ollama.embed import OllamaEmbed
 from app.server.ollama.errors import model_not_found, ollama_error
 from app.server.ollama.facts import FactsCache
 from app.server.ollama.generation import Generation
@@ -41,6 +42,7 @@ def routes(router: ModelRouter, config: ServerConfig) -> list[Route]:
     api = _Listings(router)
     generation = Generation(router)
     pull = Pull()
+    embed = OllamaEmbed(router)
     found = [
         Route("/", api.root, methods=["GET", "HEAD"]),
         Route("/api/version", api.version, methods=["GET", "HEAD"]),
@@ -50,6 +52,8 @@ def routes(router: ModelRouter, config: ServerConfig) -> list[Route]:
         Route("/api/chat", generation.chat, methods=["POST"]),
         Route("/api/generate", generation.generate, methods=["POST"]),
         Route("/api/pull", pull.pull, methods=["POST"]),
+        Route("/api/embed", embed.embed, methods=["POST"]),
+        Route("/api/embeddings", embed.embeddings, methods=["POST"]),
     ]
     return found + [Route(path, _elsewhere, methods=["POST", "DELETE"]) for path in _ELSEWHERE]
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import ollama as ollama_client
 import openai
 import pytest
 
@@ -148,3 +149,22 @@ def test_a_library_server_loads_an_embedding_model_for_embeddings(tmp_path: Path
         assert bert.info.embeddings and bert.info.n_ctx == 512
     finally:
         thread.stop()
+
+
+def test_ollama_s_embed_gives_the_same_vectors_as_openai_s(bert: openai.OpenAI, bert_server: ServerThread):
+    model = bert.models.list().data[0].id
+    texts = ["a red apple", "the blue sea"]
+    openai_vectors = [d.embedding for d in bert.embeddings.create(model=model, input=texts).data]
+    ollama = ollama_client.Client(host=bert_server.url.removesuffix("/v1"))
+    answer = ollama.embed(model=model, input=texts)
+    assert len(answer.embeddings) == 2 and answer.prompt_eval_count > 0
+    for mine, theirs in zip(answer.embeddings, openai_vectors, strict=True):
+        assert max(abs(a - b) for a, b in zip(mine, theirs, strict=True)) < 1e-6
+    legacy = ollama.embeddings(model=model, prompt="a red apple")
+    assert len(legacy.embedding) == len(openai_vectors[0])
+    with pytest.raises(ollama_client.ResponseError) as missing:
+        ollama.embed(model="no-such-model", input="x")
+    assert missing.value.status_code == 404
+    bad = httpx.post(bert_server.url.removesuffix("/v1") + "/api/embed",
+                     json={"model": model, "input": "x", "truncate": "yes"}, timeout=60)
+    assert bad.status_code == 400 and "truncate" in bad.json()["error"]  # Ollama's error shape
