@@ -290,7 +290,13 @@ class ModelPool:
             slot.keep_alive_s = keep_alive
         loop = asyncio.get_running_loop()
 
-        def released() -> None:  # on the loop's thread, or any other: hand it to the loop
+        def released() -> None:
+            # On the loop's thread (a handler's `finally`) the count drops now, before the reply's last byte
+            # leaves: a client that reads the reply and then asks what is loaded sees the model idle.
+            # From any other thread it is handed to the loop.
+            if _running_loop() is loop:
+                self._returned(slot)
+                return
             with contextlib.suppress(RuntimeError):  # the loop closed: the server stopped
                 loop.call_soon_threadsafe(self._returned, slot)
 
@@ -454,3 +460,11 @@ def _memory_text(plan: Plan | None) -> str:
     parts = [f"{gb(d.total_bytes)} on {'the CPU' if name == 'cpu' else name}"
              for name, d in plan.forecast.devices.items() if d.total_bytes]
     return ", ".join(parts) or "no memory"
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running on this thread, if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

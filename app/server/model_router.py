@@ -19,13 +19,13 @@ it has (the window's server, `tailor serve --model`): a request naming another m
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.server.engine_port import EnginePort, model_id
 from app.server.errors import ApiError
-from engine.protocol import ModelInfo
+from engine.protocol import ChatMessage, Done, Error, Event, ModelInfo, ReplyShape, SamplingParams
 
 
 @dataclass(slots=True, frozen=True)
@@ -96,6 +96,20 @@ class Lease:
             done, self._on_release = self._on_release, None
         if done is not None:
             done()
+
+    async def generate(self, messages: Sequence[ChatMessage], sampling: SamplingParams, prompt: str | None = None,
+                       shape: ReplyShape | None = None, api: str = "") -> AsyncIterator[Event]:
+        """The port's `generate`, with the lease returned as the reply's last event (Done or Error) arrives:
+        before the API turns it into its closing chunks, so a client that has read a reply to its end never
+        finds the model still busy with it."""
+        events = self.port.generate(messages, sampling, prompt, shape, api=api)
+        try:
+            async for event in events:
+                if isinstance(event, Done | Error):
+                    self.release()
+                yield event
+        finally:
+            await events.aclose()
 
 
 class ModelRouter(Protocol):

@@ -103,7 +103,7 @@ class _Api:
             if params is None or lease.info != stand_in:
                 params = await self._params(body, lease.info, chat)
             reply = _Reply(params, chat, lease.id)
-            events = lease.port.generate(params.messages, params.sampling, params.prompt, params.shape,
+            events = lease.generate(params.messages, params.sampling, params.prompt, params.shape,
                                          api="chat.completions" if chat else "completions")
             try:
                 # The first event says whether the reply starts at all (or fails like a bad request).

@@ -79,8 +79,12 @@ class EventStream:
                     await pump
                 await self.chunks.aclose()  # type: ignore[attr-defined]
             finally:
-                if self.on_close is not None:
-                    self.on_close()
+                self._closed()
+
+    def _closed(self) -> None:
+        done, self.on_close = self.on_close, None
+        if done is not None:
+            done()
 
     async def _pump(self, send: Send) -> None:
         headers = [
@@ -91,4 +95,5 @@ class EventStream:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         async for chunk in self.chunks:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        self._closed()  # before the last byte: a client that saw the end sees the model's lease returned
         await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -89,7 +89,7 @@ class _Messages:
             return error_response(error)
         streaming = False
         try:
-            events = lease.port.generate(parsed.messages, parsed.sampling, None, parsed.shape, api="messages")
+            events = lease.generate(parsed.messages, parsed.sampling, None, parsed.shape, api="messages")
             try:
                 # The first event says whether the reply starts at all (or fails like a bad request).
                 first = await unless_disconnected(anext(events), request.receive)

@@ -65,7 +65,7 @@ class Generation:
             if params is None or lease.info != stand_in:
                 params = await self._params(body, lease.info, asked.name, chat)
             reply = OllamaReply(asked.name, chat, started, load_ns)
-            events = lease.port.generate(params.messages, params.sampling, params.prompt, params.shape,
+            events = lease.generate(params.messages, params.sampling, params.prompt, params.shape,
                                          api="ollama " + ("chat" if params.prompt is None else "generate"))
             try:
                 # The first event says whether the reply starts at all (or fails like a bad request).

@@ -74,7 +74,7 @@ class _ResponsesApi:
             if params is None or lease.info != stand_in:
                 params = await self._parse(body, lease.info)
             reply = ReplyEvents(ResponseObject(lease.id, params.echo, params.encrypted_reasoning))
-            events = lease.port.generate(params.messages, params.sampling, None, params.shape, api="responses")
+            events = lease.generate(params.messages, params.sampling, None, params.shape, api="responses")
             try:
                 # The first event says whether the reply starts at all (or fails like a bad request).
                 first = await unless_disconnected(anext(events), request.receive)

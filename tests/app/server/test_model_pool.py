@@ -138,6 +138,20 @@ def test_a_model_that_fails_to_load_says_why_and_the_others_keep_serving(serve, 
     assert ask(server, "model-a.Q4_1") is not None and loaded(pool) == {"model-a.Q4_1"}
 
 
+def test_a_model_is_idle_as_soon_as_its_reply_is_read_whole_or_streamed(serve, tmp_path: Path,
+                                                                        starter_model: Path):
+    # The lease goes back before the reply's last byte: no window where a finished reply still holds it.
+    (a,) = names(tmp_path / "lib", starter_model, 1)
+    server, pool = serve([a], 64)
+    for _ in range(3):
+        ask(server, "model-a.Q4_1")
+        assert [m.busy for m in pool.loaded()] == [0]
+        chunks = client(server).chat.completions.create(model="model-a.Q4_1", messages=ASK, max_tokens=4,
+                                                        temperature=0, stream=True)
+        assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] is not None
+        assert [m.busy for m in pool.loaded()] == [0]
+
+
 def test_an_idle_model_is_unloaded_after_its_ttl(serve, tmp_path: Path, starter_model: Path):
     (a,) = names(tmp_path / "lib", starter_model, 1)
     server, pool = serve([a], 64, ttl_s=1.0)
