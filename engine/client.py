@@ -11,6 +11,7 @@ import logging
 import multiprocessing
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -115,7 +116,12 @@ class EngineClient:
             self._send(ShutdownRequest())
         except EngineNotRunning:
             pass
+        deadline = time.monotonic() + timeout
         process.join(timeout)
+        # The reader thread joins the process too: when it reaps it first, this thread's waitpid fails and
+        # is_alive says True until the reader has stored the exit code. Look again before calling it hung.
+        while process.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.005)
         if process.is_alive():
             log.warning("engine did not exit in %.1fs; killing it", timeout)
             process.kill()
