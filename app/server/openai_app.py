@@ -28,9 +28,10 @@ from app.server.image_parts import ImageFetch, fetch_image, has_media_parts
 from app.server.model_router import ModelRouter
 from app.server.ollama.routes import routes as ollama_routes
 from app.server.params import CompletionParams, parse_chat, parse_completion
+from app.server.reply_path import answer, lend
 from app.server.request_json import load_request_json
 from app.server.responses.routes import routes as responses_routes
-from app.server.streaming import DONE_LINE, ClientGone, EventStream, sse, unless_disconnected
+from app.server.streaming import DONE_LINE, EventStream, sse
 from engine.protocol import Done, Error, Event, ModelInfo, Token, ToolCall
 
 log = logging.getLogger(__name__)
@@ -90,47 +91,21 @@ class _Api:
         try:
             body = load_request_json(await request.body())
             name = body.get("model") if isinstance(body, dict) else None
-            name = name if isinstance(name, str) else None
-            # Every field is checked before the name, against the model it would reach where that is known
-            # without loading anything: a 400 names the field, a 404 says the rest passed.
-            stand_in = self.router.stand_in(name)
-            params = await self._params(body, stand_in, chat) if stand_in is not None else None
-            lease = await self.router.acquire(name)
+            params, lease = await lend(self.router, name if isinstance(name, str) else None,
+                                       lambda info: self._params(body, info, chat))
         except ApiError as error:
             return error_response(error)
-        streaming = False
-        try:
-            if params is None or lease.info != stand_in:
-                params = await self._params(body, lease.info, chat)
-            reply = _Reply(params, chat, lease.id)
-            events = lease.generate(params.messages, params.sampling, params.prompt, params.shape,
-                                         api="chat.completions" if chat else "completions")
-            try:
-                # The first event says whether the reply starts at all (or fails like a bad request).
-                first = await unless_disconnected(anext(events), request.receive)
-            except ClientGone:
-                await events.aclose()
-                return Response(status_code=499)
-            if isinstance(first, Error):
-                await events.aclose()
-                return error_response(from_engine(first))
-            if params.stream:
-                streaming = True
-                return EventStream(reply.stream(first, events), on_close=lease.release)
-            try:
-                result = await unless_disconnected(reply.collect(first, events), request.receive)
-            except ClientGone:
-                return Response(status_code=499)
-            finally:
-                await events.aclose()
-            if isinstance(result, ApiError):
-                return error_response(result)
-            return JSONResponse(result)
-        except ApiError as error:
-            return error_response(error)
-        finally:
-            if not streaming:
-                lease.release()
+        reply = _Reply(params, chat, lease.id)
+        events = lease.generate(params.messages, params.sampling, params.prompt, params.shape,
+                                api="chat.completions" if chat else "completions")
+
+        async def whole(first: Event, events: AsyncIterator[Event]) -> Response:
+            result = await reply.collect(first, events)
+            return error_response(result) if isinstance(result, ApiError) else JSONResponse(result)
+
+        return await answer(request, lease, events, stream=params.stream, whole=whole, refuse=error_response,
+                            streamed=lambda first, events: EventStream(reply.stream(first, events),
+                                                                       on_close=lease.release))
 
     async def _params(self, body: object, info: ModelInfo, chat: bool) -> CompletionParams:
         if chat and has_media_parts(body):  # decoding images and clips takes a while: not on the event loop

@@ -26,6 +26,7 @@ from app.server.config import ServerConfig
 from app.server.errors import ApiError, from_engine
 from app.server.image_parts import ImageFetch, fetch_image
 from app.server.model_router import Lease, ModelRouter
+from app.server.reply_path import answer, lend
 from app.server.request_json import load_request_json
 from app.server.streaming import ClientGone, EventStream, unless_disconnected
 from engine.protocol import Done, Error, Event, ModelInfo
@@ -65,17 +66,8 @@ class _Messages:
         """The request checked and the model lent to it (ApiError where either fails)."""
         body = load_request_json(await request.body())
         name = body.get("model") if isinstance(body, dict) else None
-        name = name if isinstance(name, str) else None
-        stand_in = self.router.stand_in(name)
-        parsed = await self._parse(body, stand_in, count) if stand_in is not None else None
-        lease = await self.router.acquire(name)
-        try:
-            if parsed is None or lease.info != stand_in:
-                parsed = await self._parse(body, lease.info, count)
-        except BaseException:
-            lease.release()
-            raise
-        return parsed, lease
+        return await lend(self.router, name if isinstance(name, str) else None,
+                          lambda info: self._parse(body, info, count))
 
     async def _parse(self, body: Any, info: ModelInfo, count: bool) -> MessagesRequest:
         if has_images(body):  # decoding images takes a while: not on the event loop
@@ -87,35 +79,18 @@ class _Messages:
             parsed, lease = await self._checked(request, count=False)
         except ApiError as error:
             return error_response(error)
-        streaming = False
-        try:
-            events = lease.generate(parsed.messages, parsed.sampling, None, parsed.shape, api="messages")
-            try:
-                # The first event says whether the reply starts at all (or fails like a bad request).
-                first = await unless_disconnected(anext(events), request.receive)
-            except ClientGone:
-                await events.aclose()
-                return Response(status_code=499)
-            if isinstance(first, Error):
-                await events.aclose()
-                return error_response(from_engine(first))
-            msg_id = message_id()
-            if parsed.stream:
-                streaming = True
-                return EventStream(MessageEvents(msg_id, lease.id, parsed).stream(first, events),
-                                   on_close=lease.release)
-            try:
-                done = await unless_disconnected(_last(first, events), request.receive)
-            except ClientGone:
-                return Response(status_code=499)
-            finally:
-                await events.aclose()
+        msg_id = message_id()
+        events = lease.generate(parsed.messages, parsed.sampling, None, parsed.shape, api="messages")
+
+        async def whole(first: Event, events: AsyncIterator[Event]) -> Response:
+            done = await _last(first, events)
             if isinstance(done, Error):
                 return error_response(from_engine(done))
             return JSONResponse(whole_message(msg_id, lease.id, parsed, done))
-        finally:
-            if not streaming:
-                lease.release()
+
+        return await answer(request, lease, events, stream=parsed.stream, whole=whole, refuse=error_response,
+                            streamed=lambda first, events: EventStream(
+                                MessageEvents(msg_id, lease.id, parsed).stream(first, events), on_close=lease.release))
 
     async def _count(self, request: Request) -> Response:
         try:

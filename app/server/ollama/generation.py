@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.server.errors import ApiError, from_engine
+from app.server.errors import ApiError
 from app.server.model_router import ModelRouter
 from app.server.ollama.describe import now
 from app.server.ollama.errors import ollama_error
@@ -23,9 +24,9 @@ from app.server.ollama.names import as_ollama_404, find_loaded, find_served, rou
 from app.server.ollama.ndjson import NdjsonStream
 from app.server.ollama.reply import OllamaReply
 from app.server.ollama.request import Basics, OllamaParams, basics, parse_chat, parse_generate
+from app.server.reply_path import answer, lend
 from app.server.request_json import load_request_json
-from app.server.streaming import ClientGone, unless_disconnected
-from engine.protocol import Error, ModelInfo
+from engine.protocol import Event, ModelInfo
 
 # A reply's header listing the options that were set and had no effect here.
 NO_EFFECT_HEADER = "x-tailor-options-without-effect"
@@ -52,48 +53,22 @@ class Generation:
             name = router_name(self.router, asked.name)
             if asked.load_only:
                 return await self._load(asked, name, chat, started)
-            # Every field is checked before the name, against the model it would reach where that is known
-            # without loading anything: a 400 names the field, a 404 says the rest passed.
-            stand_in = self.router.stand_in(name)
-            params = await self._params(body, stand_in, asked.name, chat) if stand_in is not None else None
-            lease = await self.router.acquire(name, asked.keep_alive)
+            params, lease = await lend(self.router, name, lambda info: self._params(body, info, asked.name, chat),
+                                       asked.keep_alive)
         except ApiError as error:
             return ollama_error(as_ollama_404(error, self.router, name) if name is not None else error)
-        load_ns = time.monotonic_ns() - started
-        streaming = False
-        try:
-            if params is None or lease.info != stand_in:
-                params = await self._params(body, lease.info, asked.name, chat)
-            reply = OllamaReply(asked.name, chat, started, load_ns)
-            events = lease.generate(params.messages, params.sampling, params.prompt, params.shape,
-                                         api="ollama " + ("chat" if params.prompt is None else "generate"))
-            try:
-                # The first event says whether the reply starts at all (or fails like a bad request).
-                first = await unless_disconnected(anext(events), request.receive)
-            except ClientGone:
-                await events.aclose()
-                return Response(status_code=499)
-            if isinstance(first, Error):
-                await events.aclose()
-                return ollama_error(from_engine(first))
-            headers = {NO_EFFECT_HEADER: ", ".join(params.no_effect)} if params.no_effect else None
-            if asked.stream:
-                streaming = True
-                return NdjsonStream(reply.stream(first, events), on_close=lease.release, headers=headers)
-            try:
-                result = await unless_disconnected(reply.collect(first, events), request.receive)
-            except ClientGone:
-                return Response(status_code=499)
-            finally:
-                await events.aclose()
-            if isinstance(result, ApiError):
-                return ollama_error(result)
-            return JSONResponse(result, headers=headers)
-        except ApiError as error:
-            return ollama_error(error)
-        finally:
-            if not streaming:
-                lease.release()
+        reply = OllamaReply(asked.name, chat, started, time.monotonic_ns() - started)
+        events = lease.generate(params.messages, params.sampling, params.prompt, params.shape,
+                                api="ollama " + ("chat" if params.prompt is None else "generate"))
+        headers = {NO_EFFECT_HEADER: ", ".join(params.no_effect)} if params.no_effect else None
+
+        async def whole(first: Event, events: AsyncIterator[Event]) -> Response:
+            result = await reply.collect(first, events)
+            return ollama_error(result) if isinstance(result, ApiError) else JSONResponse(result, headers=headers)
+
+        return await answer(request, lease, events, stream=asked.stream, whole=whole, refuse=ollama_error,
+                            streamed=lambda first, events: NdjsonStream(reply.stream(first, events),
+                                                                        on_close=lease.release, headers=headers))
 
     async def _params(self, body: Any, info: ModelInfo, name: str, chat: bool) -> OllamaParams:
         parse = parse_chat if chat else parse_generate

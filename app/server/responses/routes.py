@@ -20,6 +20,7 @@ from app.server.config import ServerConfig
 from app.server.errors import ApiError, from_engine
 from app.server.image_parts import ImageFetch, fetch_image
 from app.server.model_router import ModelRouter
+from app.server.reply_path import answer, lend
 from app.server.request_json import load_request_json
 from app.server.responses.events import Event as StreamEvent
 from app.server.responses.events import ReplyEvents, sse_event
@@ -27,7 +28,7 @@ from app.server.responses.input_items import has_input_images
 from app.server.responses.output import ResponseObject
 from app.server.responses.request import ResponsesRequest, parse_request
 from app.server.responses.store import ResponseStore, stored
-from app.server.streaming import ClientGone, EventStream, unless_disconnected
+from app.server.streaming import EventStream
 from engine.protocol import ChatMessage, Done, Error, Event, ModelInfo, Token
 
 
@@ -61,44 +62,20 @@ class _ResponsesApi:
         try:
             body = load_request_json(await request.body())
             name = body.get("model") if isinstance(body, dict) else None
-            name = name if isinstance(name, str) else None
-            # Every field is checked before the name, against the model it would reach where that is known
-            # without loading anything: a 400 names the field, a 404 says the rest passed.
-            stand_in = self.router.stand_in(name)
-            params = await self._parse(body, stand_in) if stand_in is not None else None
-            lease = await self.router.acquire(name)
+            params, lease = await lend(self.router, name if isinstance(name, str) else None,
+                                       lambda info: self._parse(body, info))
         except ApiError as error:
             return _error(error)
-        streaming = False
-        try:
-            if params is None or lease.info != stand_in:
-                params = await self._parse(body, lease.info)
-            reply = ReplyEvents(ResponseObject(lease.id, params.echo, params.encrypted_reasoning))
-            events = lease.generate(params.messages, params.sampling, None, params.shape, api="responses")
-            try:
-                # The first event says whether the reply starts at all (or fails like a bad request).
-                first = await unless_disconnected(anext(events), request.receive)
-            except ClientGone:
-                await events.aclose()
-                return Response(status_code=499)
-            if isinstance(first, Error):
-                await events.aclose()
-                return _error(from_engine(first))
-            if params.stream:
-                streaming = True
-                return EventStream(self._stream(params, reply, first, events), on_close=lease.release)
-            try:
-                result = await unless_disconnected(self._collect(params, reply, first, events), request.receive)
-            except ClientGone:
-                return Response(status_code=499)
-            finally:
-                await events.aclose()
+        reply = ReplyEvents(ResponseObject(lease.id, params.echo, params.encrypted_reasoning))
+        events = lease.generate(params.messages, params.sampling, None, params.shape, api="responses")
+
+        async def whole(first: Event, events: AsyncIterator[Event]) -> Response:
+            result = await self._collect(params, reply, first, events)
             return _error(result) if isinstance(result, ApiError) else JSONResponse(result)
-        except ApiError as error:
-            return _error(error)
-        finally:
-            if not streaming:
-                lease.release()
+
+        return await answer(request, lease, events, stream=params.stream, whole=whole, refuse=_error,
+                            streamed=lambda first, events: EventStream(self._stream(params, reply, first, events),
+                                                                       on_close=lease.release))
 
     async def _parse(self, body: Any, info: ModelInfo) -> ResponsesRequest:
         if has_input_images(body):  # decoding images takes a while: not on the event loop
