@@ -9,8 +9,7 @@ session, not a global), and uses it from one thread.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
+from app.chat.decoded_media import DecodedMedia
 from app.services.history.records import AudioRef
 from app.services.media.intake import stored_audio
 from app.services.media.limits import DEFAULT_AUDIO_LIMITS, AudioLimits
@@ -36,8 +35,7 @@ class StoredClips:
     def __init__(self, store: MediaStore, sample_rate: int = 16_000, max_bytes: int = CACHE_BYTES,
                  limits: AudioLimits = DEFAULT_AUDIO_LIMITS):
         self.store, self.sample_rate, self.max_bytes, self.limits = store, sample_rate, max_bytes, limits
-        self._cache: OrderedDict[tuple[str, int], Media] = OrderedDict()
-        self._bytes = 0
+        self._decoded = DecodedMedia(max_bytes)
 
     def __call__(self, ref: AudioRef) -> Media:
         """The clip `ref` names, as the engine takes it, at `sample_rate`.
@@ -47,29 +45,13 @@ class StoredClips:
             AudioRefused: the stored bytes are no clip the intake takes now.
             ValueError: `ref.sha256` is no sha256 (a damaged row).
         """
-        key = (ref.sha256, self.sample_rate)
-        media = self._cache.get(key)
-        if media is not None:
-            self._cache.move_to_end(key)
-            return media
-        media = stored_audio(self.store, ref.sha256, sample_rate=self.sample_rate, name=ref.name,
-                             limits=self.limits).as_media()
-        self._keep(key, media)
-        return media
+        rate = self.sample_rate
+        return self._decoded.get((ref.sha256, rate), lambda: stored_audio(
+            self.store, ref.sha256, sample_rate=rate, name=ref.name, limits=self.limits).as_media())
 
     def __len__(self) -> int:
-        return len(self._cache)
+        return len(self._decoded)
 
     @property
     def cached_bytes(self) -> int:
-        return self._bytes
-
-    def _keep(self, key: tuple[str, int], media: Media) -> None:
-        size = len(media.data)
-        if size > self.max_bytes:
-            return
-        self._cache[key] = media
-        self._bytes += size
-        while self._bytes > self.max_bytes:
-            _, oldest = self._cache.popitem(last=False)
-            self._bytes -= len(oldest.data)
+        return self._decoded.cached_bytes

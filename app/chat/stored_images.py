@@ -9,8 +9,7 @@ uses it from one thread.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
+from app.chat.decoded_media import DecodedMedia
 from app.services.history.records import ImageRef
 from app.services.media.intake import stored_image
 from app.services.media.limits import DEFAULT_LIMITS, ImageLimits
@@ -33,8 +32,7 @@ class StoredImages:
 
     def __init__(self, store: MediaStore, max_bytes: int = CACHE_BYTES, limits: ImageLimits = DEFAULT_LIMITS):
         self.store, self.max_bytes, self.limits = store, max_bytes, limits
-        self._cache: OrderedDict[str, Media] = OrderedDict()
-        self._bytes = 0
+        self._decoded = DecodedMedia(max_bytes)
 
     def __call__(self, ref: ImageRef) -> Media:
         """The image `ref` names, as the engine takes it.
@@ -44,27 +42,11 @@ class StoredImages:
             ImageRefused: the stored bytes are no image the intake takes now.
             ValueError: `ref.sha256` is no sha256 (a damaged row).
         """
-        media = self._cache.get(ref.sha256)
-        if media is not None:
-            self._cache.move_to_end(ref.sha256)
-            return media
-        media = stored_image(self.store, ref.sha256, name=ref.name, limits=self.limits).as_media()
-        self._keep(ref.sha256, media)
-        return media
+        return self._decoded.get(ref.sha256, lambda: stored_image(self.store, ref.sha256, name=ref.name, limits=self.limits).as_media())
 
     def __len__(self) -> int:
-        return len(self._cache)
+        return len(self._decoded)
 
     @property
     def cached_bytes(self) -> int:
-        return self._bytes
-
-    def _keep(self, sha256: str, media: Media) -> None:
-        size = len(media.data)
-        if size > self.max_bytes:
-            return
-        self._cache[sha256] = media
-        self._bytes += size
-        while self._bytes > self.max_bytes:
-            _, oldest = self._cache.popitem(last=False)
-            self._bytes -= len(oldest.data)
+        return self._decoded.cached_bytes

@@ -36,34 +36,29 @@ class AudioRefused(MediaRefused):
         self.problem = problem
 
 
-class TooManyImages(MediaRefused):
-    """A message carries more images than one message may.
+class TooManyAttachments(MediaRefused):
+    """A message carries more images (or clips) than one message may.
 
     Attributes:
         count: how many it carries.
         limit: how many it may.
     """
 
+    WHAT = "attachments"
+
     def __init__(self, count: int, limit: int) -> None:
-        super().__init__(f"{count} images in one message; Tailor sends at most {limit} (attach fewer, "
+        super().__init__(f"{count} {self.WHAT} in one message; Tailor sends at most {limit} (attach fewer, "
                          "or send them over several messages)")
         self.count = count
         self.limit = limit
 
 
-class TooManyClips(MediaRefused):
-    """A message carries more audio clips than one message may.
+class TooManyImages(TooManyAttachments):
+    WHAT = "images"
 
-    Attributes:
-        count: how many it carries.
-        limit: how many it may.
-    """
 
-    def __init__(self, count: int, limit: int) -> None:
-        super().__init__(f"{count} audio clips in one message; Tailor sends at most {limit} (attach fewer, "
-                         "or send them over several messages)")
-        self.count = count
-        self.limit = limit
+class TooManyClips(TooManyAttachments):
+    WHAT = "audio clips"
 
 
 class StoredMediaError(Exception):
