@@ -2,7 +2,8 @@
 
 A chunk never spans two pages (so it has one page number to cite) and starts afresh at every heading (so
 its heading path is true of all of it); within that it packs whole blocks (paragraphs, rows, pages) up to
-the budget, and a block too long for one chunk is split at line ends, then at spaces, then anywhere.
+the budget, and a block too long for one chunk is cut into lines (then words, then runs of characters),
+which are packed the same way.
 Consecutive chunks of one section share up to `overlap` tokens of whole lines or paragraphs, so a fact
 cut at a chunk's end is still whole in the next.
 
@@ -143,8 +144,10 @@ def _pieces(document: Document, block: Block, budget: int, count: TokenCounter) 
 
 def _split(text: str, start: int, end: int, budget: int, count: TokenCounter,
            level: int) -> Iterator[tuple[int, int, int]]:
-    """Spans of text[start:end] of at most `budget` tokens each, packing whole units of the `level`-th kind
-    (lines, then words) and splitting a unit too large at the next level; at the last, by characters."""
+    """Spans of text[start:end] of at most `budget` tokens each: the whole if it fits, else its units of the
+    `level`-th kind (lines, then words) one by one, each split further if it does not fit; at the last
+    level, runs of characters. Units are not packed here: the chunker packs them, so overlap can be a few
+    lines of a long block rather than none."""
     tokens = count(text[start:end])
     if tokens <= budget:
         yield start, end, tokens
@@ -155,34 +158,8 @@ def _split(text: str, start: int, end: int, budget: int, count: TokenCounter,
             stop = min(at + step, end)
             yield at, stop, count(text[at:stop])
         return
-    run_start, run_tokens = start, 0
     at = start
-    for match in _SPLITS[level].finditer(text, start, end):
-        cut = match.start()
-        if cut == at:
-            continue
-        unit = count(text[at:cut])
-        if unit > budget:
-            if run_tokens:
-                yield run_start, at, run_tokens
+    for cut in [match.start() for match in _SPLITS[level].finditer(text, start, end)] + [end]:
+        if cut > at:
             yield from _split(text, at, cut, budget, count, level + 1)
-            run_start, run_tokens = cut, 0
-        elif run_tokens + unit > budget:
-            yield run_start, at, run_tokens
-            run_start, run_tokens = at, unit
-        else:
-            run_tokens += unit
-        at = cut
-    if at < end:
-        unit = count(text[at:end])
-        if unit > budget:
-            if run_tokens:
-                yield run_start, at, run_tokens
-            yield from _split(text, at, end, budget, count, level + 1)
-            return
-        if run_tokens + unit > budget:
-            yield run_start, at, run_tokens
-            run_start, run_tokens = at, 0
-        run_tokens += unit
-    if run_tokens:
-        yield run_start, end, run_tokens
+            at = cut

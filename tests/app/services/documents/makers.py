@@ -14,10 +14,11 @@ from pypdf import PdfReader, PdfWriter
 
 # Filler prose whose words never say what the tests look for: each page gets a different rotation, so
 # pages differ without any of them holding a test's distinctive words.
-_FILLER = ("The committee reviewed the quarterly schedule and agreed to revisit the budget. Staff noted "
+_PROSE = ("The committee reviewed the quarterly schedule and agreed to revisit the budget. Staff noted "
            "that the corridor lighting had been replaced and the parking rota was unchanged. Several "
            "members asked for the minutes to be circulated earlier next time. The library extended its "
-           "opening hours during the examination period. ").split()
+           "opening hours during the examination period.")
+_FILLER = _PROSE.split()
 
 
 def filler(seed: int, words: int = 120) -> str:
