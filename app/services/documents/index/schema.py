@@ -4,6 +4,8 @@ so a file is indexed again only when its bytes change, and two copies of one fil
 unchanged file is skipped without being hashed). Chunks belong to a document and go with it (foreign keys
 with ON DELETE CASCADE); the FTS5 table indexes the chunks' text and context without storing them twice
 (an external-content table, kept in step by triggers, which SQLite also fires for cascaded deletes).
+Its tokenizer folds case and accents and stems English words (Porter), so "parsed" finds "parse" and
+"invoices" finds "invoice"; other languages are matched word for word.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_by_sha256 ON chunks(sha256, ordinal);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    text, context, content='chunks', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+    text, context, content='chunks', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
 );
 CREATE TRIGGER IF NOT EXISTS chunks_fts_insert AFTER INSERT ON chunks BEGIN
     INSERT INTO chunks_fts(rowid, text, context) VALUES (new.id, new.text, new.context);
