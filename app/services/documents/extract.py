@@ -4,7 +4,6 @@ the bytes hashed are the bytes read."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import BinaryIO
 
@@ -36,11 +35,6 @@ KINDS = {
     ".csv": "csv", ".tsv": "csv",
 }
 
-# The extractor of each kind, imported when a file of that kind is first read: pypdf, python-docx and lxml
-# cost their import time only to those who read a PDF or a DOCX.
-_EXTRACTORS = {"text": "plain", "code": "plain", "markdown": "markdown", "html": "html", "pdf": "pdf",
-               "docx": "docx", "csv": "csv_rows"}
-
 
 def kind_of_name(name: str) -> str | None:
     """The kind a file of this name is read as, or None for one Tailor does not read."""
@@ -67,10 +61,33 @@ def extract_document(path: Path, limits: DocumentLimits = DEFAULT_LIMITS) -> Doc
 def extract_open(name: str, kind: str, file: BinaryIO, limits: DocumentLimits = DEFAULT_LIMITS) -> Document:
     """The Document of an opened file of a known kind (kind_of_name); the file is read from its start."""
     file.seek(0)
-    module = importlib.import_module(f"app.services.documents.formats.{_EXTRACTORS[kind]}")
+    # Each extractor is imported when a file of its kind is first read: pypdf, python-docx and lxml cost
+    # their import time only to those who read a PDF or a DOCX. (Plain imports, so PyInstaller sees them.)
     if kind in ("text", "code"):
-        return module.extract(name, file, limits, kind)
-    return module.extract(name, file, limits)
+        from app.services.documents.formats import plain
+
+        return plain.extract(name, file, limits, kind)
+    if kind == "markdown":
+        from app.services.documents.formats import markdown
+
+        return markdown.extract(name, file, limits)
+    if kind == "html":
+        from app.services.documents.formats import html
+
+        return html.extract(name, file, limits)
+    if kind == "pdf":
+        from app.services.documents.formats import pdf
+
+        return pdf.extract(name, file, limits)
+    if kind == "docx":
+        from app.services.documents.formats import docx
+
+        return docx.extract(name, file, limits)
+    if kind == "csv":
+        from app.services.documents.formats import csv_rows
+
+        return csv_rows.extract(name, file, limits)
+    raise ValueError(f"no extractor for the kind {kind!r}")
 
 
 def kind_or_refuse(name: str) -> str:
