@@ -36,8 +36,10 @@ def extract(name: str, file: BinaryIO, limits: DocumentLimits) -> Document:
     for item in word.iter_inner_content():
         if isinstance(item, Table):
             for row in item.rows:
-                cells = [" ".join(cell.text.split()) for cell in row.cells]
-                builder.paragraph(" | ".join(dict.fromkeys(cells)))  # merged cells repeat: once each
+                # A merged cell comes back once per grid column it spans: keep it once (by its XML element,
+                # not its text, so two cells that both say "0" stay two).
+                cells = {cell._tc: " ".join(cell.text.split()) for cell in row.cells}
+                builder.paragraph(" | ".join(cells.values()))
         else:
             level = _heading_level(item.style.name if item.style is not None else "")
             if level is not None:

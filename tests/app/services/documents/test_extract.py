@@ -106,6 +106,20 @@ def test_docx_headings_nest_under_the_title_and_tables_come_where_they_stand(tmp
     ]
 
 
+def test_docx_merged_cells_appear_once_and_equal_cells_twice(tmp_path: Path) -> None:
+    import docx
+
+    word = docx.Document()
+    table = word.add_table(rows=2, cols=3)
+    merged = table.cell(0, 0).merge(table.cell(0, 2))
+    merged.text = "Totals"
+    for column, value in enumerate(("0", "0", "7")):
+        table.cell(1, column).text = value
+    word.save(str(tmp_path / "t.docx"))
+    document = extract_document(tmp_path / "t.docx")
+    assert [document.block_text(b) for b in document.blocks] == ["Totals", "0 | 0 | 7"]
+
+
 def test_csv_rows_carry_the_header_and_the_dialect_is_sniffed(tmp_path: Path) -> None:
     path = tmp_path / "stock.csv"
     path.write_text("sku;name;count\nA1;bolt;40\nB2;\"nut; hex\";12\n")
