@@ -22,13 +22,19 @@ from engine.protocol import ChatMessage, ModelInfo, ReplyShape, SamplingParams
 
 MAX_STOP_SEQUENCES = 16
 MAX_STOP_LENGTH = 256
-_COUNT_HONOURED = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking"})
+_COUNT_HONOURED = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"})
 _CREATE_HONOURED = _COUNT_HONOURED | {"max_tokens", "stop_sequences", "stream", "temperature", "top_p", "top_k"}
 # Identifiers and hints that change nothing in a reply here: accepted whatever their value.
+# context_management asks the server to clear old tool results or thinking once a conversation grows past a
+# threshold; here nothing is cleared, and a conversation that outgrows the context is a 400 that says so
+# (Claude Code sends it with every request).
 NO_EFFECT = frozenset({"metadata", "cache_control", "service_tier", "inference_geo", "workspace_id",
-                       "user_profile_id"})
+                       "user_profile_id", "context_management"})
 _TOOL_FIELDS = frozenset({"type", "name", "description", "input_schema", "cache_control"})
 _CHOICES = {"auto": "auto", "any": "required", "none": "none"}
+# output_config.effort: how thorough Claude should be. A local model has no such dial beyond its thinking,
+# which `thinking` sets: accepted (Claude Code sends it with every request) and changes nothing here.
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 
 @dataclass(slots=True, frozen=True)
@@ -64,7 +70,8 @@ def parse_request(body: Any, model: ModelInfo, fetch: ImageFetch | None = None, 
         raise bad_param("model", "'model' must be the name of a served model (see GET /v1/models).")
     max_tokens = 0 if count else _max_tokens(body.get("max_tokens"))
     reasoning, budget, shown = _thinking(body.get("thinking"), max_tokens)
-    shape = replace(_tools_shape(body, model), reasoning=reasoning, think_budget=budget)  # type: ignore[arg-type]
+    shape = replace(_tools_shape(body, model, _output_format(body.get("output_config"))),
+                    reasoning=reasoning, think_budget=budget)  # type: ignore[arg-type]
     messages = chat_messages(body, model, fetch)
     if count:
         return MessagesRequest(name, messages, SamplingParams(), shape)
@@ -117,14 +124,37 @@ def _thinking(value: Any, max_tokens: int) -> tuple[str, int | None, bool]:
     return "on", budget, shown
 
 
-def _tools_shape(body: dict, model: ModelInfo) -> ReplyShape:
-    """`tools` and `tool_choice` in OpenAI's shape, through the OpenAI API's checks."""
+def _output_format(value: Any) -> dict | None:
+    """output_config's JSON schema as OpenAI's response_format (None: free text). Its `effort` and `task_budget`
+    (advisory on Anthropic's side too) are checked and change nothing here."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise bad_param("output_config", "'output_config' must be an object.")
+    for key in value:
+        if key not in ("effort", "format", "task_budget"):
+            raise bad_param(f"output_config.{key}", f"output_config.{key}: not supported here.")
+    if value.get("effort") not in (None, *EFFORTS):
+        raise bad_param("output_config.effort", f"'output_config.effort' must be one of {', '.join(EFFORTS)}.")
+    form = value.get("format")
+    if form is None:
+        return None
+    if (not isinstance(form, dict) or form.get("type") != "json_schema" or set(form) - {"type", "schema"}
+            or not isinstance(form.get("schema"), dict)):
+        raise bad_param("output_config.format", "'output_config.format' must be {\"type\": \"json_schema\", "
+                                                "\"schema\": {...}}.")
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": form["schema"]}}
+
+
+def _tools_shape(body: dict, model: ModelInfo, response_format: dict | None = None) -> ReplyShape:
+    """`tools`, `tool_choice` and the output's schema in OpenAI's shape, through the OpenAI API's checks."""
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise bad_param("tools", "'tools' must be an array of tools.")
     functions = [_function(tool, f"tools[{i}]") for i, tool in enumerate(tools or [])]
     choice, parallel = _tool_choice(body.get("tool_choice"), bool(functions))
-    openai_body = {"tools": functions or None, "tool_choice": choice, "parallel_tool_calls": parallel}
+    openai_body = {"tools": functions or None, "tool_choice": choice, "parallel_tool_calls": parallel,
+                   "response_format": response_format}
     try:
         return parse_shape(openai_body, model)
     except ApiError as error:
@@ -178,7 +208,9 @@ def _tool_choice(value: Any, has_tools: bool) -> tuple[Any, bool | None]:
 
 
 # OpenAI's names of a tool's fields, as Anthropic's requests call them.
-_OPENAI_NAMES = ((re.compile(r"(tools\[\d+\])\.function\.parameters"), r"\1.input_schema"),
+_OPENAI_NAMES = ((re.compile(r"response_format\.json_schema\.schema"), "output_config.format.schema"),
+                 (re.compile(r"response_format"), "output_config.format"),
+                 (re.compile(r"(tools\[\d+\])\.function\.parameters"), r"\1.input_schema"),
                  (re.compile(r"(tools\[\d+\])\.function\.(name|description)"), r"\1.\2"),
                  (re.compile(r"tool_choice 'required'"), "tool_choice 'any'"))
 

@@ -8,6 +8,7 @@ honours the field, which tests send with `extra_body` for greedy replies.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -209,7 +210,11 @@ def test_an_unknown_block_type_is_a_400_naming_it(client: anthropic.Anthropic, m
 
 
 @pytest.mark.parametrize(("extra", "named"), [
-    ({"output_config": {"effort": "low"}}, "output_config"),
+    ({"output_config": {"effort": "extreme"}}, "output_config.effort"),
+    ({"output_config": {"verbosity": "low"}}, "output_config.verbosity"),
+    ({"output_config": {"format": {"type": "json_schema"}}}, "output_config.format"),
+    ({"output_config": {"format": {"type": "json_schema", "schema": {"type": "nonsense"}}}},
+     "output_config.format.schema"),
     ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools[0].type"),
     ({"tools": [{"name": "bad name!", "input_schema": {"type": "object"}}]}, "tools[0].name"),
     ({"thinking": {"type": "enabled", "budget_tokens": 50}}, "thinking.budget_tokens"),  # not under max_tokens
@@ -224,6 +229,29 @@ def test_what_cannot_be_honoured_is_refused_by_name(qwen3: ServerThread, model: 
     error = answer.json()
     assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
     assert error["error"]["message"].startswith(named) or f"'{named}'" in error["error"]["message"], error
+
+
+def test_the_fields_claude_code_sends_are_taken(client: anthropic.Anthropic, model: str):
+    # What Claude Code 2.1 sends besides messages and tools (captured from it): adaptive thinking, an effort,
+    # a context-management edit, metadata, and a max_tokens far past a small model's context.
+    message = client.messages.create(
+        model=model, max_tokens=32000, messages=FRANCE, thinking={"type": "adaptive"},
+        metadata={"user_id": '{"device_id":"d","session_id":"s"}'},
+        extra_query={"beta": "true"},
+        extra_body={**GREEDY, "output_config": {"effort": "high"},
+                    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}})
+    assert message.stop_reason in ("end_turn", "max_tokens", "model_context_window_exceeded")
+    assert "".join(b.text for b in message.content if b.type == "text")
+
+
+def test_output_config_format_makes_the_reply_follow_its_schema(client: anthropic.Anthropic, model: str):
+    schema = {"type": "object", "properties": {"capital": {"type": "string"}, "population": {"type": "integer"}},
+              "required": ["capital", "population"], "additionalProperties": False}
+    message = client.messages.create(
+        model=model, max_tokens=200, messages=FRANCE,
+        extra_body={**GREEDY, "output_config": {"format": {"type": "json_schema", "schema": schema}}})
+    (block,) = message.content
+    jsonschema.validate(json.loads(block.text), schema)
 
 
 def test_an_unknown_model_is_a_404_in_anthropic_s_envelope(client: anthropic.Anthropic, model: str):
