@@ -59,11 +59,16 @@ class EventStream:
         chunks: the encoded events; closed early (so the reply is cancelled) when the client leaves.
         on_close: called once the stream is over, however it ended (the reply's model lease released):
             a generator closed before its first chunk never runs its own `finally`.
+        headers: more response headers, lower-case names.
     """
 
-    def __init__(self, chunks: AsyncIterator[bytes], on_close: Callable[[], None] | None = None):
+    CONTENT_TYPE = b"text/event-stream; charset=utf-8"
+
+    def __init__(self, chunks: AsyncIterator[bytes], on_close: Callable[[], None] | None = None,
+                 headers: dict[str, str] | None = None):
         self.chunks = chunks
         self.on_close = on_close
+        self.headers = headers or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         pump = asyncio.ensure_future(self._pump(send))
@@ -87,11 +92,8 @@ class EventStream:
             done()
 
     async def _pump(self, send: Send) -> None:
-        headers = [
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-cache"),
-            (b"x-accel-buffering", b"no"),
-        ]
+        headers = [(b"content-type", self.CONTENT_TYPE), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in self.headers.items()]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         async for chunk in self.chunks:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})

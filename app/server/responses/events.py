@@ -158,12 +158,13 @@ class ReplyEvents:
 
     def _call(self, call: ToolCall) -> list[Event]:
         index, item_id = len(self.output), new_id("fc")
-        whole = call_item(item_id, call, call.arguments, "completed")
+        tools = self.response.tools
+        whole = call_item(item_id, call, call.arguments, "completed", tools)
         self.output.append(whole)
         where = {"item_id": item_id, "output_index": index}
         return [self._event("response.output_item.added", output_index=index,
-                            item=call_item(item_id, call, "", "in_progress")),
+                            item=call_item(item_id, call, "", "in_progress", tools)),
                 self._event("response.function_call_arguments.delta", **where, delta=call.arguments),
-                self._event("response.function_call_arguments.done", **where, name=call.name,
+                self._event("response.function_call_arguments.done", **where, name=whole["name"],
                             arguments=call.arguments),
                 self._event("response.output_item.done", output_index=index, item=whole)]

@@ -20,9 +20,10 @@ HONOURED = frozenset({
 # Identifiers and hints that change nothing in a reply: accepted whatever their value. `max_tool_calls`
 # bounds built-in tools' calls, and this server runs none; `stream_options` only asks for obfuscation
 # padding, which a local server has no use for.
+# `client_metadata` is not in the openai package: Codex CLI sends its session and turn ids in it.
 NO_EFFECT = frozenset({
     "user", "metadata", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "prompt_cache_options",
-    "service_tier", "max_tool_calls", "stream_options",
+    "service_tier", "max_tool_calls", "stream_options", "client_metadata",
 })
 # Fields refused unless they hold the value that changes nothing (None always does).
 _NEUTRAL: dict[str, tuple[Any, ...]] = {

@@ -15,6 +15,7 @@ from typing import Any
 
 from app.server.errors import bad_param
 from app.server.image_parts import ImageFetch, image_part, images_of
+from app.server.responses.tool_list import qualified
 from engine.protocol import ChatMessage, Media, ToolCall
 
 _ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
@@ -126,7 +127,12 @@ def _call(item: dict, param: str) -> ToolCall:
         if not isinstance(value, str) or (key != "arguments" and not value):
             raise bad_param(f"{param}.{key}", f"'{param}.{key}' must be a string: a function_call item has "
                                               "'call_id', 'name' and 'arguments' (JSON text).")
-    return ToolCall(fields["call_id"], fields["name"], fields["arguments"])  # type: ignore[arg-type]
+    namespace = item.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        raise bad_param(f"{param}.namespace", f"'{param}.namespace' must be a string.")
+    # A call to a function of a namespace tool: the model called it by its qualified name (tool_list.py).
+    name = qualified(namespace, fields["name"]) if namespace else fields["name"]  # type: ignore[arg-type]
+    return ToolCall(fields["call_id"], name, fields["arguments"])  # type: ignore[arg-type]
 
 
 def _call_output(item: dict, param: str) -> ChatMessage:

@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from app.server.errors import ApiError
+from app.server.responses.tool_list import ToolList
 from engine.protocol import GenerationStats, ToolCall
 
 
@@ -40,9 +41,15 @@ def message_item(item_id: str, text: str | None, status: str) -> dict[str, Any]:
     return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
 
 
-def call_item(item_id: str, call: ToolCall, arguments: str, status: str) -> dict[str, Any]:
-    return {"id": item_id, "type": "function_call", "call_id": call.id, "name": call.name, "arguments": arguments,
+def call_item(item_id: str, call: ToolCall, arguments: str, status: str,
+              tools: ToolList | None = None) -> dict[str, Any]:
+    """A function_call item; a call to a namespace's function (tool_list.py) carries its namespace apart."""
+    name, namespace = tools.split(call.name) if tools is not None else (call.name, None)
+    item = {"id": item_id, "type": "function_call", "call_id": call.id, "name": name, "arguments": arguments,
             "status": status}
+    if namespace is not None:
+        item["namespace"] = namespace
+    return item
 
 
 def usage(stats: GenerationStats) -> dict[str, Any]:
@@ -58,8 +65,10 @@ class ResponseObject:
     """One response's envelope: its id, model and the request's fields it repeats; `snapshot()` gives the
     Response object as it stands."""
 
-    def __init__(self, model: str, echo: dict[str, Any], encrypted_reasoning: bool = False):
+    def __init__(self, model: str, echo: dict[str, Any], encrypted_reasoning: bool = False,
+                 tools: ToolList | None = None):
         self.id = new_id("resp")
+        self.tools = tools
         self.model = model
         self.echo = echo
         self.encrypted_reasoning = encrypted_reasoning

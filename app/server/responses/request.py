@@ -18,6 +18,7 @@ from app.server.errors import ApiError, bad_param
 from app.server.image_parts import ImageFetch
 from app.server.responses.fields import check_fields
 from app.server.responses.input_items import input_messages, with_tool_names
+from app.server.responses.tool_list import ToolList, tool_list
 from app.server.shape_params import parse_shape
 from app.services.chat_defaults import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from engine.protocol import ChatMessage, ModelInfo, ReplyShape, SamplingParams
@@ -44,6 +45,7 @@ class ResponsesRequest:
         store: Whether the finished response is kept.
         echo: The request's fields the Response object repeats (instructions, tools, text, ...).
         encrypted_reasoning: Reasoning items carry `encrypted_content` (include: reasoning.encrypted_content).
+        tools: The tools the model is offered, and how a call's name maps back to a namespace.
     """
 
     model: str
@@ -55,6 +57,7 @@ class ResponsesRequest:
     store: bool
     echo: dict[str, Any] = field(default_factory=dict)
     encrypted_reasoning: bool = False  # include: reasoning.encrypted_content (Codex CLI asks with store: false)
+    tools: ToolList = field(default_factory=ToolList)
 
 
 # What clients that keep no state on the server (Codex CLI, with store: false) ask for, to send the model's
@@ -85,7 +88,8 @@ def parse_request(body: Any, model: ModelInfo, history: History, fetch: ImageFet
                                              f"'{ENCRYPTED_REASONING}' (no log probabilities, image URLs or tool results).")
     stream = _optional(body, "stream", bool) or False
     store = _optional(body, "store", bool)
-    shape, echo = _shape(body, model)
+    tools = tool_list(body.get("tools"))
+    shape, echo = _shape(body, model, tools)
     if not model.vision and any(m.media for m in new_turns):
         raise ApiError(400, f"The model '{model.name}' cannot see images: it was loaded without a projector "
                             "(start `tailor serve` with a vision model and its --mmproj).", param="input",
@@ -102,7 +106,7 @@ def parse_request(body: Any, model: ModelInfo, history: History, fetch: ImageFet
                 metadata=body.get("metadata") if isinstance(body.get("metadata"), dict) else {},
                 user=body.get("user") if isinstance(body.get("user"), str) else None)
     return ResponsesRequest(name, (*system, *conversation), conversation, sampling, shape, stream, store is not False,
-                            echo, ENCRYPTED_REASONING in include)
+                            echo, ENCRYPTED_REASONING in include, tools)
 
 
 def _sampling(body: dict, n_ctx: int) -> SamplingParams:
@@ -119,9 +123,9 @@ def _sampling(body: dict, n_ctx: int) -> SamplingParams:
     return SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
 
 
-def _shape(body: dict, model: ModelInfo) -> tuple[ReplyShape, dict[str, Any]]:
+def _shape(body: dict, model: ModelInfo, offered: ToolList) -> tuple[ReplyShape, dict[str, Any]]:
     """The reply's shape, and the fields as the Response object repeats them."""
-    tools = _tools(body.get("tools"))
+    tools = offered.functions
     choice = _tool_choice(body.get("tool_choice"))
     parallel = _optional(body, "parallel_tool_calls", bool)
     text_format = _text(body.get("text"))
@@ -137,31 +141,13 @@ def _shape(body: dict, model: ModelInfo) -> tuple[ReplyShape, dict[str, Any]]:
     try:
         shape = parse_shape(chat_body, model)
     except ApiError as error:
-        raise _renamed(error) from None
+        raise _renamed(error, offered.params) from None
     echo_tools = [{"type": "function", "name": t["name"], "description": t.get("description"),
                    "parameters": t.get("parameters"), "strict": t.get("strict") is not False} for t in tools]
     echo = {"tools": echo_tools, "tool_choice": choice if choice is not None else "auto",
             "parallel_tool_calls": parallel is not False, "text": {"format": text_format or {"type": "text"}},
             "reasoning": {"effort": effort, "summary": summary}}
     return shape, echo
-
-
-def _tools(value: Any) -> list[dict]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise bad_param("tools", "'tools' must be an array of function tools.")
-    for i, tool in enumerate(value):
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if kind != "function":
-            what = f"'{kind}' tools are not available here" if isinstance(kind, str) else "A tool needs a 'type'"
-            raise bad_param(f"tools[{i}]", f"{what}: this server runs no built-in tools (web search, file search, "
-                                           "code, MCP...); give functions: {\"type\": \"function\", \"name\": ..., "
-                                           "\"parameters\": {...}}.")
-        for key in ("defer_loading", "allowed_callers", "output_schema"):
-            if tool.get(key) not in (None, False):
-                raise bad_param(f"tools[{i}].{key}", f"A function's '{key}' is not supported by this server.")
-    return value
 
 
 def _tool_choice(value: Any) -> str | dict | None:
@@ -239,10 +225,11 @@ def _reasoning(value: Any) -> tuple[str | None, str | None]:
 _CHAT_TOOL = re.compile(r"tools\[(\d+)\]\.function")
 
 
-def _renamed(error: ApiError) -> ApiError:
-    """A refusal of the chat API's shape rules, in the Responses API's field names."""
+def _renamed(error: ApiError, params: tuple[str, ...] = ()) -> ApiError:
+    """A refusal of the chat API's shape rules, in the Responses API's field names (`params`: where each of
+    the chat API's tools was in the request)."""
     def rename(text: str) -> str:
-        text = _CHAT_TOOL.sub(r"tools[\1]", text)
+        text = _CHAT_TOOL.sub(lambda m: params[int(m[1])] if int(m[1]) < len(params) else f"tools[{m[1]}]", text)
         text = text.replace("response_format.json_schema", "text.format").replace("response_format", "text.format")
         return text.replace("reasoning_effort", "reasoning.effort")
 

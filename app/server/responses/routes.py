@@ -9,6 +9,7 @@ is kept (store.py) unless the request said `store: false`.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,6 +29,7 @@ from app.server.responses.input_items import has_input_images
 from app.server.responses.output import ResponseObject
 from app.server.responses.request import ResponsesRequest, parse_request
 from app.server.responses.store import ResponseStore, stored
+from app.server.responses.tool_list import TOOLS_LEFT_OUT
 from app.server.streaming import EventStream
 from engine.protocol import ChatMessage, Done, Error, Event, ModelInfo, Token
 
@@ -39,6 +41,8 @@ def routes(router: ModelRouter, config: ServerConfig, store: ResponseStore | Non
         Route("/v1/responses", api.create, methods=["POST"]),
         Route("/v1/responses/{response_id}", api.stored, methods=["GET", "DELETE"]),
     ]
+
+log = logging.getLogger(__name__)
 
 
 def _error(error: ApiError) -> Response:
@@ -66,16 +70,20 @@ class _ResponsesApi:
                                        lambda info: self._parse(body, info))
         except ApiError as error:
             return _error(error)
-        reply = ReplyEvents(ResponseObject(lease.id, params.echo, params.encrypted_reasoning))
+        reply = ReplyEvents(ResponseObject(lease.id, params.echo, params.encrypted_reasoning, params.tools))
+        left_out = params.tools.left_out
+        headers = {TOOLS_LEFT_OUT: ", ".join(left_out)} if left_out else None
+        if left_out:
+            log.info("response of %s: hosted tools left out (this server runs none): %s", lease.id, ", ".join(left_out))
         events = lease.generate(params.messages, params.sampling, None, params.shape, api="responses")
 
         async def whole(first: Event, events: AsyncIterator[Event]) -> Response:
             result = await self._collect(params, reply, first, events)
-            return _error(result) if isinstance(result, ApiError) else JSONResponse(result)
+            return _error(result) if isinstance(result, ApiError) else JSONResponse(result, headers=headers)
 
         return await answer(request, lease, events, stream=params.stream, whole=whole, refuse=_error,
                             streamed=lambda first, events: EventStream(self._stream(params, reply, first, events),
-                                                                       on_close=lease.release))
+                                                                       on_close=lease.release, headers=headers))
 
     async def _parse(self, body: Any, info: ModelInfo) -> ResponsesRequest:
         if has_input_images(body):  # decoding images takes a while: not on the event loop

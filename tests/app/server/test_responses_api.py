@@ -273,10 +273,24 @@ def test_a_field_is_honoured_or_refused_by_name(server: ServerThread, model: str
         assert answer.json()["error"]["param"].split("[")[0] == field
 
 
+def test_codex_cli_s_client_metadata_is_taken(server: ServerThread, model: str):
+    # Not a field of the openai package: Codex CLI 0.171 sends its session and turn ids in it (captured).
+    body = {"model": model, "input": FRANCE, "max_output_tokens": 4, "temperature": 0, "store": False,
+            "client_metadata": {"thread_id": "t", "x-codex-turn-metadata": '{"turn_id": "u"}', "session_id": "t"}}
+    answer = httpx.post(f"{server.url}/responses", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+
+
 @pytest.mark.parametrize(("extra", "param"), [
     ({"top_k": 5}, "top_k"),
-    ({"tools": [{"type": "web_search"}]}, "tools[0]"),
-    ({"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "tools[0]"),
+    ({"tools": [{"type": "namespace", "name": "agents", "description": "d", "tools": []}]}, "tools[0].tools"),
+    ({"tools": [{"type": "namespace", "name": "agents", "description": "d",
+                 "tools": [{"type": "web_search"}]}]}, "tools[0].tools[0]"),
+    ({"tools": [{"type": "namespace", "name": "a" * 40, "description": "d",
+                 "tools": [{**WEATHER, "name": "b" * 30}]}]}, "tools[0].tools[0].name"),
+    ({"tools": [WEATHER, {"type": "namespace", "name": "agents", "description": "d",
+                          "tools": [{**WEATHER, "name": "spawn", "parameters": {"type": "strng"}}]}]},
+     "tools[1].tools[0].parameters"),
     ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]"),
     ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "file-1"}]}]}, "input[0].content[0]"),
     ({"input": [{"role": "robot", "content": "hi"}]}, "input[0].role"),
@@ -391,6 +405,52 @@ def test_a_function_call_round_trip(qwen3: openai.OpenAI):
     assert chained.usage.input_tokens == second.usage.input_tokens and chained.output_text
     # The call and its result were rendered into the prompt (as <tool_call> and <tool_response> blocks).
     assert second.usage.input_tokens > alone.usage.input_tokens + 20
+
+
+NAMESPACE = {"type": "namespace", "name": "forecast", "description": "Weather services.", "tools": [WEATHER]}
+
+
+def test_a_namespace_s_function_is_called_by_its_name_and_namespace_and_goes_round(qwen3: openai.OpenAI):
+    # Codex CLI groups its sub-agent tools in a namespace: the model sees forecast__get_weather, the client
+    # gets name and namespace apart, and gives them back so.
+    model = served_model(qwen3)
+    first = qwen3.responses.create(model=model, input=ASK, tools=[TIME, NAMESPACE],
+                                   tool_choice={"type": "function", "name": "forecast__get_weather"},
+                                   parallel_tool_calls=False, temperature=0, reasoning={"effort": "none"})
+    (call,) = [item for item in first.output if item.type == "function_call"]
+    assert (call.name, call.namespace) == ("get_weather", "forecast")
+    _check(call)
+    streamed = strict_stream(qwen3, model=model, input=ASK, tools=[TIME, NAMESPACE], temperature=0,
+                             tool_choice={"type": "function", "name": "forecast__get_weather"},
+                             parallel_tool_calls=False, reasoning={"effort": "none"})
+    items = [e["item"] for e in streamed if e["type"] == "response.output_item.added"]
+    assert [(i["name"], i["namespace"]) for i in items] == [("get_weather", "forecast")]
+    done = [e for e in streamed if e["type"] == "response.function_call_arguments.done"]
+    assert [e["name"] for e in done] == ["get_weather"]
+    result = {"type": "function_call_output", "call_id": call.call_id, "output": "18 degrees and sunny"}
+    given_back = [{"role": "user", "content": ASK}, call.model_dump(exclude_none=True), result]
+    second = qwen3.responses.create(model=model, tools=[TIME, NAMESPACE], tool_choice="none", temperature=0,
+                                    max_output_tokens=20, reasoning={"effort": "none"}, input=given_back)
+    chained = qwen3.responses.create(model=model, tools=[TIME, NAMESPACE], tool_choice="none", temperature=0,
+                                     max_output_tokens=20, reasoning={"effort": "none"}, input=[result],
+                                     previous_response_id=first.id)
+    # The same prompt either way: the call given back was qualified again as the model had made it.
+    assert second.usage.input_tokens == chained.usage.input_tokens
+
+
+def test_hosted_tools_are_left_out_and_the_response_says_so(qwen3: openai.OpenAI):
+    model = served_model(qwen3)
+    hosted = [{"type": "web_search", "external_web_access": False}, {"type": "file_search", "vector_store_ids": ["v"]}]
+    raw = qwen3.responses.with_raw_response.create(model=model, input=ASK, tools=[WEATHER, *hosted], temperature=0,
+                                                   max_output_tokens=4, reasoning={"effort": "none"})
+    assert raw.headers["x-tailor-tools-left-out"] == "web_search, file_search"
+    assert [t.type for t in raw.parse().tools] == ["function"]
+    alone = qwen3.responses.create(model=model, input=ASK, tools=[WEATHER], temperature=0, max_output_tokens=4,
+                                   reasoning={"effort": "none"})
+    assert raw.parse().usage.input_tokens == alone.usage.input_tokens  # the model was offered the function alone
+    with pytest.raises(openai.BadRequestError) as caught:  # a request that insists on one is still refused
+        qwen3.responses.create(model=model, input=ASK, tools=hosted, tool_choice={"type": "web_search_preview"})
+    assert caught.value.body["param"] == "tool_choice"
 
 
 def test_a_streamed_call_comes_as_function_call_events(qwen3: openai.OpenAI):
