@@ -6,7 +6,7 @@ library, in an engine process of its own), streamed requests through the real se
   (a switch) against a request to the same model again, both with their prompts warm in their own
   prefix cache; the difference of the medians is what switching adds to TTFT, target <= 5 ms;
 - back to back: a request to a model sent as soon as its previous reply ended, against one sent after its
-  engine had been idle a while (its after-reply work, the next turn's warm-up, done), alternating; the
+  engine had been idle 2 s (its after-reply work, the next turn's warm-up, done), alternating; the
   ratio of the medians, target <= 1.0 (the after-reply work waits for a request that comes at once,
   engine/host.py);
 - loading on demand: the first request to a third model, C, not loaded: its TTFT against the load time the
@@ -40,7 +40,7 @@ from tests.bench.server import NODELAY, through_server
 PAIRS = 12
 MAX_TOKENS = 8
 # Longer than the engine's grace and its after-reply work (engine/host.py's AFTER_REPLY_GRACE_S).
-IDLE_GAP_S = 1.0
+IDLE_GAP_S = 2.0
 
 
 def main() -> None:
