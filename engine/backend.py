@@ -69,9 +69,10 @@ class Backend(Protocol):
         cannot embed); the host steps the job to its end."""
         ...
 
-    def idle(self) -> int:
+    def idle(self, interrupted: Callable[[], bool] = lambda: False) -> int:
         """Work worth doing while nothing runs or waits (a finished chat's next turn, prefilled); how much
-        was done (0: nothing to do). Called between requests: it must be short."""
+        was done (0: nothing to do). Called between requests: it stops soon after `interrupted()` turns
+        true (a request waits), leaving the rest for the next call."""
         ...
 
 

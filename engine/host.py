@@ -51,6 +51,12 @@ MEMORY_REPORT_INTERVAL_S = 0.4
 # While idle with a model loaded, memory is looked at this often and reported when it changed
 # (the prefix cache's disk tier is written in the background; other programs come and go).
 IDLE_CHECK_S = 1.0
+# After the last reply ended, the backend's idle work (the next turn's warm-up) waits this long for a
+# request first: a program's next call comes within milliseconds of the reply's end (an API client's, a
+# tool round's) and starts at once, instead of behind 50 ms of warm-up (or seconds, for a reasoning
+# answer); a person's next message comes seconds later, and finds the turn warm. Long enough that the
+# warm-up of one engine does not land on the cores while a program's burst of requests to another runs.
+AFTER_REPLY_GRACE_S = 1.0
 # Free memory and the rest of the process move a little all the time; smaller moves are no change.
 MEMORY_NOISE_BYTES = 16 << 20
 # Streamed text is sent in pieces at most this often: no eye sees faster updates, and on
@@ -101,6 +107,8 @@ class EngineHost:
         self._replies: dict[int, _ReplyOut] = {}  # replies running in the backend, by request id
         self._embeds: deque[tuple[int, EmbedJob]] = deque()  # embedding requests under way, oldest first
         self._last_step_report = 0.0
+        self._after_reply = False  # the last reply ended: its memory report is due
+        self._idle_work = False  # the backend's idle work is due (after the grace)
         self._stopping = False  # told to shut down: replies still running are cancelled
         self._loads = LoadWatch(self._send)  # the loads' progress and cancels
 
@@ -108,9 +116,9 @@ class EngineHost:
         threading.Thread(target=self._receive, args=(requests,), name="engine-requests", daemon=True).start()
         while True:
             busy = bool(self._replies or self._embeds)
+            self._take_requests(wait=False)
             if not busy and not self._queue:
-                self._idle()
-            self._take_requests(wait=not busy and not self._queue)
+                self._wait_idle()
             if not self._run_queue():
                 return
             if self._replies:
@@ -118,29 +126,48 @@ class EngineHost:
             if self._embeds:  # one batch of the oldest, between two of the replies'
                 self._embed_step()
 
+    def _wait_idle(self) -> None:
+        """Nothing runs or waits: wait for a request. After a reply: its memory report, then a request that
+        comes within the grace starts first; then the backend's idle work (next_turn.py), which gives way to
+        a request that arrives meanwhile (between two of its chunks)."""
+        if self._after_reply:  # sent once nothing waits: a request already there started first
+            self._after_reply, self._idle_work = False, True
+            if self._backend is not None:
+                self._send_memory(self._backend.memory())
+        if self._idle_work:
+            if self._take_requests(wait=True, timeout=AFTER_REPLY_GRACE_S):
+                return
+            self._idle_work = False
+            self._idle()
+            if not self._inbox.empty():  # cut short: the rest waits for the next idle moment
+                self._idle_work = True
+                return
+        if not self._take_requests(wait=True, timeout=IDLE_CHECK_S):
+            self._report_if_changed()
+
     def _idle(self) -> None:
-        """The backend's idle work (next_turn.py), before waiting; a failure is only logged: it warms no more."""
+        """The backend's idle work until a request arrives; a failure is only logged: it warms no more."""
         if self._backend is None:
             return
         try:
-            if self._backend.idle():
+            if self._backend.idle(lambda: not self._inbox.empty()):
                 self._send_memory(self._backend.memory())
         except Exception:  # noqa: BLE001 - idle work must never take the engine down
             log.exception("idle work failed")
 
-    def _take_requests(self, wait: bool) -> None:
-        """Move what arrived from the inbox to the queue; `wait`: block a while for the first (idle)."""
+    def _take_requests(self, wait: bool = False, timeout: float = IDLE_CHECK_S) -> bool:
+        """Move what arrived from the inbox to the queue; `wait`: block up to `timeout` for the first.
+        Whether anything came."""
         if wait:
             try:
-                self._queue.append(self._inbox.get(timeout=IDLE_CHECK_S))
+                self._queue.append(self._inbox.get(timeout=timeout))
             except Empty:
-                self._report_if_changed()
-                return
+                return False
         while True:
             try:
                 self._queue.append(self._inbox.get_nowait())
             except Empty:
-                return
+                return bool(self._queue)
 
     def _run_queue(self) -> bool:
         """Handle queued requests in order while they can run now; False once told to shut down."""
@@ -287,8 +314,11 @@ class EngineHost:
                 self._send(Error(outcome.kind, str(outcome), rid))  # type: ignore[arg-type]
             else:
                 self._send(outcome)
+        if not self._replies:  # reported once nothing waits: a request already there starts first
+            self._after_reply = True
+            return
         now = time.monotonic()
-        if not self._replies or now - self._last_step_report >= MEMORY_REPORT_INTERVAL_S:
+        if now - self._last_step_report >= MEMORY_REPORT_INTERVAL_S:
             self._last_step_report = now
             self._send_memory(backend.memory())
 

@@ -449,9 +449,9 @@ class GgufBackend:
                 self._next_turns.finished(FinishedTurn(r.slot, seqs.tokens_of(r.slot), r.request, r.outcome))
         return [(r.request.request_id, r.outcome) for r in ended if r.outcome is not None]
 
-    def idle(self) -> int:
+    def idle(self, interrupted: Callable[[], bool] = lambda: False) -> int:
         """Work for a moment with nothing to run: each chat that just ended gets its next turn's history
-        prefilled (next_turn.py); how many tokens that took."""
+        prefilled (next_turn.py), until `interrupted()` (a request waits); how many tokens that took."""
         if self._prefixes is None or self.running:
             return 0
 
@@ -462,7 +462,7 @@ class GgufBackend:
             return next_turn_tokens(render, self._tokenize, turn)
 
         try:
-            return self._next_turns.warm(self._prefixes, tokens_of)
+            return self._next_turns.warm(self._prefixes, tokens_of, interrupted)
         except RuntimeError:  # llama_decode failed outright: what the cache holds is no longer known
             log.exception("prefilling a next turn failed")
             self._prefixes.seqs.clear()

@@ -172,7 +172,7 @@ class TorchBackend:
                 engine.step()
         return self._outcomes(ended)
 
-    def idle(self) -> int:
+    def idle(self, interrupted: Callable[[], bool] = lambda: False) -> int:
         """Nothing to warm between requests: a finished reply's blocks stay in the prefix cache as they are."""
         return 0
 

@@ -5,6 +5,10 @@ library, in an engine process of its own), streamed requests through the real se
 - switching: requests alternate A A B B A A B B ...; a request to the other model than the last one
   (a switch) against a request to the same model again, both with their prompts warm in their own
   prefix cache; the difference of the medians is what switching adds to TTFT, target <= 5 ms;
+- back to back: a request to a model sent as soon as its previous reply ended, against one sent after its
+  engine had been idle 2 s (its after-reply work, the next turn's warm-up, done), alternating; the
+  ratio of the medians, target <= 1.0 (the after-reply work waits for a request that comes at once,
+  engine/host.py);
 - loading on demand: the first request to a third model, C, not loaded: its TTFT against the load time the
   pool logged plus the TTFT of a cold prompt on a loaded model: what a load costs beyond the load itself.
 
@@ -35,6 +39,8 @@ from tests.bench.server import NODELAY, through_server
 
 PAIRS = 12
 MAX_TOKENS = 8
+# Longer than the engine's grace and its after-reply work (engine/host.py's AFTER_REPLY_GRACE_S).
+IDLE_GAP_S = 2.0
 
 
 def main() -> None:
@@ -74,6 +80,16 @@ def run(http: httpx.Client, url: str, pool: ModelPool) -> None:
     print(f"switching between two loaded models: TTFT {statistics.median(switched) * 1000:.1f} ms after the "
           f"other model, {statistics.median(same) * 1000:.1f} ms after the same one: +{switch_ms:.1f} ms "
           f"(target <= 5 ms; medians of {PAIRS})")
+
+    back_to_back, after_idle = [], []
+    for _ in range(PAIRS):
+        through_server(http, url, a, MAX_TOKENS)
+        back_to_back.append(through_server(http, url, a, MAX_TOKENS)["ttft_s"])
+        time.sleep(IDLE_GAP_S)
+        after_idle.append(through_server(http, url, a, MAX_TOKENS)["ttft_s"])
+    b2b, idle = statistics.median(back_to_back), statistics.median(after_idle)
+    print(f"back to back: TTFT {b2b * 1000:.1f} ms right after the model's last reply, {idle * 1000:.1f} ms after "
+          f"{IDLE_GAP_S:.0f} s idle: ratio {b2b / idle:.2f} (target <= 1.0; medians of {PAIRS})")
 
     cold_loaded = cold_prompt(http, url, a)
     t0 = time.perf_counter()

@@ -10,6 +10,7 @@ import pytest
 
 from engine.backend import BackendError
 from engine.client import EngineClient
+from engine.gguf import next_turn
 from engine.gguf.backend import GgufBackend
 from engine.gguf.next_turn import FinishedTurn, next_turn_tokens
 from engine.protocol import (
@@ -19,6 +20,7 @@ from engine.protocol import (
     GenerationStats,
     Loaded,
     LoadRequest,
+    MemoryReport,
     ReplyShape,
     SamplingParams,
 )
@@ -118,9 +120,7 @@ def test_the_history_is_cut_where_the_next_message_begins():
     assert "".join(map(chr, tokens)) == "<user>What is the capital of France?</user><assistant>Paris.</assistant><user>"
 
 
-def test_the_engine_process_warms_the_next_turn_before_it_takes_the_next_request(
-    format_models: Callable[[str], Path], tmp_path: Path
-):
+def test_the_engine_process_warms_the_next_turn_once_idle(format_models: Callable[[str], Path], tmp_path: Path):
     client = EngineClient(log_path=tmp_path / "engine.log")
     client.start()
     try:
@@ -128,7 +128,10 @@ def test_the_engine_process_warms_the_next_turn_before_it_takes_the_next_request
         assert isinstance(wait_for(client, (Loaded,)), Loaded)
         first = collect(client, client.generate(list(FIRST), GREEDY, shape=THINKING))
         assert isinstance(first.end, Done) and first.end.reasoning
-        # Sent at once after the reply: the host still prefills the next turn before it takes this.
+        # Once idle (no request came within the grace), the host reports the reply's end, warms the next
+        # turn, and reports what that holds: the second report comes after the warm-up.
+        assert isinstance(wait_for(client, (MemoryReport,)), MemoryReport)
+        assert isinstance(wait_for(client, (MemoryReport,)), MemoryReport)
         second = collect(client, client.generate([*FIRST, ChatMessage("assistant", first.end.text), NEW], GREEDY,
                                                  shape=THINKING))
         assert isinstance(second.end, Done)
@@ -136,6 +139,37 @@ def test_the_engine_process_warms_the_next_turn_before_it_takes_the_next_request
         assert stats.prompt_tokens - stats.cached_tokens < 20
     finally:
         client.shutdown()
+
+
+def test_a_warm_up_cut_short_goes_on_where_it_stopped(backend: GgufBackend, starter_model: Path,
+                                                     monkeypatch: pytest.MonkeyPatch):
+    """Interrupted between chunks (a request came), the warm-up leaves the slot part way and the next idle
+    moment goes on from there: the cells are the very ones a cold prompt computes."""
+    monkeypatch.setattr(next_turn, "WARM_CHUNK", 2)
+    backend.load(LoadRequest(str(starter_model), n_ctx=2048))
+    plain = ReplyShape()
+    long = SamplingParams(temperature=0.0, max_tokens=64, seed=1)
+    # Not FIRST: the RAM tier may hold that history from another test of the module.
+    opening = (ChatMessage("system", "You are a history tutor. " * 12), ChatMessage("user", "Who built Rome?"))
+    first = _ask(backend, opening, plain, long)
+    history = (*opening, ChatMessage("assistant", first.text), ChatMessage("user", "And Carthage?"))
+    assert backend.idle(lambda: True) == 0  # a request already waits: nothing starts
+    pieces = []
+    while warmed := backend.idle(_after_one_chunk()):
+        pieces.append(warmed)
+    assert len(pieces) >= 3 and set(pieces[:-1]) == {2}
+    warm = _ask(backend, history, plain, long)
+    assert warm.stats.prompt_tokens - warm.stats.cached_tokens < 12
+    backend._prefixes.seqs.clear()  # noqa: SLF001 - cold: nothing cached
+    cold = _ask(backend, history, plain, long)
+    assert cold.stats.cached_tokens == 0
+    assert warm.text == cold.text and len(warm.text) > 20
+
+
+def _after_one_chunk() -> Callable[[], bool]:
+    """An `interrupted` that a request makes true once the warm-up has started: one chunk is prefilled."""
+    answers = iter([False])
+    return lambda: next(answers, True)
 
 
 def _next_turn(backend: GgufBackend, messages, done: Done) -> list[int]:
