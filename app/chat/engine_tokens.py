@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from engine.interface import EngineNotRunning
 from engine.interface import TokenCounter as EngineCounter
 from engine.protocol import ChatMessage, Error, Event, TokenCount
 
@@ -38,7 +39,10 @@ class EngineTokens:
             answer.append(event)
             answered.set()
 
-        self.engine.count_tokens(messages, on_event=on_event)
+        try:
+            self.engine.count_tokens(messages, on_event=on_event)
+        except EngineNotRunning as exc:
+            raise TokenCountFailed(f"the engine could not count tokens ({exc})") from None
         if not answered.wait(self.timeout):
             raise TokenCountFailed(f"the engine did not count tokens within {self.timeout:.0f} s")
         event = answer[0]
