@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.chat.engine_history import step_messages
+from app.cli.chat_documents import MessageDocuments, add_document_arguments
 from app.cli.chat_media import add_media_arguments, message_media
 from app.cli.chat_tools import CliTools, add_tool_arguments
 from app.cli.errors import CliError
@@ -97,6 +98,7 @@ def add_chat_parser(subparsers: Any) -> None:
         "a .gguf file for a GGUF model",
     )
     add_media_arguments(chat)
+    add_document_arguments(chat)
     add_projector_argument(chat)
     chat.add_argument(
         "--gpu-memory-fraction", type=_fraction, default=0.9, metavar="F",
@@ -125,6 +127,9 @@ def run_chat(args: argparse.Namespace) -> int:
         if args.image or args.audio or args.mmproj:
             raise CliError("--image, --audio and --mmproj are for a model this machine loads, not for --endpoint's "
                            "server")
+        if args.file or args.knowledge:
+            raise CliError("--file and --knowledge are for a model this machine loads (its tokenizer says what "
+                           "fits), not for --endpoint's server")
         from app.cli.remote_chat import run_remote_chat
 
         return run_remote_chat(args)
@@ -143,6 +148,7 @@ def run_chat(args: argparse.Namespace) -> int:
         temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed
     )
     paths = AppPaths.default()
+    documents = MessageDocuments.read(args, paths.data_dir)  # refused files are one line before any load
     configure_logging(paths.app_log)
     client = EngineClient(log_path=paths.engine_log)
     try:
@@ -155,6 +161,8 @@ def run_chat(args: argparse.Namespace) -> int:
         client.load(planned.request)
         info = _wait_loaded(client)
         print(f"tailor: {_loaded_line(info, args.ctx is None, planned.plan)}", file=sys.stderr)
+        if documents is not None:
+            messages = documents.into(messages, client, info.n_ctx, args.max_tokens)
         with CliTools.opened(args, paths, info, CliError) as tools:
             done = _reply(client, messages, sampling, tools.shaped(shape) if tools else shape, tools)
         memory = final_report(client) if args.mem else None
@@ -162,6 +170,8 @@ def run_chat(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     finally:
         client.shutdown()
+        if documents is not None:
+            documents.close()
     sys.stdout.write("\n")
     if args.json:
         sys.stdout.write(json.dumps(done.stats.as_dict()) + "\n")

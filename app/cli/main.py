@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("app.cli.chats", "add_chats_parsers"),
     "import": ("app.cli.chats", "add_chats_parsers"),
     "mcp": ("app.cli.mcp", "add_mcp_parser"),
+    "index": ("app.cli.index", "add_index_parser"),
 }
 
 

@@ -99,6 +99,7 @@ def has_image_parts(body: Any, kinds: tuple[str, ...] = ("image_url",)) -> bool:
 
 
 def has_media_parts(body: Any) -> bool:
-    """Whether a chat request carries any image or audio part (`input_audio`: a clip is decoded and resampled,
-    seconds for a long one): its decoding then runs off the event loop."""
-    return has_image_parts(body, ("image_url", "input_audio"))
+    """Whether a chat request carries any image, audio or file part (`input_audio`: a clip is decoded and
+    resampled, seconds for a long one; `file`: a document is read and chunked): its reading then runs off the
+    event loop."""
+    return has_image_parts(body, ("image_url", "input_audio", "file"))

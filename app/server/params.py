@@ -14,6 +14,7 @@ from typing import Any
 from app.server.audio_parts import audio_part, check_clips
 from app.server.errors import ApiError, bad_param
 from app.server.field_policy import check_fields
+from app.server.file_parts import Attached, file_part, with_documents
 from app.server.image_parts import ImageFetch, image_part, images_of
 from app.server.shape_params import message_tool_calls, parse_shape, tool_message_id
 from app.services.chat_defaults import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
@@ -53,13 +54,19 @@ def parse_chat(body: Any, model: ModelInfo, fetch_image: ImageFetch | None = Non
             400, f"The conversation has {len(messages)} messages; a context of {n_ctx} tokens cannot hold them.",
             param="messages", code="context_length_exceeded",
         )
-    parsed = _named_tool_turns([_message(m, i, model, fetch_image) for i, m in enumerate(messages)])
+    attached: list[Attached] = []
+    parsed = _named_tool_turns([_message(m, i, model, fetch_image, attached) for i, m in enumerate(messages)])
     if not model.vision and any(media.kind == "image" for m in parsed for media in m.media):
         raise ApiError(400, f"The model '{model.name}' cannot see images: it was loaded without a projector "
                             "(start `tailor serve` with a vision model and its --mmproj).", param="messages",
                        code="model_not_multimodal")
     shape = parse_shape(body, model)
-    return _common(body, n_ctx, messages=parsed, prompt=None, shape=shape)
+    params = _common(body, n_ctx, messages=parsed, prompt=None, shape=shape)
+    if not attached:
+        return params
+    asked = body.get("max_completion_tokens") or body.get("max_tokens")
+    return replace(params, messages=with_documents(params.messages, attached, n_ctx,
+                                                   params.sampling.max_tokens if asked else None))
 
 
 def parse_completion(body: Any, model: ModelInfo) -> CompletionParams:
@@ -128,7 +135,9 @@ def _object(body: Any) -> dict:
     return body
 
 
-def _message(item: Any, index: int, model: ModelInfo, fetch_image: ImageFetch | None = None) -> ChatMessage:
+def _message(item: Any, index: int, model: ModelInfo, fetch_image: ImageFetch | None = None,
+             attached: list[Attached] | None = None) -> ChatMessage:
+    """One message checked; the documents of its `file` parts are added to `attached` (with its index)."""
     param = f"messages[{index}]"
     if not isinstance(item, dict):
         raise bad_param(param, f"'{param}' must be an object with 'role' and 'content'.")
@@ -141,24 +150,28 @@ def _message(item: Any, index: int, model: ModelInfo, fetch_image: ImageFetch | 
         content = ""
     media: tuple[Media, ...] = ()
     if isinstance(content, list):
-        texts, images, clips = [], [], []
+        texts, images, clips, documents = [], [], [], []
         check_clips(content, f"{param}.content")
         for j, part in enumerate(content):
             kind = part.get("type") if isinstance(part, dict) else None
             if kind == "text" and isinstance(part.get("text"), str):
                 texts.append(part["text"])
-            elif kind in ("image_url", "input_audio") and role != "user":
-                what = "Images go" if kind == "image_url" else "Audio goes"
+            elif kind in ("image_url", "input_audio", "file") and role != "user":
+                what = {"image_url": "Images go", "input_audio": "Audio goes", "file": "Files go"}[kind]
                 raise bad_param(f"{param}.content[{j}]", f"{what} in user messages.")
             elif kind == "image_url":
                 images.append(image_part(part, f"{param}.content[{j}]", fetch_image))
             elif kind == "input_audio":
                 clips.append(audio_part(part, f"{param}.content[{j}]", model))
+            elif kind == "file":
+                documents.append(file_part(part, f"{param}.content[{j}]"))
             else:
-                raise bad_param(f"{param}.content[{j}]", "Content parts must be text, image_url or input_audio "
-                                                         "parts (this server takes no files).")
+                raise bad_param(f"{param}.content[{j}]", "Content parts must be text, image_url, input_audio or "
+                                                         "file parts.")
         content = "".join(texts)
         media = images_of(images, f"{param}.content") + tuple(clips)  # the images, then the clips
+        if documents and attached is not None:
+            attached.append(Attached(index, tuple(documents)))
     if not isinstance(content, str):
         raise bad_param(f"{param}.content", f"'{param}.content' must be a string or an array of content parts.")
     name = item.get("name")

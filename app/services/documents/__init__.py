@@ -18,6 +18,9 @@ one, is passed in as a plain function that counts tokens).
                  path and character offsets
   index/         the SQLite index: documents keyed by content hash, chunks, FTS5 with BM25; the seam
                  where a vector ranking will be fused in
-  folder.py      a folder walked (no links followed) and indexed one file at a time, with progress and
-                 a cancel flag
+  indexing.py    a folder walked (walk.py: no links followed) and indexed one file at a time, with progress
+                 and a cancel flag
+  knowledge.py   named indexes in the data folder (`tailor index FOLDER --name NAME`, `--knowledge NAME`)
+
+What of them goes into a message (whole, or passages cited as [n]) is app/chat/document_context.py's.
 """
