@@ -11,7 +11,9 @@ median of the rounds:
 - TTFT of a short new prompt (streamed; a new prompt each time, so no cache holds it);
 - prefill of a 2,000-token prompt (streamed, its TTFT → tok/s of prompt);
 - a chat's next turn: TTFT of turn 2 after turn 1 (where the cached prefix should pay).
-Where llama-server cannot be built here, Tailor's figures alone, with the reason.
+Then which of llama-server's n-gram drafting types is fastest on the rewrite here: each in a server of its own,
+the rewrite three times (median). Where llama-server cannot be built here, Tailor's figures alone, with the
+reason.
 
     python -m tests.bench.vs_llama_server
 """
@@ -174,6 +176,30 @@ def start_servers(stack: ExitStack, home: Path) -> tuple[list[Server], str | Non
     return servers, why_not
 
 
+NGRAM_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+
+
+def ngram_types(home: Path) -> None:
+    """The rewrite's tok/s under each of llama-server's n-gram drafting types, one server at a time."""
+    binary = built()
+    model = starter_model_path()
+    rates = {}
+    with httpx.Client(transport=httpx.HTTPTransport(socket_options=NODELAY), timeout=600) as http:
+        for kind in ("none", *NGRAM_TYPES):
+            port = free_port()
+            command = [str(binary), "-m", str(model), "-c", str(CTX), "-np", "4", "--host", "127.0.0.1",
+                       "--port", str(port), "--spec-type", kind]
+            with running(command, f"http://127.0.0.1:{port}/health", home / f"llama-server-{kind}.log"):
+                server = Server(kind, f"http://127.0.0.1:{port}/v1", model.stem)
+                ask(http, server, user("Say hi."), 8)
+                for _ in range(ROUNDS):
+                    rewrite(http, server, 0)
+                rates[kind] = server.median("rewrite 110 words, tok/s")
+    best = max(NGRAM_TYPES, key=lambda k: rates[k] or 0)
+    print("llama-server's --spec-type on the rewrite, tok/s (medians of 3): "
+          + ", ".join(f"{k} {v:.1f}" for k, v in rates.items()) + f"; fastest: {best}")
+
+
 def report(servers: list[Server], why_not: str | None) -> None:
     tasks = list(servers[-1].figures)
     names = [s.name for s in servers]
@@ -206,6 +232,9 @@ def main() -> None:
                         task(http, server, round_)
                 print(f"  round {round_ + 1} of {ROUNDS} done", flush=True)
         report(servers, why_not)
+    if why_not is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            ngram_types(Path(tmp))
 
 
 if __name__ == "__main__":
