@@ -9,7 +9,7 @@ median of the rounds:
 - four at once: four different 200-token requests together, aggregate tok/s;
 - rewrite: a 110-word text repeated word for word (where drafting pays), tok/s;
 - TTFT of a short new prompt (streamed; a new prompt each time, so no cache holds it);
-- prefill of a 2,000-token prompt (streamed, its TTFT → tok/s of prompt);
+- prefill of a 1,755-token prompt (streamed, its TTFT → tok/s of prompt);
 - a chat's next turn: TTFT of turn 2 after turn 1 (where the cached prefix should pay).
 Then which of llama-server's n-gram drafting types is fastest on the rewrite here: each in a server of its own,
 the rewrite three times (median). Where llama-server cannot be built here, Tailor's figures alone, with the
@@ -61,13 +61,22 @@ class Server:
     url: str  # the OpenAI API root, .../v1
     model: str
     figures: dict[str, list[float]] = field(default_factory=dict)
+    last: str = ""  # what the last task measured, as printed after each task
 
     def add(self, task: str, value: float) -> None:
         self.figures.setdefault(task, []).append(value)
+        if not task.startswith("("):
+            self.last = f"{value:.1f}"
 
     def median(self, task: str) -> float | None:
         values = self.figures.get(task)
         return statistics.median(values) if values else None
+
+
+def bench_client() -> httpx.Client:
+    """One kept-alive client for every server (Nagle off, as tests/bench/server.py has it); a connection that
+    cannot be opened is tried once more."""
+    return httpx.Client(transport=httpx.HTTPTransport(socket_options=NODELAY, retries=1), timeout=600)
 
 
 def ask(http: httpx.Client, server: Server, messages: list[dict], max_tokens: int) -> tuple[float, int]:
@@ -79,22 +88,32 @@ def ask(http: httpx.Client, server: Server, messages: list[dict], max_tokens: in
     return time.perf_counter() - t0, response.json()["usage"]["completion_tokens"]
 
 
-def first_token_s(http: httpx.Client, server: Server, messages: list[dict], max_tokens: int = 4) -> float:
-    """Seconds from sending a streamed request to its first content chunk."""
+def streamed(http: httpx.Client, server: Server, messages: list[dict], max_tokens: int = 4) -> tuple[float, int]:
+    """A streamed request: seconds from sending it to its first content chunk, and its prompt tokens (the
+    usage of its last chunk)."""
     body = {"model": server.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0,
-            "stream": True}
+            "stream": True, "stream_options": {"include_usage": True}}
     t0 = time.perf_counter()
-    seen = None
+    seen, prompt_tokens = None, 0
     with http.stream("POST", f"{server.url}/chat/completions", json=body, timeout=600) as response:
-        response.raise_for_status()
+        if response.status_code != 200:
+            raise RuntimeError(f"{server.name}: {response.status_code} {response.read().decode()[:300]}")
         for line in response.iter_lines():
-            if seen is None and line.startswith("data: {"):
-                choices = json.loads(line[6:]).get("choices") or [{}]
-                if choices[0].get("delta", {}).get("content"):
-                    seen = time.perf_counter() - t0
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[6:])
+            if chunk.get("usage"):
+                prompt_tokens = chunk["usage"]["prompt_tokens"]
+            choices = chunk.get("choices") or [{}]
+            if seen is None and choices[0].get("delta", {}).get("content"):
+                seen = time.perf_counter() - t0
     if seen is None:
         raise RuntimeError(f"{server.name}: no content in the stream")
-    return seen
+    return seen, prompt_tokens
+
+
+def first_token_s(http: httpx.Client, server: Server, messages: list[dict]) -> float:
+    return streamed(http, server, messages)[0]
 
 
 def user(text: str) -> list[dict]:
@@ -125,12 +144,13 @@ def short_ttft(http: httpx.Client, server: Server, round_: int) -> None:
 
 
 def long_prefill(http: httpx.Client, server: Server, round_: int) -> None:
-    # About 2,000 tokens of prose, new each round (its first line differs, so no cache holds any of it).
-    text = f"Note {time.time_ns()}.\n" + " ".join([REWRITE_TEXT] * 17)
+    # About 1,900 tokens of prose, new each round (its first line differs, so no cache holds any of it): under
+    # the 2,048 a slot of llama-server's -c 8192 -np 4 holds (it splits the context among its slots).
+    text = f"Note {time.time_ns()}.\n" + " ".join([REWRITE_TEXT] * 13)
     messages = user(f"{text}\n\nSummarize the text above in one sentence.")
-    seconds = first_token_s(http, server, messages)
-    prompt_tokens = _prompt_tokens(http, server, messages)
-    server.add("prefill 2,000 tokens, tok/s", prompt_tokens / seconds)
+    seconds, prompt_tokens = streamed(http, server, messages)
+    server.add("prefill ~1,900 tokens, tok/s", prompt_tokens / seconds)
+    server.add("(prompt tokens)", prompt_tokens)
 
 
 def next_turn(http: httpx.Client, server: Server, round_: int) -> None:
@@ -139,11 +159,6 @@ def next_turn(http: httpx.Client, server: Server, round_: int) -> None:
     reply = http.post(f"{server.url}/chat/completions", json=body, timeout=600).json()
     second = [*first, reply["choices"][0]["message"], {"role": "user", "content": "And what did he keep?"}]
     server.add("next turn TTFT, ms", 1000 * first_token_s(http, server, second))
-
-
-def _prompt_tokens(http: httpx.Client, server: Server, messages: list[dict]) -> int:
-    body = {"model": server.model, "messages": messages, "max_tokens": 1, "temperature": 0}
-    return http.post(f"{server.url}/chat/completions", json=body, timeout=600).json()["usage"]["prompt_tokens"]
 
 
 TASKS: tuple[Callable[[httpx.Client, Server, int], None], ...] = (
@@ -184,7 +199,7 @@ def ngram_types(home: Path) -> None:
     binary = built()
     model = starter_model_path()
     rates = {}
-    with httpx.Client(transport=httpx.HTTPTransport(socket_options=NODELAY), timeout=600) as http:
+    with bench_client() as http:
         for kind in ("none", *NGRAM_TYPES):
             port = free_port()
             command = [str(binary), "-m", str(model), "-c", str(CTX), "-np", "4", "--host", "127.0.0.1",
@@ -222,7 +237,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         home = Path(tmp)
         servers, why_not = start_servers(stack, home)
-        with httpx.Client(transport=httpx.HTTPTransport(socket_options=NODELAY), timeout=600) as http:
+        with bench_client() as http:
             for server in servers:  # warm: each has answered once before it is measured
                 ask(http, server, user("Say hi."), 8)
             for round_ in range(ROUNDS):
@@ -230,7 +245,8 @@ def main() -> None:
                     order = servers[round_ % len(servers):] + servers[: round_ % len(servers)]
                     for server in order:
                         task(http, server, round_)
-                print(f"  round {round_ + 1} of {ROUNDS} done", flush=True)
+                    print(f"  round {round_ + 1}, {task.__name__}: " + ", ".join(
+                        f"{s.name} {s.last}" for s in servers), flush=True)
         report(servers, why_not)
     if why_not is None:
         with tempfile.TemporaryDirectory() as tmp:
