@@ -3,19 +3,11 @@ what is wrong and, where there is a cap, names it with its value, so a user can 
 
 from __future__ import annotations
 
+from app.services.named_refusal import NamedRefusal
 
-class DocumentRefused(ValueError):
-    """A document cannot be read: `str()` is "<name> <problem>".
 
-    Attributes:
-        name: the file's name.
-        problem: the reason alone, starting with a verb ("is encrypted ...").
-    """
-
-    def __init__(self, name: str, problem: str) -> None:
-        super().__init__(f"{name} {problem}")
-        self.name = name
-        self.problem = problem
+class DocumentRefused(NamedRefusal):
+    """A document cannot be read: `str()` is "<name> <problem>" (the problem starts with a verb: "is encrypted")."""
 
 
 class NotARegularFile(DocumentRefused):

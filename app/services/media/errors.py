@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from app.services.named_refusal import NamedRefusal
+
 
 class MediaRefused(ValueError):
     """Something a message was to carry cannot be sent; the message says what and why, in one line."""
 
 
-class ImageRefused(MediaRefused):
+class ImageRefused(NamedRefusal, MediaRefused):
     """One image is refused: `str()` is "<name> <problem>", e.g. "photo.svg is an SVG image: Tailor reads...".
 
     Attributes:
@@ -15,13 +17,8 @@ class ImageRefused(MediaRefused):
         problem: the reason alone, starting with a verb ("is damaged or truncated (...)").
     """
 
-    def __init__(self, name: str, problem: str) -> None:
-        super().__init__(f"{name} {problem}")
-        self.name = name
-        self.problem = problem
 
-
-class AudioRefused(MediaRefused):
+class AudioRefused(NamedRefusal, MediaRefused):
     """One audio clip is refused: `str()` is "<name> <problem>", e.g. "talk.mp3 is an MP3 audio file: Tailor
     reads WAV; convert it first (ffmpeg -i talk.mp3 talk.wav)".
 
@@ -29,11 +26,6 @@ class AudioRefused(MediaRefused):
         name: the file's name (or the name the caller gave bytes).
         problem: the reason alone, starting with a verb ("is truncated: ...").
     """
-
-    def __init__(self, name: str, problem: str) -> None:
-        super().__init__(f"{name} {problem}")
-        self.name = name
-        self.problem = problem
 
 
 class TooManyAttachments(MediaRefused):
