@@ -39,6 +39,11 @@ from tests.bench.llama_server import Unavailable, built, free_port, running
 from tests.bench.server import NODELAY
 
 ROUNDS = 3
+# A pause before each measured request, so none runs while the server asked before it still winds down:
+# llama-server's threads keep polling for a moment after a request, and Tailor's engine, which runs on the
+# cores other programs leave it (engine/openmp_policy.py), took 124 ms to a short prompt's first token right
+# after a llama-server request against 76 ms 1.5 s later (70 ms with no llama-server running).
+SETTLE_S = 1.5
 CTX = 8192
 REPLY_TOKENS = 200
 REWRITE_TEXT = (
@@ -244,6 +249,7 @@ def main() -> None:
                 for task in TASKS:
                     order = servers[round_ % len(servers):] + servers[: round_ % len(servers)]
                     for server in order:
+                        time.sleep(SETTLE_S)
                         task(http, server, round_)
                     print(f"  round {round_ + 1}, {task.__name__}: " + ", ".join(
                         f"{s.name} {s.last}" for s in servers), flush=True)
