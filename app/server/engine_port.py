@@ -105,16 +105,10 @@ class EnginePort:
         its tokens and its time: one line per reply, whatever API it came through.
         """
         asked = time.monotonic()
-        self._waiting += 1
-        try:
-            async with asyncio.timeout(self._queue_timeout_s):
-                await self._turns.acquire()
-        except TimeoutError:
-            yield Error("busy", f"The server is busy: {len(self.active)} replies are running and "
-                        f"{self._waiting - 1} more requests are waiting. Try again shortly.")
+        busy = await self._take_turn()
+        if busy is not None:
+            yield busy
             return
-        finally:
-            self._waiting -= 1
         try:
             loop = asyncio.get_running_loop()
             queue: asyncio.Queue[Event] = asyncio.Queue()
@@ -152,13 +146,7 @@ class EnginePort:
         client = self._client
         if not isinstance(client, TokenCounter):
             return Error("bad_request", "The engine behind this server cannot count tokens.")
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[Event] = loop.create_future()
-
-        def on_event(event: Event) -> None:  # on the engine client's reader thread
-            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
-                loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(event))
-
+        answer, on_event = _one_answer()
         try:
             client.count_tokens(messages, shape, on_event=on_event)
         except EngineNotRunning as exc:
@@ -174,23 +162,11 @@ class EnginePort:
         of the `parallel` turns. Cancelled in the engine when the awaiting task is (the HTTP client left)."""
         if not isinstance(self._client, Embedder):
             return Error("bad_request", "This engine makes no embeddings (a remote server's model).")
-        self._waiting += 1
+        busy = await self._take_turn()
+        if busy is not None:
+            return busy
         try:
-            async with asyncio.timeout(self._queue_timeout_s):
-                await self._turns.acquire()
-        except TimeoutError:
-            return Error("busy", f"The server is busy: {len(self.active)} requests are running and "
-                                 f"{self._waiting - 1} more are waiting. Try again shortly.")
-        finally:
-            self._waiting -= 1
-        try:
-            loop = asyncio.get_running_loop()
-            answer: asyncio.Future[Event] = loop.create_future()
-
-            def on_event(event: Event) -> None:  # on the engine client's reader thread
-                with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
-                    loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(event))
-
+            answer, on_event = _one_answer()
             try:
                 request_id = self._client.embed(inputs, normalize, truncate=truncate, on_event=on_event)
             except EngineNotRunning as exc:
@@ -206,6 +182,20 @@ class EnginePort:
             return event if isinstance(event, Embeddings | Error) else Error("internal", f"Unexpected {event!r}")
         finally:
             self._turns.release()
+
+    async def _take_turn(self) -> Error | None:
+        """One of the `parallel` turns taken (given back by the caller), or the busy Error once the queue
+        timeout passed."""
+        self._waiting += 1
+        try:
+            async with asyncio.timeout(self._queue_timeout_s):
+                await self._turns.acquire()
+        except TimeoutError:
+            return Error("busy", f"The server is busy: {len(self.active)} requests are running and "
+                                 f"{self._waiting - 1} more are waiting. Try again shortly.")
+        finally:
+            self._waiting -= 1
+        return None
 
     def wait_outcome(self, request_id: int, timeout: float) -> Outcome | None:
         """The outcome of a reply once the engine ended it (for callers off the event loop)."""
@@ -237,3 +227,16 @@ class EnginePort:
         with self._ended:
             self.outcomes.append(outcome)
             self._ended.notify_all()
+
+
+def _one_answer() -> tuple[asyncio.Future[Event], Callable[[Event], None]]:
+    """A future on the running loop, and the engine callback (called on the client's reader thread) that
+    sets it to the first event it gets."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[Event] = loop.create_future()
+
+    def on_event(event: Event) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+            loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(event))
+
+    return answer, on_event
