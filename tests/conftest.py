@@ -23,6 +23,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from engine.starter import starter_model_path  # noqa: E402 (after the folders are set)
 from tests.fixtures.model_files import truncated_copy  # noqa: E402
+from tests.qt_event_loops import event_loops_quit_at_once  # noqa: E402
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -64,6 +65,15 @@ def not_a_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("models") / "notes.gguf"
     path.write_text("These are my notes, not a model.\n" * 100)
     return path
+
+
+@pytest.fixture(autouse=True)
+def _qt_event_loops_still_run():
+    """Fails the test that leaves Qt's event loops returning at once (tests/qt_event_loops.py)."""
+    yield
+    if event_loops_quit_at_once():
+        pytest.fail("this test left Qt's event loops quitting at once (QCoreApplication.exit outside "
+                    "app.exec, or a quit timer that outlived its test); they run again now")
 
 
 @pytest.fixture(autouse=True)

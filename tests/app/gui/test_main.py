@@ -5,9 +5,9 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.gui import main as gui_main
 from app.gui.main_window import MainWindow
 from tests.app.gui import theme_fixtures
+from tests.app.gui.entry_point import run_main
 
 app = theme_fixtures.app  # main() installs the theme on the application: put back afterwards
 
@@ -29,8 +29,7 @@ def test_main_loads_the_starter_model_and_closes(app, qtbot, tmp_path, monkeypat
         QTimer.singleShot(50, close_when_ready)
 
     QTimer.singleShot(50, close_when_ready)
-    QTimer.singleShot(90_000, QApplication.quit)  # never hang the suite
-    assert gui_main.main(["tailor", "--db", str(tmp_path / "chats.sqlite3")]) == 0
+    assert run_main(["tailor", "--db", str(tmp_path / "chats.sqlite3")]) == 0
     (window,) = seen
     assert "SmolLM2" in window.model_label.text() or "smollm2" in window.model_label.text().lower()
     assert not window.session.engine.running

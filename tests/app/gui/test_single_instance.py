@@ -11,10 +11,10 @@ import pytest
 from PySide6.QtCore import QDir
 from PySide6.QtWidgets import QApplication, QWidget
 
-from app.gui import main as gui_main
 from app.gui.single_instance import SingleInstance, bring_to_front, server_name
 from app.services.paths import AppPaths
 from tests.app.gui import theme_fixtures
+from tests.app.gui.entry_point import run_main
 
 app = theme_fixtures.app  # main() installs the theme on the application: put back afterwards
 
@@ -83,7 +83,7 @@ def test_the_real_entry_point_exits_when_tailor_already_runs(app, qtbot, tmp_pat
     assert running.claim()
     try:
         with qtbot.waitSignal(running.activation_requested, timeout=WAIT_MS):
-            assert gui_main.main(["tailor", "--db", str(tmp_path / "chats.sqlite3")]) == 0
+            assert run_main(["tailor", "--db", str(tmp_path / "chats.sqlite3")]) == 0
         assert not (tmp_path / "chats.sqlite3").exists()  # no second window, no second store
         assert not [w for w in QApplication.topLevelWidgets() if w.isVisible()]
     finally:

@@ -12,13 +12,13 @@ import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.gui import main as gui_main
 from app.gui.main import build_window
 from app.gui.main_window import MainWindow
 from app.services.history.backup import backup_path, list_backups, make_backup
 from app.services.history.opening import open_sqlite
 from app.services.history.store import SCHEMA_VERSION, ChatStore
 from tests.app.gui import theme_fixtures
+from tests.app.gui.entry_point import run_main
 from tests.app.services.history.history_files import Medium, damage_page, fill_history, old_history, pages_of
 
 app = theme_fixtures.app  # main() installs the theme on the application: put back afterwards
@@ -195,6 +195,5 @@ def test_the_entry_point_opens_the_window_over_a_damaged_history(app, qtbot, tmp
         QTimer.singleShot(50, close_when_shown)
 
     QTimer.singleShot(50, close_when_shown)
-    QTimer.singleShot(60_000, QApplication.quit)  # never hang the suite
-    assert gui_main.main(["tailor", "--db", str(path), "--model", str(tmp_path / "none.gguf")]) == 0
+    assert run_main(["tailor", "--db", str(path), "--model", str(tmp_path / "none.gguf")], limit_ms=60_000) == 0
     assert len(seen) == 1 and "damaged" in seen[0]

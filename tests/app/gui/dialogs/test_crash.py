@@ -17,6 +17,7 @@ from app.services.log_setup import configure_logging
 from app.services.paths import AppPaths
 from engine.process_log import latest_process_log
 from tests.app.gui import theme_fixtures
+from tests.app.gui.entry_point import run_main
 
 app = theme_fixtures.app  # main() installs the theme on the application: put back afterwards
 
@@ -133,7 +134,6 @@ def test_help_open_log_folder_in_the_window(qtbot, make_window, opened: OpenedUr
 
 
 def test_the_real_entry_point_installs_the_reporter(app, qtbot, tmp_path: Path, log_file: Path):
-    from app.gui import main as gui_main
     from app.gui.main_window import MainWindow
 
     hook = sys.excepthook
@@ -155,8 +155,7 @@ def test_the_real_entry_point_installs_the_reporter(app, qtbot, tmp_path: Path, 
 
     QTimer.singleShot(100, crash)
     QTimer.singleShot(100, close_when_reported)
-    QTimer.singleShot(90_000, QApplication.quit)  # never hang the suite
-    assert gui_main.main(["tailor", "--db", str(tmp_path / "chats.sqlite3")]) == 0
+    assert run_main(["tailor", "--db", str(tmp_path / "chats.sqlite3")]) == 0
     (text,) = details
     log_file = latest_process_log(AppPaths.default().app_log)
     assert "while the app runs" in text and str(log_file) in text
