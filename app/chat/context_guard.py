@@ -57,7 +57,8 @@ def estimate_tokens(text: str) -> int:
 
 def conversation_tokens(messages: Sequence[Message], system_prompt: str, new_text: str,
                         new_images: Sequence[Size] = (), image_tokens: ImageTokenCount | None = None,
-                        new_clips: Sequence[float] = (), clip_tokens: ClipTokenCount | None = None) -> int:
+                        new_clips: Sequence[float] = (), clip_tokens: ClipTokenCount | None = None,
+                        new_documents: int = 0) -> int:
     """Tokens of the prompt that answers `new_text` (with images of `new_images` sizes, clips of `new_clips`
     seconds) after `messages`: counted by the engine up to the last reply that has stats, estimated after it
     (or throughout, when no reply has them). Images count by `image_tokens` (the loaded projector's), clips
@@ -73,7 +74,10 @@ def conversation_tokens(messages: Sequence[Message], system_prompt: str, new_tex
     else:
         if system_prompt.strip():
             known = estimate_tokens(system_prompt)
+    # A message sent with documents was read with their block before it, which was counted when it was made
+    # (sent_documents.py): that count, not an estimate, so a block made to fit the context passes here.
     text = sum(estimate_tokens(m.content) for m in rest if m.content) + estimate_tokens(new_text)
+    text += sum(m.documents.tokens for m in rest if m.documents) + new_documents
     media = 0
     if image_tokens is not None:
         sizes = [(i.width, i.height) for m in rest for i in m.images] + list(new_images)
@@ -106,6 +110,7 @@ class ContextShortfall:
     edit_of: int | None = None  # the message it replaces, when editing
     images: tuple = ()  # the images it carries (PreparedImage or ImageRef), sent with it after a reload
     clips: tuple = ()  # the clips it carries (CheckedAudio, PreparedAudio or AudioRef), likewise
+    documents: object = None  # the documents' block it goes with (a SentDocuments), likewise
 
     @property
     def can_reload(self) -> bool:
@@ -118,10 +123,12 @@ def shortfall(
     max_context: int | None = None, editing: bool = False, edit_of: int | None = None,
     images: Sequence[Size] = (), image_tokens: ImageTokenCount | None = None, carried: tuple = (),
     clips: Sequence[float] = (), clip_tokens: ClipTokenCount | None = None, carried_clips: tuple = (),
+    documents: int = 0,
 ) -> ContextShortfall | None:
     """The shortfall of answering `text` (and `images`, and clips of `clips` seconds) with up to `max_tokens`
     in `n_ctx` tokens; None when it fits."""
-    needed = conversation_tokens(messages, system_prompt, text, images, image_tokens, clips, clip_tokens) + max_tokens
+    needed = conversation_tokens(messages, system_prompt, text, images, image_tokens, clips, clip_tokens,
+                                 documents) + max_tokens
     if needed <= n_ctx:
         return None
     return ContextShortfall(text, editing, needed, n_ctx, max_context, edit_of, carried, carried_clips)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from app.services.documents.chunking import TokenCounter, chunk_document, estimate_tokens
 from app.services.documents.document import Document
 from app.services.documents.index.store import DocumentIndex, Hit
+from app.services.history.sent_documents import SentDocuments, SentSource
 
 INSTRUCTIONS = ("Answer from the documents below where they help, and cite the passages you use as [n], "
                 "with n the number of the passage.")
@@ -88,16 +89,24 @@ class DocumentContext:
         sources: what each [n] of `text` holds, in order.
         notes: one per attached document (none for a knowledge index's files).
         tokens: what the block takes, as counted.
+        spans: where each source's passage (its text, without its heading) sits in `text`, in order.
     """
 
     text: str
     sources: tuple[ContextSource, ...]
     notes: tuple[DocumentNote, ...]
     tokens: int
+    spans: tuple[tuple[int, int], ...] = ()
 
     def message(self, question: str) -> str:
         """The user message: the documents, then the question."""
         return f"{self.text}\n\n{question}" if self.text else question
+
+    def sent(self) -> SentDocuments:
+        """What the history keeps of it with the message: the block as sent, its notes, where each [n] is."""
+        return SentDocuments(self.text, tuple(n.line() for n in self.notes),
+                             tuple(SentSource(s.number, s.label(), start, end)
+                                   for s, (start, end) in zip(self.sources, self.spans, strict=True)), self.tokens)
 
 
 def document_budget(n_ctx: int, conversation: int, max_tokens: int, margin: int = 64) -> int:
@@ -186,11 +195,18 @@ def _assembled(entries: list[_Entry], overhead: int, notes: list[DocumentNote]) 
         return DocumentContext("", (), tuple(notes), 0)
     parts = [INSTRUCTIONS]
     sources = []
+    spans = []
+    at = len(INSTRUCTIONS)
     for number, entry in enumerate(entries, start=1):
-        parts.append(f"{_heading(number, entry.name, entry.page, entry.whole)}\n{entry.text}")
+        heading = _heading(number, entry.name, entry.page, entry.whole)
+        parts.append(f"{heading}\n{entry.text}")
+        start = at + len("\n\n") + len(heading) + 1
+        spans.append((start, start + len(entry.text)))
+        at = start + len(entry.text)
         sources.append(ContextSource(number, entry.name, entry.path, entry.page, entry.start, entry.end,
                                      entry.whole, entry.tokens))
-    return DocumentContext("\n\n".join(parts), tuple(sources), tuple(notes), overhead + sum(e.tokens for e in entries))
+    return DocumentContext("\n\n".join(parts), tuple(sources), tuple(notes), overhead + sum(e.tokens for e in entries),
+                           tuple(spans))
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """The conversation as the engine is sent it: the system prompt, then each message, a reply's tool steps
 expanded into the turns the model wrote and read (an assistant turn with its calls, a tool turn per call),
 a user message's images and then its audio clips as its media (read through the caller's loaders:
-stored_images.StoredImages, stored_clips.StoredClips)."""
+stored_images.StoredImages, stored_clips.StoredClips), and the documents it was sent with before its text."""
 
 from __future__ import annotations
 
@@ -54,8 +54,10 @@ def engine_messages(messages: Iterable[Message], system_prompt: str, images: Ima
             history.extend(step_messages(step))
         media = _media(message, message.images, images, unavailable) if images is not None else ()
         media += _media(message, message.clips, clips, unavailable) if clips is not None else ()
-        if message.content or media:
-            history.append(ChatMessage(message.role, message.content, media=media))
+        # Documents: the block the message was sent with, before its text, as the model read it then.
+        content = message.documents.message(message.content) if message.documents else message.content
+        if content or media:
+            history.append(ChatMessage(message.role, content, media=media))
     return history
 
 

@@ -13,7 +13,9 @@ from dataclasses import replace
 from types import EllipsisType
 
 from app.chat.branch_actions import BranchActions
-from app.chat.context_guard import ContextShortfall, shortfall
+from app.chat.context_guard import ContextShortfall, conversation_tokens, estimate_tokens, shortfall
+from app.chat.document_context import document_budget
+from app.chat.engine_tokens import EngineTokens, TokenCountFailed
 from app.chat.folders import ChatFolders
 from app.chat.hints import BUSY_HINT, DEAD_HINT
 from app.chat.listener import SessionListener, TimerFactory
@@ -24,6 +26,8 @@ from app.chat.session_tools import SessionTools
 from app.chat.stats_line import format_stats
 from app.chat.tool_rounds import ToolFinished
 from app.mcp.types import ServerStatus
+from app.services.documents.chunking import TokenCounter
+from app.services.history.sent_documents import SentDocuments
 from app.services.history.store import (
     DEFAULT_TITLE,
     AudioRef,
@@ -38,6 +42,7 @@ from app.services.history.store import (
 from app.services.load_settings import LoadSettings
 from app.services.media.intake import CheckedAudio, PreparedAudio, PreparedImage
 from engine.interface import Engine, EngineNotRunning
+from engine.interface import TokenCounter as EngineCounter
 from engine.protocol import Done, Error, Event, Loaded, LoadProgress, MemoryReport, Token, Unloaded
 from models.plan.decision_tree import Plan
 
@@ -323,31 +328,60 @@ class ChatSession(BranchActions, SessionTools):
         return True
 
     def send(self, text: str, images: Sequence[PreparedImage] = (),
-             clips: Sequence[CheckedAudio | PreparedAudio] = ()) -> bool:
-        """Send a user message, with the images and audio clips it carries; False (the caller keeps the text and
+             clips: Sequence[CheckedAudio | PreparedAudio] = (), documents: SentDocuments | None = None) -> bool:
+        """Send a user message, with the images and audio clips it carries and the documents' block it goes with
+        (DocumentContext.sent(), made for this chat's `document_budget`); False (the caller keeps the text and
         the attachments) when it cannot be sent now, or when the conversation would outgrow the context (then
         `context_outgrown` says so)."""
         text = text.strip()
-        if not (text or images or clips) or not self._can_start():
+        if not (text or images or clips or (documents and documents.block)) or not self._can_start():
             return False
         try:
             if self.current is None:
                 self.new_conversation()
             conversation = self.current
             if self._outgrows(self.store.list_messages(conversation.id), text, editing=False, images=images,
-                              clips=clips):
+                              clips=clips, documents=documents):
                 return False
-            message = self.store.add_message(conversation.id, "user", text, images=images, clips=clips)
+            message = self.store.add_message(conversation.id, "user", text, images=images, clips=clips,
+                                             documents=documents)
         except StoreError:  # the disk filled up meanwhile: the composer keeps the text
             self.listener.history_failed()
             return False
         if conversation.title == DEFAULT_TITLE:
-            self.rename_conversation(conversation.id, (text.splitlines() or [(*images, *clips)[0].name])[0][:48])
+            self.rename_conversation(conversation.id, _title_of(text, images, clips, documents))
         else:
             self.listener.conversations_changed()
         self.listener.message_added(message)
         self._start_reply(conversation.id)
         return True
+
+    def document_budget(self, text: str) -> int:
+        """The tokens the documents of a message `text` may take in the open chat (a new one's settings when
+        none is open): its context less the conversation, the question, the reply's max tokens and a margin.
+        Counted as the context guard counts, so a block made for it passes the guard."""
+        settings = self.current.settings if self.current else self.new_chat_settings(None)
+        context = self.context_of(settings)
+        n_ctx = context[0] if context is not None else (settings.load.n_ctx or UNKNOWN_CONTEXT)
+        messages = self.store.list_messages(self.current.id) if self.current else []
+        conversation = conversation_tokens(messages, settings.system_prompt, text)
+        return document_budget(n_ctx, conversation, settings.max_tokens)
+
+    def token_counter(self) -> TokenCounter:
+        """What counts a document's tokens: the loaded model's tokenizer through the engine (callable from any
+        thread; a count that fails is estimated), else the guard's estimate (a remote server counts nothing)."""
+        engine = self.model.engine
+        if not isinstance(engine, EngineCounter) or not engine.running:
+            return estimate_tokens
+        exact = EngineTokens(engine)
+
+        def count(text: str) -> int:
+            try:
+                return exact(text)
+            except TokenCountFailed:
+                return estimate_tokens(text)
+
+        return count
 
     def last_user_text(self) -> str | None:
         return self._last("user")
@@ -368,9 +402,10 @@ class ChatSession(BranchActions, SessionTools):
         return self.model.context_for(self._load_settings(settings))
 
     def _outgrows(self, messages: list[Message], text: str, editing: bool, edit_of: int | None = None,
-                  images: Sequence[PreparedImage | ImageRef] = (), clips: Sequence[CheckedAudio | PreparedAudio | AudioRef] = ()) -> bool:
-        """Whether answering `text` (with `images` and `clips`) after `messages` would outgrow the context
-        (`context_outgrown` is told)."""
+                  images: Sequence[PreparedImage | ImageRef] = (), clips: Sequence[CheckedAudio | PreparedAudio | AudioRef] = (),
+                  documents: SentDocuments | None = None) -> bool:
+        """Whether answering `text` (with `images`, `clips` and the block of `documents`) after `messages` would
+        outgrow the context (`context_outgrown` is told)."""
         settings = self.current.settings
         context = self.context_of(settings)
         if context is None:
@@ -379,7 +414,9 @@ class ChatSession(BranchActions, SessionTools):
         short = shortfall(messages, settings.system_prompt, text, settings.max_tokens, *context, editing=editing,
                           edit_of=edit_of, images=sizes, image_tokens=self.model.image_tokens, carried=tuple(images),
                           clips=[c.seconds for c in clips], clip_tokens=self.model.clip_tokens,
-                          carried_clips=tuple(clips))
+                          carried_clips=tuple(clips), documents=documents.tokens if documents else 0)
+        if short is not None and documents is not None:
+            short = replace(short, documents=documents)
         if short is not None:
             self.listener.context_outgrown(short)
         return short is not None
@@ -401,4 +438,18 @@ class ChatSession(BranchActions, SessionTools):
         self.update_settings(replace(settings, load=larger))
         if short.editing and short.edit_of is not None:
             return self.edit_message(short.edit_of, short.text, list(short.images), list(short.clips))
-        return self.send(short.text, short.images, short.clips)
+        return self.send(short.text, short.images, short.clips, short.documents)
+
+
+# The context a block of documents is made for when the chat's is not known (a remote server's own): a small
+# one that every model served today has, so the block never outgrows it.
+UNKNOWN_CONTEXT = 4096
+
+
+def _title_of(text: str, images: Sequence, clips: Sequence, documents: SentDocuments | None) -> str:
+    """A new chat's title: its first message's first line, else the name of what it carries."""
+    if text.splitlines():
+        return text.splitlines()[0][:48]
+    if images or clips:
+        return (*images, *clips)[0].name[:48]
+    return (documents.notes[0].split(" · ")[0] if documents and documents.notes else "Documents")[:48]

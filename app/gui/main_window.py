@@ -148,7 +148,7 @@ class MainWindow(QMainWindow):
         self.copy_action = self._action("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply)
         self.focus_action = self._action("Focus message box", "Ctrl+L", self.composer.setFocus)
         self.edit_action = self._action("Edit last message", "Ctrl+E", self.sending.edit_last_message)
-        self.attach_action = self._action("Attach images or audio…", ATTACH_SHORTCUT, self.media_attach.choose)
+        self.attach_action = self._action("Attach images, audio or documents…", ATTACH_SHORTCUT, self.media_attach.choose)
         self.open_action = self._action("Open model…", "Ctrl+O", self.model_picker.choose_file)
         self.open_folder_action = self._action("Open model folder…", "Ctrl+Shift+O", self.model_picker.choose_folder)
         self.plan_action = self._action("Model plan…", "Ctrl+I", self.show_plan)

@@ -1,5 +1,6 @@
-"""The images and audio clips that go with the next message: a strip above the message box, an image as its
-thumbnail, a clip as a chip (a sound icon, its name and length), each with its remove button.
+"""The images, audio clips and documents that go with the next message: a strip above the message box, an image
+as its thumbnail, a clip as a chip (a sound icon, its name and length), a document as a chip (a file icon, its
+name and pages), each with its remove button.
 
 They come from the Attach button, a paste or a drop (Composer's `files_given`/`image_pasted`). Each is read,
 checked and decoded by the media intake (app/services/media) on a pool thread: a 50 MB photo takes a moment to
@@ -8,7 +9,9 @@ and decoded when it is sent, at the rate of the model that hears it); a file tha
 a decompression bomb, an SVG, an MP3, the 17th image or the 5th clip) is refused by name in one line
 (`refused`), and nothing else changes. A file goes to the audio intake when its suffix is one of audio's (WAV,
 MP3, FLAC...: the intake reads WAV and names the others with the command that converts them), else to the
-image intake; the bytes decide what it is either way.
+image intake; the bytes decide what it is either way. A file whose name says document (PDF, DOCX, Markdown, text,
+code, HTML, CSV: app/services/documents/extract.py) is extracted on the pool thread when attached, so what is sent
+is what was read then, even if the file changes or goes before Send; a scanned page without text is named.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QStyle, QToolButton, QVBoxLayout, QWidget
 
 from app.gui.common.jobs import Jobs
+from app.services.documents.document import Document
+from app.services.documents.errors import DocumentRefused
+from app.services.documents.extract import extract_document, kind_of_name
+from app.services.documents.limits import MAX_DOCUMENTS_PER_MESSAGE
 from app.services.media.errors import MediaRefused
 from app.services.media.intake import (
     CheckedAudio,
@@ -36,6 +43,7 @@ from app.services.media.sniff import AUDIO_FILE_SUFFIXES
 from app.services.media.wav import clock
 
 THUMBNAIL = 64  # pixels, the longer side
+
 CHIP_WIDTH = 150  # pixels: room for a short name and its length
 
 
@@ -63,6 +71,16 @@ def is_audio_path(path: Path) -> bool:
 def clip_label(clip: CheckedAudio) -> str:
     """A clip as its chip names it: "question.wav · 0:12"."""
     return f"{clip.name} · {clock(clip.seconds)}"
+
+
+def is_document_path(path: Path) -> bool:
+    """Whether a file goes to the document reader: a name that says document (no image's or audio's does)."""
+    return kind_of_name(path.name) is not None
+
+
+def document_label(document: Document) -> str:
+    """A document as its chip names it: "report.pdf · 12 pages"."""
+    return f"{document.name} · {document.pages} pages" if document.pages else document.name
 
 
 def _remove_button(name: str, on_click: Callable[[], None], parent: QWidget) -> QToolButton:
@@ -122,28 +140,56 @@ class _Chip(QWidget):
         layout.addWidget(body)
 
 
+class _DocumentChip(QWidget):
+    """One document: the style's file icon, its name and pages, its warnings as a tooltip, a × that removes it."""
+
+    def __init__(self, document: Document, on_remove, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.item = document
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(0)
+        self.remove_button = _remove_button(document.name, lambda: on_remove(self), self)
+        layout.addWidget(self.remove_button, 0, Qt.AlignmentFlag.AlignRight)
+        body = self.body = QWidget()
+        body.setFixedSize(QSize(CHIP_WIDTH, THUMBNAIL))
+        row = QHBoxLayout(body)
+        row.setContentsMargins(4, 0, 4, 0)
+        self.icon = QLabel()
+        self.icon.setPixmap(self.style().standardIcon(QStyle.StandardPixmap.SP_FileIcon).pixmap(24, 24))
+        self.label = QLabel(document_label(document))
+        self.label.setWordWrap(True)
+        row.addWidget(self.icon)
+        row.addWidget(self.label, 1)
+        tip = [f"{document_label(document)} · {len(document.text):,} characters", *document.warnings]
+        body.setToolTip("\n".join(tip))
+        body.setAccessibleName(f"Document {document_label(document)}")
+        layout.addWidget(body)
+
+
 class Attachments(QWidget):
-    """The strip of images and clips waiting to be sent; hidden while there are none.
+    """The strip of images, clips and documents waiting to be sent; hidden while there are none.
 
     Args:
         limit: the most images a message carries.
         clip_limit: the most audio clips a message carries.
+        document_limit: the most documents a message carries.
 
     Signals:
-        changed(): an image or a clip was added or removed.
-        refused(str): one line saying why a file was not taken.
+        changed(): an image, a clip or a document was added or removed.
+        refused(str): one line saying why a file was not taken, or what of a document could not be read.
     """
 
     changed = Signal()
     refused = Signal(str)
 
     def __init__(self, parent: QWidget | None = None, limit: int = MAX_IMAGES_PER_MESSAGE,
-                 clip_limit: int = MAX_CLIPS_PER_MESSAGE):
+                 clip_limit: int = MAX_CLIPS_PER_MESSAGE, document_limit: int = MAX_DOCUMENTS_PER_MESSAGE):
         super().__init__(parent)
-        self._limits = {"image": limit, "clip": clip_limit}
+        self._limits = {"image": limit, "clip": clip_limit, "document": document_limit}
         self._jobs = Jobs(self, max_threads=1)  # one at a time: they keep the order they were given in
-        self._pending = {"image": 0, "clip": 0}
-        self._entries: list[_Thumb | _Chip] = []
+        self._pending = {"image": 0, "clip": 0, "document": 0}
+        self._entries: list[_Thumb | _Chip | _DocumentChip] = []
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
@@ -167,6 +213,10 @@ class Attachments(QWidget):
         return tuple(e.item for e in self._entries if isinstance(e, _Chip))
 
     @property
+    def documents(self) -> tuple[Document, ...]:
+        return tuple(e.item for e in self._entries if isinstance(e, _DocumentChip))
+
+    @property
     def entries(self) -> tuple[QWidget, ...]:
         """The strip's thumbnails and chips, in the order they were added."""
         return tuple(self._entries)
@@ -179,7 +229,10 @@ class Attachments(QWidget):
     def add_files(self, paths: list[Path]) -> None:
         """Read each file in the background; each becomes a thumbnail or a chip, or a `refused` line."""
         for path in paths:
-            if is_audio_path(path):
+            if is_document_path(path):
+                if self._room_for_one(path.name, "document"):
+                    self._read("document", lambda p=path: extract_document(p))
+            elif is_audio_path(path):
                 if self._room_for_one(path.name, "clip"):
                     self._read("clip", lambda p=path: read_checked_audio(p))
             elif self._room_for_one(path.name, "image"):
@@ -206,7 +259,7 @@ class Attachments(QWidget):
         self.setVisible(False)
         self.changed.emit()
 
-    def remove(self, entry: _Thumb | _Chip) -> None:
+    def remove(self, entry: _Thumb | _Chip | _DocumentChip) -> None:
         if entry in self._entries:
             self._entries.remove(entry)
             entry.deleteLater()
@@ -214,10 +267,10 @@ class Attachments(QWidget):
             self.changed.emit()
 
     def _room_for_one(self, name: str, kind: str) -> bool:
-        held = len(self.images if kind == "image" else self.clips)
+        held = len({"image": self.images, "clip": self.clips, "document": self.documents}[kind])
         limit = self._limits[kind]
         if held + self._pending[kind] >= limit:
-            what = "images" if kind == "image" else "audio clips"
+            what = {"image": "images", "clip": "audio clips", "document": "documents"}[kind]
             self.refused.emit(f"{name} was not attached: a message carries at most {limit} {what}.")
             return False
         return True
@@ -226,9 +279,14 @@ class Attachments(QWidget):
         self._pending[kind] += 1
         self._jobs.run(read, lambda item: self._taken(kind, item), lambda exc: self._refused(kind, exc))
 
-    def _taken(self, kind: str, item: PreparedImage | CheckedAudio) -> None:
+    def _taken(self, kind: str, item: PreparedImage | CheckedAudio | Document) -> None:
         self._pending[kind] -= 1
-        entry = _Thumb(item, self.remove) if isinstance(item, PreparedImage) else _Chip(item, self.remove)
+        if isinstance(item, Document):
+            entry = _DocumentChip(item, self.remove)
+            for warning in item.warnings:  # what could not be read is said, not silently left out
+                self.refused.emit(f"{item.name}: {warning}")
+        else:
+            entry = _Thumb(item, self.remove) if isinstance(item, PreparedImage) else _Chip(item, self.remove)
         self._entries.append(entry)
         self._row.insertWidget(self._row.count() - 1, entry)
         self.setVisible(True)
@@ -236,8 +294,9 @@ class Attachments(QWidget):
 
     def _refused(self, kind: str, error: BaseException) -> None:
         self._pending[kind] -= 1
-        what = "image" if kind == "image" else "audio clip"
-        self.refused.emit(f"{error}." if isinstance(error, MediaRefused) else f"The {what} could not be read: {error}")
+        what = {"image": "image", "clip": "audio clip", "document": "document"}[kind]
+        named = isinstance(error, MediaRefused | DocumentRefused)
+        self.refused.emit(f"{str(error).rstrip('.')}." if named else f"The {what} could not be read: {error}")
 
     def wait(self, timeout_ms: int = 10_000) -> bool:
         """Wait for the files being read (a closing window, a test)."""

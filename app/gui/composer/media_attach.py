@@ -1,5 +1,5 @@
-"""Attaching images and audio clips to the next message: the Attach button (Ctrl+Shift+A), drops and pastes on
-the message box, and the strip above it; and, when the model loaded cannot see (or hear), which models of the
+"""Attaching images, audio clips and documents to the next message: the Attach button (Ctrl+Shift+A), drops and
+pastes on the message box, and the strip above it; and, when the model loaded cannot see (or hear), which models of the
 library can.
 
 The window places `strip` and `button` and connects `notice` to its status bar (main_window.py); nothing here
@@ -16,8 +16,9 @@ from PySide6.QtGui import QIcon, QImage
 from PySide6.QtWidgets import QFileDialog, QToolButton, QWidget
 
 from app.gui.common.jobs import Jobs
-from app.gui.composer.attachments import Attachments, is_audio_path
+from app.gui.composer.attachments import Attachments, is_audio_path, is_document_path
 from app.gui.composer.message_box import IMAGE_SUFFIXES, Composer
+from app.services.documents.extract import KINDS
 from app.services.media.sniff import AUDIO_FILE_SUFFIXES
 
 SHORTCUT = "Ctrl+Shift+A"
@@ -27,10 +28,13 @@ def _patterns(suffixes: frozenset[str]) -> str:
     return " ".join(f"*{s}" for s in sorted(suffixes))
 
 
+_DOCUMENT_SUFFIXES = frozenset(s for s in KINDS if s)
 _FILTERS = ";;".join([
-    f"Images and audio ({_patterns(IMAGE_SUFFIXES | AUDIO_FILE_SUFFIXES)})",
+    f"Images, audio and documents ({_patterns(IMAGE_SUFFIXES | AUDIO_FILE_SUFFIXES | _DOCUMENT_SUFFIXES)})",
     f"Images ({_patterns(IMAGE_SUFFIXES)})",
     f"Audio ({_patterns(AUDIO_FILE_SUFFIXES)})",
+    f"Documents ({_patterns(_DOCUMENT_SUFFIXES)})",
+    "All files (*)",
 ])
 
 
@@ -66,9 +70,9 @@ class MediaAttach(QObject):
         self.button = QToolButton()
         self.button.setIcon(QIcon.fromTheme("mail-attachment"))
         self.button.setText("Attach")
-        self.button.setToolTip(f"Attach images or audio (WAV) to the message ({SHORTCUT}); or drop or paste them "
-                               "in the box")
-        self.button.setAccessibleName("Attach images or audio")
+        self.button.setToolTip(f"Attach images, audio (WAV) or documents (PDF, DOCX, text, code...) to the message "
+                               f"({SHORTCUT}); or drop or paste them in the box")
+        self.button.setAccessibleName("Attach images, audio or documents")
         self.button.clicked.connect(self.choose)
         composer.files_given.connect(self.add_files)
         composer.image_pasted.connect(self.add_image)
@@ -76,7 +80,7 @@ class MediaAttach(QObject):
     @Slot()
     def choose(self) -> None:
         """The file dialog (several files at once)."""
-        names, _ = QFileDialog.getOpenFileNames(self._parent_widget, "Attach images or audio", "", _FILTERS)
+        names, _ = QFileDialog.getOpenFileNames(self._parent_widget, "Attach images, audio or documents", "", _FILTERS)
         if names:
             self.add_files([Path(n) for n in names])
 
@@ -84,7 +88,7 @@ class MediaAttach(QObject):
     def add_files(self, paths: list[Path]) -> None:
         paths = list(paths)
         self.strip.add_files(paths)
-        if any(not is_audio_path(p) for p in paths):
+        if any(not is_audio_path(p) and not is_document_path(p) for p in paths):
             self._say_if_blind()
         if any(is_audio_path(p) for p in paths):
             self._say_if_deaf()

@@ -8,6 +8,7 @@ from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtGui import QImage, QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
+from app.services.documents.extract import kind_of_name
 from app.services.media.sniff import AUDIO_FILE_SUFFIXES, SUFFIXES
 
 _WRITE = "Write a message — Enter sends, Shift+Enter adds a line"
@@ -27,8 +28,8 @@ class Composer(QPlainTextEdit):
         submitted(str): Enter was pressed; the text (the box is not cleared: the receiver
             clears it once the message was accepted).
         edit_cancelled(): Esc was pressed while editing a message.
-        files_given(list): image or audio files were dropped or pasted (their paths), to attach rather than
-            type.
+        files_given(list): image, audio or document files were dropped or pasted (their paths), to attach
+            rather than type.
         image_pasted(QImage): an image itself was pasted (a screenshot from the clipboard).
     """
 
@@ -90,14 +91,14 @@ class Composer(QPlainTextEdit):
 # The suffixes the media intake reads as images (it checks the bytes too: a suffix only says what to try).
 IMAGE_SUFFIXES = frozenset({*SUFFIXES.values(), ".jpeg"})
 # What is attached rather than typed: images, and audio (WAV is read; MP3, FLAC... are refused by name with the
-# command that converts them, rather than pasted as a path).
+# command that converts them, rather than pasted as a path); and documents, by their names (kind_of_name).
 MEDIA_SUFFIXES = IMAGE_SUFFIXES | AUDIO_FILE_SUFFIXES
 
 
 def media_files(source: QMimeData) -> list[Path]:
-    """The local image and audio files a paste or drop carries (by suffix); other URLs and files are text as
-    before."""
+    """The local image, audio and document files a paste or drop carries (by name); other URLs and files are
+    text as before."""
     if not source.hasUrls():
         return []
     paths = [Path(url.toLocalFile()) for url in source.urls() if url.isLocalFile()]
-    return [p for p in paths if p.suffix.lower() in MEDIA_SUFFIXES]
+    return [p for p in paths if p.suffix.lower() in MEDIA_SUFFIXES or kind_of_name(p.name) is not None]

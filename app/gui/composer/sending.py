@@ -4,6 +4,11 @@ Enter (or Send) sends the box's text; while one of your messages is being edited
 place, as a new version (a new branch from there). The box is cleared only once the session took the
 message. Esc stops a reply, else leaves the edit. An edit ends, its text kept, when the chat shown no
 longer holds the message it was to replace.
+
+A message with documents goes in two steps: what of them fits is worked out on a pool thread (whole when they
+fit the context the chat leaves, else the passages that answer the question: app/chat/document_context.py,
+counted by the model's tokenizer), the box read-only meanwhile; then the session sends the question with that
+block. A long PDF's retrieval takes a moment; the window never waits for it.
 """
 
 from __future__ import annotations
@@ -12,14 +17,19 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.chat.document_context import document_context
 from app.chat.hints import BUSY_HINT
 from app.chat.session import ChatSession
+from app.gui.common.jobs import Jobs
 from app.gui.composer.attachments import Attachments
 from app.gui.composer.message_box import Composer
+from app.services.history.sent_documents import SentDocuments
 from app.services.history.store import Message
 
 NOT_EDITING = "Not editing any more: that message is not in the chat shown."
 IMAGES_READING = "The attached files are still being read: send again in a moment."
+PREPARING = "Reading the documents for your question…"
+PREPARING_AGAIN = "The documents are still being prepared: the message goes in a moment."
 
 
 class Sending(QObject):
@@ -43,6 +53,8 @@ class Sending(QObject):
         self.session, self.composer, self.attachments = session, composer, attachments
         self._before_send = before_send
         self._submitting = False
+        self._preparing = False
+        self._jobs = Jobs(self, max_threads=1)
 
     @Slot(str)
     def submit(self, text: str) -> None:
@@ -50,6 +62,12 @@ class Sending(QObject):
         as its new version, with the images and clips of the message it replaces)."""
         if self.attachments is not None and self.attachments.busy:
             self.notice.emit(IMAGES_READING)
+            return
+        if self._preparing:
+            self.notice.emit(PREPARING_AGAIN)
+            return
+        if self.attachments is not None and self.attachments.documents and not self.composer.editing:
+            self._prepare_documents(text)
             return
         self._before_send()
         editing, was_editing = self.composer.editing_id, self.composer.editing
@@ -69,6 +87,38 @@ class Sending(QObject):
             self.composer.set_editing(None)
             if self.attachments is not None and not was_editing:  # an edit sends none: they wait for the next
                 self.attachments.clear()
+
+    def _prepare_documents(self, text: str) -> None:
+        """Work out the documents' block for `text` in the background, then send both."""
+        if self.session.busy:
+            self.notice.emit(BUSY_HINT)
+            return
+        documents, question = self.attachments.documents, text.strip()
+        budget, count = self.session.document_budget(question), self.session.token_counter()
+        self._preparing = True
+        self.composer.setReadOnly(True)  # what is typed now would be lost when the box is cleared
+        self.notice.emit(PREPARING)
+        self._jobs.run(lambda: document_context(documents, question, budget, count).sent(),
+                       lambda sent: self._send_with(text, sent), self._not_prepared)
+
+    def _send_with(self, text: str, documents: SentDocuments) -> None:
+        self._preparing = False
+        self.composer.setReadOnly(False)
+        self._before_send()
+        strip = self.attachments
+        if self.session.send(text, strip.images, strip.clips, documents):
+            self.composer.clear()
+            self.composer.set_editing(None)
+            strip.clear()
+
+    def _not_prepared(self, error: BaseException) -> None:
+        self._preparing = False
+        self.composer.setReadOnly(False)
+        self.notice.emit(f"The documents could not be prepared for the message: {error}")
+
+    def wait(self, timeout_ms: int = 30_000) -> bool:
+        """Wait for the documents being prepared (a closing window, a test)."""
+        return self._jobs.wait(timeout_ms)
 
     @Slot()
     def stop(self) -> None:

@@ -16,6 +16,7 @@ from PySide6.QtGui import QColor, QPalette, QTextBlockFormat, QTextCursor, QText
 
 from app.chat.stats_line import cache_text
 from app.gui.common.theme import mix, status_colors
+from app.gui.transcript.citations import documents_html, link_citations
 from app.gui.transcript.clips import clips_html
 from app.gui.transcript.images import images_html
 from app.services.history.store import Message
@@ -106,18 +107,22 @@ def number_code_links(html: str, message_id: int, start: int = 0) -> tuple[str, 
     return "".join(numbered), start + len(parts) - 1
 
 
-def body_html(message: Message, colors: TranscriptColors, code_start: int = 0) -> str:
+def body_html(message: Message, colors: TranscriptColors, code_start: int = 0, cited: Message | None = None) -> str:
     """A finished message's Markdown body, state note and stats line (below its reasoning and tool steps, if
-    any: its code blocks' Copy links are numbered from `code_start`, after the steps')."""
+    any: its code blocks' Copy links are numbered from `code_start`, after the steps'); a user message's
+    documents under it; a reply's [n] linked to the passages of `cited` (the message it answers)."""
     body, _ = number_code_links(themed(render_markdown(message.content, code_headers=True), colors), message.id,
                                 code_start)
+    if cited is not None and cited.documents is not None and message.role == "assistant":
+        body = link_citations(body, cited.id, cited.documents)
     media = images_html(message.images) + clips_html(message.clips, colors.code_background)
-    return media + body + note_html(message.state, colors) + stats_html(message, colors)
+    documents = documents_html(message.id, message.documents, colors.muted)
+    return media + body + documents + note_html(message.state, colors) + stats_html(message, colors)
 
 
-def message_html(message: Message, colors: TranscriptColors) -> str:
+def message_html(message: Message, colors: TranscriptColors, cited: Message | None = None) -> str:
     """The whole HTML of one finished message without reasoning: header, body, state note and stats line."""
-    return header_html(message.role, message.id, colors) + body_html(message, colors)
+    return header_html(message.role, message.id, colors) + body_html(message, colors, cited=cited)
 
 
 def themed(html: str, colors: TranscriptColors) -> str:

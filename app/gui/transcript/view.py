@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QEvent, QMimeData, QTimer, QUrl, Signal, Slot
+from PySide6.QtCore import QEvent, QMimeData, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QContextMenuEvent, QKeyEvent, QResizeEvent, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from app.chat.reasoning_text import finished_header
 from app.gui.transcript.actions import TranscriptActions
+from app.gui.transcript.citations import PassageViewer, link_citations
 from app.gui.transcript.clips import SOUND_SCHEME, sound_icon
 from app.gui.transcript.html import (
     LEAD,
@@ -162,7 +163,7 @@ class ChatView(QTextBrowser):
                 self._append_message(message)
             else:
                 self.state.messages[message.id] = message
-                run.append(message_html(message, self._colors()))
+                run.append(message_html(message, self._colors(), self._cited(message)))
         if run:
             self._append_html("".join(run))
         self.state.headers.update(anchor_cursors(self.document(), 0))
@@ -178,7 +179,7 @@ class ChatView(QTextBrowser):
     def _append_message(self, message: Message) -> None:
         self.state.messages[message.id] = message
         if not has_frames(message):
-            self._append_html(message_html(message, self._colors()))
+            self._append_html(message_html(message, self._colors(), self._cited(message)))
             return
         self._append_html(header_html(message.role, message.id, self._colors()))
         self._append_body(message)
@@ -188,7 +189,22 @@ class ChatView(QTextBrowser):
         codes = self.tool_steps.insert(self._end_cursor(), message) if message.tool_steps else 0
         if has_reasoning(message):
             self._add_block(self._end_cursor(), message.id, message.reasoning, finished_header(message))
-        self._append_html(body_html(message, self._colors(), codes))
+        self._append_html(body_html(message, self._colors(), codes, self._cited(message)))
+
+    def _cited(self, message: Message) -> Message | None:
+        """The message a reply answers, when it was sent with documents: the reply's [n] cite its passages."""
+        parent = self.state.messages.get(message.parent_id) if message.parent_id is not None else None
+        return parent if parent is not None and parent.documents is not None else None
+
+    def open_citation(self, message_id: int, number: int) -> PassageViewer | None:
+        """Open passage [number] of the documents message `message_id` was sent with (a citation's link)."""
+        message = self.state.messages.get(message_id)
+        if message is None or message.documents is None:
+            return None
+        viewer = PassageViewer(message.documents, number, self)
+        viewer.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        viewer.show()
+        return viewer
 
     def _add_block(self, cursor: QTextCursor, message_id: int, text: str, header: str) -> ReasoningBlock:
         cursor.insertBlock(self._spacer, QTextCharFormat())
@@ -357,19 +373,25 @@ class ChatView(QTextBrowser):
         if stable > self._stable_blocks:
             html = themed("".join(render_block(b, True) for b in blocks[self._stable_blocks : stable]), self._colors())
             html, self._codes = number_code_links(html, self.state.stream_id, self._codes)
-            cursor.insertHtml(LEAD + html)
+            cursor.insertHtml(LEAD + self._stream_citations(html))
             cursor.insertBlock(self._spacer, QTextCharFormat())
             self._tail.setPosition(cursor.position())
             self._stable_blocks = stable
         tail = (number_code_links(themed(render_block(blocks[-1], True), self._colors()), self.state.stream_id, self._codes)[0]
                 if blocks else "")
         if tail or note:
-            cursor.insertHtml(LEAD + tail + note)
+            cursor.insertHtml(LEAD + self._stream_citations(tail) + note)
         self._scroll_to_end(at_end)
         self.last_render_ms = (time.perf_counter() - started) * 1000
         self.renders += 1
         # Adaptive: give the event loop at least twice the time the render took.
         self._interval_ms = int(min(MAX_INTERVAL_MS, max(MIN_INTERVAL_MS, 2 * self.last_render_ms)))
+
+    def _stream_citations(self, html: str) -> str:
+        """The streaming reply's [n] linked to the passages of the message it answers (if sent with documents)."""
+        reply = self.state.messages.get(self.state.stream_id)
+        cited = self._cited(reply) if reply is not None else None
+        return link_citations(html, cited.id, cited.documents) if cited is not None else html
 
     # ------------------------------------------------------------ reasoning blocks
 

@@ -43,6 +43,11 @@ SNIFF_BYTES = 65_536
 MAX_INVALID_UTF8_SHARE = 0.02
 
 
+# The most documents one message carries in the window: each is held as text until it is sent, and past a
+# few dozen a folder is better kept as a chat's knowledge (an index) than attached.
+MAX_DOCUMENTS_PER_MESSAGE = 32
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentLimits:
     """The caps one read applies (the module's constants unless a caller passes others)."""

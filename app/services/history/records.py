@@ -15,6 +15,7 @@ from app.services.chat_defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
 )
+from app.services.history.sent_documents import SentDocuments, SentDocumentsError, documents_from_json
 from app.services.history.settings_fields import (
     CHAT_FIELDS,
     DEFAULT_TOOL_STEP_CAP,
@@ -215,6 +216,8 @@ class Message:
     images: tuple[ImageRef, ...] = ()
     # Its audio clips, likewise (sent after its images).
     clips: tuple[AudioRef, ...] = ()
+    # The documents it was sent with: the block the model read before `content` (sent_documents.py).
+    documents: SentDocuments | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -229,7 +232,7 @@ class Version:
 
 # The columns `message_of` reads, in its order.
 MESSAGE_COLUMNS = ("id, conversation_id, role, content, state, stats, created, reasoning, reasoning_closed, parent_id,"
-                   " tool_steps")
+                   " tool_steps, documents")
 # The columns `conversation_of` reads, in its order.
 CONVERSATION_COLUMNS = "id, title, created, updated, settings, folder_id, pinned"
 
@@ -243,7 +246,7 @@ def message_of(row: tuple) -> Message:
     """A Message from a row of MESSAGE_COLUMNS."""
     stats = json.loads(row[5]) if row[5] else None
     return Message(row[0], row[1], row[2], row[3], row[4], stats, row[6], row[7] or "", bool(row[8]), row[9],
-                   _steps_of(row[0], row[10]) if row[10] else ())
+                   _steps_of(row[0], row[10]) if row[10] else (), documents=_documents_of(row[0], row[11]))
 
 
 def _steps_of(message_id: int, text: object) -> tuple[ToolStep, ...]:
@@ -256,6 +259,19 @@ def _steps_of(message_id: int, text: object) -> tuple[ToolStep, ...]:
     except ToolStepsError as exc:
         log.warning("The tool steps of message %s cannot be read (%s): it is shown without them", message_id, exc)
         return ()
+
+
+def _documents_of(message_id: int, text: object) -> SentDocuments | None:
+    """A message's documents from its column; a damaged value reads as none, with a warning (as tool steps)."""
+    if not text:
+        return None
+    try:
+        if not isinstance(text, str):
+            raise SentDocumentsError(f"the documents are {type(text).__name__}, not text")
+        return documents_from_json(text)
+    except SentDocumentsError as exc:
+        log.warning("The documents of message %s cannot be read (%s): it is shown without them", message_id, exc)
+        return None
 
 
 def preset_row(preset: Preset) -> tuple[str, str, int]:

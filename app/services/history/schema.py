@@ -166,10 +166,17 @@ def _v9_media_kinds(db: sqlite3.Connection) -> list[str]:
     return found
 
 
+def _v10_message_documents(db: sqlite3.Connection) -> list[str]:
+    # The documents a user message was sent with (issue 36): the block the model read before the question
+    # and where each [n] of it is, as JSON (app/services/history/sent_documents.py). '' for none: every
+    # message of older files.
+    return _add_column(db, "messages", "documents", "TEXT NOT NULL DEFAULT ''")
+
+
 # A step returns the names of what it found already there (a half-done step being finished).
 MIGRATIONS: list[Callable[[sqlite3.Connection], list[str]]] = [
     _v1_initial, _v2_settings_and_stats, _v3_presets, _v4_reasoning, _v5_external_ids, _v6_branches_and_folders,
-    _v7_tool_steps, _v8_message_media, _v9_media_kinds,
+    _v7_tool_steps, _v8_message_media, _v9_media_kinds, _v10_message_documents,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -61,6 +61,7 @@ from app.services.history.records import (
 )
 from app.services.history.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from app.services.history.search import json_like_pattern, like_pattern, steps_match
+from app.services.history.sent_documents import SentDocuments, documents_to_json
 from app.services.history.tool_steps import ToolCallRecord, ToolStep, steps_to_json
 from app.services.history.tree import branch, delete_subtree, first_hit, leaf_of, show_branch_of, versions
 from app.services.media.store import COLLECT_GRACE_S, Collected, MediaStore
@@ -207,9 +208,10 @@ class ChatStore(HistoryFile):
                     raise ValueError(f"message {m.id} follows {m.parent_id}, which is not an earlier message")
                 last = db.execute(
                     "INSERT INTO messages (conversation_id, role, content, state, stats, created, reasoning,"
-                    " reasoning_closed, parent_id, tool_steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " reasoning_closed, parent_id, tool_steps, documents) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (cid, m.role, m.content, m.state, json.dumps(m.stats) if m.stats is not None else None,
-                     m.created, m.reasoning, int(m.reasoning_closed), parent, steps_to_json(m.tool_steps)),
+                     m.created, m.reasoning, int(m.reasoning_closed), parent, steps_to_json(m.tool_steps),
+                     documents_to_json(m.documents)),
                 ).lastrowid
                 if m.images or m.clips:
                     insert_media(db, last, m.images, m.clips)
@@ -237,7 +239,7 @@ class ChatStore(HistoryFile):
     def add_message(
         self, conversation_id: int, role: Role, content: str, state: MessageState = "complete",
         parent_id: int | None | EllipsisType = ..., *, images: Sequence[PreparedImage | ImageRef] = (),
-        clips: Sequence[PreparedAudio | CheckedAudio | AudioRef] = (),
+        clips: Sequence[PreparedAudio | CheckedAudio | AudioRef] = (), documents: SentDocuments | None = None,
     ) -> Message:
         """Add a message after `parent_id` (left out: the end of the branch the chat shows; None: as a first
         message), and show the branch it ends.
@@ -248,6 +250,7 @@ class ChatStore(HistoryFile):
                 ImageRef names a file there already (an edited message keeping the images of the one it
                 replaces: pass `old.images`).
             clips: its audio clips, in order, likewise (a PreparedAudio, a CheckedAudio or an AudioRef).
+            documents: the documents' block it is sent with (kept as sent: sent_documents.py).
 
         Raises:
             StoreUnwritableError: the history is read-only (nothing is stored, not even an image).
@@ -261,16 +264,16 @@ class ChatStore(HistoryFile):
         with self._write() as db:
             parent = leaf_of(db, conversation_id) if parent_id is ... else parent_id
             cur = db.execute(
-                "INSERT INTO messages (conversation_id, role, content, state, created, parent_id)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (conversation_id, role, content, state, now, parent),
+                "INSERT INTO messages (conversation_id, role, content, state, created, parent_id, documents)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, role, content, state, now, parent, documents_to_json(documents)),
             )
             if refs or clip_refs:
                 insert_media(db, cur.lastrowid, refs, clip_refs)
             db.execute("UPDATE conversations SET updated = ?, leaf_id = ? WHERE id = ?",
                        (now, cur.lastrowid, conversation_id))
         return Message(cur.lastrowid, conversation_id, role, content, state, None, now, parent_id=parent, images=refs,
-                       clips=clip_refs)
+                       clips=clip_refs, documents=documents)
 
     def _store_media(self, items: Sequence, ref_type: type[ImageRef] | type[AudioRef]) -> tuple:
         """The references (`ref_type`) of `items`, the originals of prepared ones put into the media store (just

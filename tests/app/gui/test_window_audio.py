@@ -53,4 +53,4 @@ def test_a_model_that_cannot_hear_says_so_when_a_clip_is_attached(qtbot, window,
     window.media_attach.add_files([recording(tmp_path / "q.wav")])
     qtbot.waitUntil(lambda: len(notices) == 1, timeout=TIMEOUT_MS)
     assert "cannot hear audio" in notices[0] and "None of your library's models can" in notices[0]
-    assert window.attach_action.text() == "Attach images or audio…"
+    assert window.attach_action.text() == "Attach images, audio or documents…"

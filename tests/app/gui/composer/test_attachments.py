@@ -21,7 +21,7 @@ def picture(path: Path, size: tuple[int, int] = (120, 80), colour: str = "red") 
     return path
 
 
-def test_dropped_image_files_are_attached_in_order_and_text_files_stay_text(qtbot, tmp_path: Path):
+def test_dropped_image_files_are_attached_in_order_and_other_files_stay_text(qtbot, tmp_path: Path):
     composer, strip = Composer(), Attachments()
     qtbot.addWidget(composer)
     qtbot.addWidget(strip)
@@ -35,11 +35,14 @@ def test_dropped_image_files_are_attached_in_order_and_text_files_stay_text(qtbo
     composer.insertFromMimeData(mime)
     qtbot.waitUntil(lambda: len(strip.images) == 2 and not strip.busy, timeout=TIMEOUT_MS)
     assert [i.name for i in strip.images] == ["a.png", "b.JPG"]
+    assert [d.text for d in strip.documents] == ["hello"]  # a text file is a document now
     assert composer.toPlainText() == ""  # the files were attached, not typed
+    other = tmp_path / "disk.img"
+    other.write_bytes(b"\0" * 16)
     text = QMimeData()
-    text.setUrls([QUrl.fromLocalFile(str(notes))])
+    text.setUrls([QUrl.fromLocalFile(str(other))])
     composer.insertFromMimeData(text)
-    assert str(notes) in composer.toPlainText()  # any other file is text, as before
+    assert str(other) in composer.toPlainText()  # a file of no kind Tailor reads is text, as before
 
 
 def test_a_pasted_screenshot_is_attached_as_png(qtbot):

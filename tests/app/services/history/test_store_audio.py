@@ -48,7 +48,7 @@ def test_a_schema_8_file_is_upgraded_its_media_rows_are_images(tmp_path, photo):
         db.commit()
     store = ChatStore(path)
     try:
-        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
         assert chats_of(store) == made
         message = store.get_message(1)
         assert message.images == (ImageRef(photo.sha256, "PNG", "square.png", 32, 32),) and message.clips == ()
