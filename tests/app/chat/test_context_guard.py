@@ -71,3 +71,18 @@ def test_a_shortfall_offers_a_reload_only_when_the_largest_context_holds_it():
     assert not shortfall([], "", long, 512, 2048, 2048).can_reload  # nothing larger fits
     assert not shortfall([], "", long, 512, 2048, short.needed - 1).can_reload  # larger, still too small
     assert not shortfall([], "", long, 512, 2048, None).can_reload  # not known
+
+
+def test_a_messages_documents_count_as_their_block_was_counted():
+    from dataclasses import replace
+
+    from app.services.history.sent_documents import SentDocuments
+
+    block = "word " * 4000  # the estimate would say far more than the 1,200 the tokenizer counted
+    asked = replace(message(1, "user", "What is in it?"), documents=SentDocuments(block, tokens=1200))
+    plain = conversation_tokens([message(1, "user", "What is in it?")], "", "And then?")
+    assert conversation_tokens([asked], "", "And then?") == plain + 1200
+    assert conversation_tokens([], "", "What is in it?", new_documents=1200) == \
+        conversation_tokens([], "", "What is in it?") + 1200
+    assert shortfall([], "", "Q", 100, 1300, documents=1200) is not None
+    assert shortfall([], "", "Q", 10, 1300, documents=1200) is None
