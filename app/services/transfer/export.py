@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from app.services.history.sent_documents import SentDocuments, documents_to_json
 from app.services.history.store import AudioRef, ChatStore, Conversation, ImageRef, Message
 from app.services.history.timestamps import checked_time, iso_time
 from app.services.media.wav import clock
@@ -32,9 +33,9 @@ from app.services.transfer.export_steps import steps_markdown
 from app.services.transfer.markdown_text import close_fences, fence_for
 
 FORMAT = "tailor-chats"
-# 5: a message's audio clips; 4: a message's images; 3: a reply's tool steps; 2: branches (each message's id and parent, the chat's leaf), folder and pin; 1: one line
+# 6: the documents a message was sent with; 5: a message's audio clips; 4: a message's images; 3: a reply's tool steps; 2: branches (each message's id and parent, the chat's leaf), folder and pin; 1: one line
 # per chat. An older Tailor refuses a newer version whole rather than import replies without their tool calls.
-VERSION = 5
+VERSION = 6
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 
 
@@ -152,7 +153,8 @@ def message_dict(message: Message, local: dict[int, int], media: ExportMedia | N
     """One message of the JSON export: `id` and `parent` its own and its parent's number in the chat (from 1,
     in the order written; null: a first message); stats as stored (a figure JSON cannot hold, such as NaN,
     as null); `tool_steps` a list of ToolStep.to_dict() (empty: it called no tools); `images` a list of
-    image_dict and `audio` a list of clip_dict (empty: it carries none)."""
+    image_dict and `audio` a list of clip_dict (empty: it carries none); `documents` the block it was sent with,
+    its notes and where each [n] is (sent_documents.py; null: none)."""
     return {
         "id": local[message.id],
         "parent": local.get(message.parent_id) if message.parent_id is not None else None,
@@ -166,6 +168,7 @@ def message_dict(message: Message, local: dict[int, int], media: ExportMedia | N
         "tool_steps": _finite([step.to_dict() for step in message.tool_steps]),
         "images": [image_dict(ref, media) for ref in message.images],
         "audio": [clip_dict(ref, media) for ref in message.clips],
+        "documents": json.loads(documents_to_json(message.documents)) if message.documents else None,
     }
 
 
@@ -280,9 +283,20 @@ def chat_markdown(record: ChatRecord, media: ExportMedia | None = None) -> str:
             lines += [f"<details><summary>{summary}</summary>", "", close_fences(message.reasoning).strip("\n"),
                       "", "</details>", ""]
         # A reply that ended after its calls, or a message of images or clips alone, wrote nothing more.
-        if message.content or not (message.tool_steps or message.images or message.clips):
+        if message.content or not (message.tool_steps or message.images or message.clips or message.documents):
             lines += [close_fences(message.content).strip("\n") or "*(empty)*", ""]
+        lines += documents_markdown(message.documents)
     return "\n".join(lines)
+
+
+def documents_markdown(documents: SentDocuments | None) -> list[str]:
+    """A message's documents: a line per document and per source, then the block as the model read it, folded."""
+    if documents is None:
+        return []
+    lines = [f"- {line}" for line in (*documents.notes, *(s.label for s in documents.sources))]
+    fence = fence_for(documents.block)
+    return [*lines, "", "<details><summary>Documents as sent</summary>", "", f"{fence}text", documents.block, fence,
+            "", "</details>", ""]
 
 
 def to_markdown(records: list[ChatRecord], media: ExportMedia | None = None) -> str:

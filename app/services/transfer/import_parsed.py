@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from app.services.history.records import ROLES, AudioRef, ImageRef
+from app.services.history.sent_documents import SentDocuments
 from app.services.history.store import MESSAGE_STATES, Conversation, Message
 from app.services.history.tool_steps import ToolStep, steps_from_json, steps_to_json
 
@@ -47,11 +48,12 @@ class MessageList(Sequence[Message]):
         self._steps: list[str | bytes] = []  # a reply's tool steps as their JSON ('' for none)
         self._images: dict[int, tuple[ImageRef, ...]] = {}  # by index: few messages carry images
         self._clips: dict[int, tuple[AudioRef, ...]] = {}  # ... or clips
+        self._documents: dict[int, SentDocuments] = {}  # ... or the documents it was sent with
 
     def append(self, role: str, content: str | bytes, created: float, parent: int | None, *, state: str = "complete",
                stats: dict | None = None, reasoning: str = "", reasoning_closed: bool = True,
                tool_steps: tuple[ToolStep, ...] = (), images: tuple[ImageRef, ...] = (),
-               clips: tuple[AudioRef, ...] = ()) -> int:
+               clips: tuple[AudioRef, ...] = (), documents: SentDocuments | None = None) -> int:
         """Add a message (role and state as the store knows them, parent an earlier number; content a str, or
         packed already; tool steps checked already; images and clips in the media store already); its number."""
         if parent is not None and not 1 <= parent <= len(self):
@@ -69,6 +71,8 @@ class MessageList(Sequence[Message]):
             self._images[len(self._content) - 1] = images
         if clips:
             self._clips[len(self._content) - 1] = clips
+        if documents is not None:
+            self._documents[len(self._content) - 1] = documents
         return len(self)
 
     def __len__(self) -> int:
@@ -85,7 +89,7 @@ class MessageList(Sequence[Message]):
                        MESSAGE_STATES[self._states[index]], self._stats[index], self._created[index],
                        unpack(self._reasoning[index]), bool(self._closed[index]), self._parents[index] or None,
                        steps_from_json(unpack(self._steps[index])), self._images.get(index, ()),
-                       self._clips.get(index, ()))
+                       self._clips.get(index, ()), self._documents.get(index))
 
     def __iter__(self) -> Iterator[Message]:
         return (self[i] for i in range(len(self)))

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 from app.services.history.records import ROLES, AudioRef, ImageRef
+from app.services.history.sent_documents import SentDocuments, SentDocumentsError, documents_from_dict
 from app.services.history.settings_fields import parse_settings
 from app.services.history.store import MESSAGE_STATES, ChatSettings, Conversation
 from app.services.history.timestamps import checked_time
@@ -147,6 +148,7 @@ class _Messages:
         self.lost_steps: list[str] = []  # why each message's tool steps were left out ("message 3: ...")
         self.lost_images: list[str] = []  # each image left out, named, with why ("message 1: a.png is not ...")
         self.lost_clips: list[str] = []  # each clip left out, likewise
+        self.lost_documents: list[str] = []  # each message's documents left out, likewise
 
     def add(self, data: object, index: int) -> None:
         if self.problem:
@@ -176,7 +178,7 @@ class _Messages:
         # Last, once the message is known to be whole: only then are its images and clips stored.
         self.messages.append(role, content, created, parent, state=state, stats=stats, reasoning=reasoning,
                              reasoning_closed=closed, tool_steps=steps, images=self._images(data, where),
-                             clips=self._clips(data, where))
+                             clips=self._clips(data, where), documents=self._documents(data, where))
 
     def _images(self, data: dict, where: str) -> tuple[ImageRef, ...]:
         """The message's images (none before version 4), each taken into the media store; one that cannot
@@ -225,6 +227,18 @@ class _Messages:
             except AudioRefused as exc:
                 self.lost_clips.append(f"{where}: {exc}")
         return tuple(refs)
+
+    def _documents(self, data: dict, where: str) -> SentDocuments | None:
+        """The documents the message was sent with (none before version 6); ones that fail their checks are left
+        out, and why is kept for the chat's note (the message keeps its text)."""
+        found = data.get("documents") if self.version >= 6 else None
+        if found is None:
+            return None
+        try:
+            return documents_from_dict(found)
+        except SentDocumentsError as exc:
+            self.lost_documents.append(f"{where}: {exc}")
+            return None
 
     def _steps(self, data: dict, where: str) -> tuple[ToolStep, ...]:
         """The message's tool steps (none before version 3); steps that fail a check are left out, and why
@@ -278,6 +292,10 @@ def _parsed(data: dict, reading: _Messages, version: int) -> ParsedChat:
         notes.append(left_out_images(reading.lost_images))
     if reading.lost_clips:
         notes.append(left_out_images(reading.lost_clips, "audio clip"))
+    if reading.lost_documents:
+        shown = "; ".join(reading.lost_documents[:5]) + ("; …" if len(reading.lost_documents) > 5 else "")
+        notes.append(f"the documents of {len(reading.lost_documents)} message(s) could not be imported and were left "
+                     f"out ({shown})")
     messages = reading.messages
     if version == 1:
         return ParsedChat(uid, conversation, messages, notes=tuple(notes))

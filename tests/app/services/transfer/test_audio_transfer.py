@@ -67,7 +67,7 @@ def test_a_json_export_imports_back_with_the_same_clips(tmp_path, history, clips
     assert export_chats(history.path, None, "json", target, embed_media=embed, problems=problems) == 2
     assert problems == []
     document = json.loads(target.read_text())
-    assert document["version"] == VERSION == 5
+    assert document["version"] == VERSION == 6
     first = document["chats"][0]["messages"][0]
     assert [(c["name"], c["format"], c["sha256"]) for c in first["audio"]] == [
         ("question.wav", "WAV", clips[0].sha256), ("a talk [1].wav", "WAV", clips[1].sha256)]

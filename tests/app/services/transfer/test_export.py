@@ -78,7 +78,7 @@ def store(tmp_path: Path):
 
 def test_json_holds_every_field_of_every_chat(store: ChatStore):
     document = json.loads(to_json(load_chats(store)))
-    assert (document["format"], document["version"]) == (FORMAT, 5)
+    assert (document["format"], document["version"]) == (FORMAT, 6)
     maths, code = document["chats"]  # oldest first
     assert set(maths) == {"id", "title", "created", "updated", "settings", "folder", "pinned", "leaf", "messages"}
     assert (maths["folder"], maths["pinned"], maths["leaf"]) == (None, False, 3)
@@ -90,7 +90,7 @@ def test_json_holds_every_field_of_every_chat(store: ChatStore):
     question, answer, cut = maths["messages"]
     assert question == {"id": 1, "parent": None, "role": "user", "content": "What is 17 * 23?", "reasoning": "",
                         "reasoning_closed": True, "state": "complete", "stats": None, "created": question["created"],
-                        "tool_steps": [], "images": [], "audio": []}
+                        "tool_steps": [], "images": [], "audio": [], "documents": None}
     assert [(m["id"], m["parent"]) for m in maths["messages"]] == [(1, None), (2, 1), (3, 2)]
     assert answer["reasoning"] == "17 * 20 = 340, 17 * 3 = 51" and answer["stats"]["reasoning_tokens"] == 40
     assert (cut["state"], cut["reasoning_closed"], cut["content"]) == ("cancelled", False, "")
@@ -106,10 +106,10 @@ def test_json_is_the_same_bytes_each_time_header_first_and_keys_sorted(store: Ch
     again = ChatStore(tmp_path / "chats.sqlite3")
     assert to_json(load_chats(again)) == text
     again.close()
-    assert text.startswith('{\n  "format": "tailor-chats",\n  "version": 5,\n  "chats": [\n') and text.endswith("}\n")
+    assert text.startswith('{\n  "format": "tailor-chats",\n  "version": 6,\n  "chats": [\n') and text.endswith("}\n")
     # Written a chat at a time, it is exactly json.dumps of the whole: the header first, each chat's keys sorted.
     chats = [json.loads(json.dumps(chat_dict(r), sort_keys=True)) for r in records]
-    whole = {"format": FORMAT, "version": 5, "chats": chats}
+    whole = {"format": FORMAT, "version": 6, "chats": chats}
     assert text == json.dumps(whole, ensure_ascii=False, indent=2) + "\n"
     assert to_json([]) == json.dumps({**whole, "chats": []}, indent=2) + "\n"
 
