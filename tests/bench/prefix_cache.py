@@ -234,6 +234,39 @@ def image_next_turn() -> list[str]:
             ratio_line("  its next turn after another chat took the slot (restored from RAM)", restored, cold, 0.10)]
 
 
+def document_asked_twice() -> list[str]:
+    """A 60-page PDF too long for the context (tests/app/services/documents/makers.py), asked about: the message
+    holds the passages retrieved for it (app/chat/document_context.py, counted by the model's tokenizer), kept
+    with the message as sent; the next question about it finds them in the cache and prefills only itself."""
+    from app.chat.document_context import document_budget, document_context
+    from app.services.documents.extract import extract_document
+    from tests.app.services.documents.makers import filler, pdf_with_pages
+
+    first_ttft, again, block_tokens = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = Engine(4096)
+        count = lambda text: engine.tokens([ChatMessage("user", text)]) - engine.tokens([ChatMessage("user", "")])  # noqa: E731
+        for r in range(ROUNDS):
+            pages = {n: filler(n + 100 * r, 350) for n in range(1, 61)}
+            pages[37] = f"{filler(37, 120)} The lighthouse keeper's parrot is named Archimedes Quill. {filler(38, 120)}"
+            document = extract_document(pdf_with_pages(Path(tmp) / f"report-{r}.pdf", pages, 60))
+            question = "What is the name of the lighthouse keeper's parrot, and when is the library open?"
+            system = ChatMessage("system", "You are Tailor, a helpful assistant.")
+            budget = document_budget(4096, engine.tokens([system, ChatMessage("user", question)]), GREEDY.max_tokens)
+            context = document_context([document], question, budget, count)
+            block_tokens.append(context.tokens)
+            turn = [system, ChatMessage("user", context.message(question))]
+            first = engine.ask(turn)
+            first_ttft.append(first.stats.ttft_s)
+            again.append(engine.ttft([*turn, ChatMessage("assistant", first.text),
+                                      ChatMessage("user", "And what colour is the parrot?")]))
+        engine.close()
+    cold = statistics.median(first_ttft)
+    return [f"a 60-page PDF asked about ({statistics.median(block_tokens):.0f} tokens of passages retrieved): "
+            f"first question TTFT {cold * 1000:.0f} ms",
+            ratio_line("  the next question about it", again, cold, 0.10)]
+
+
 def bare_next_turn() -> list[str]:
     """The same next turn on a bare `llama_cpp.Llama`, its prefix still in its context."""
     engine = Engine(4096, cache_bytes=0)  # for the template, the tokens and the replies
@@ -310,7 +343,8 @@ def kv_types() -> list[str]:
 
 
 def main() -> None:
-    for line in prefix_scenarios() + reasoning_next_turn() + image_next_turn() + bare_next_turn() + kv_types():
+    for line in (prefix_scenarios() + reasoning_next_turn() + image_next_turn() + document_asked_twice()
+                 + bare_next_turn() + kv_types()):
         print(line, flush=True)
 
 

@@ -48,6 +48,9 @@ def test_a_pdf_that_fits_goes_whole_and_stays_with_the_message(qtbot, make_windo
     assert sent[1].content == f"{user.documents.block}\n\nWhere is the spare key?"
     assert reply.stats["prompt_tokens"] > user.documents.tokens > 100
     assert note in window.chat.plain_text() and "[1] report.pdf · whole" in window.chat.plain_text()
+    # The next question about it is warm: the block is the prefix the engine kept.
+    again = send(qtbot, window, "And who keeps it?")
+    assert again.stats["cached_tokens"] >= reply.stats["prompt_tokens"] > user.documents.tokens
 
 
 def test_a_document_longer_than_the_context_goes_as_the_passages_that_answer(qtbot, make_window, tmp_path):
