@@ -8,7 +8,7 @@ session (the window posts them onto the GUI thread). Tests drive it with a scrip
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from types import EllipsisType
 
@@ -297,9 +297,12 @@ class ChatSession(BranchActions, SessionTools):
             self.open_conversation(remaining[0].id)
         self.listener.conversations_changed()
 
-    def update_settings(self, settings: ChatSettings) -> None:
-        """Store the open conversation's settings; they apply from the next reply."""
+    def update_settings(self, settings: ChatSettings, fields: Iterable[str] | None = None) -> None:
+        """Store the open conversation's settings; they apply from the next reply. With `fields`, only those
+        are taken from `settings` (what the settings panel shows: the chat's tools, chosen elsewhere, stay)."""
         if self.current is not None:
+            if fields is not None:
+                settings = replace(self.current.settings, **{f: getattr(settings, f) for f in fields})
             self.current.settings = settings
             self.store.update_settings(self.current.id, settings)
 

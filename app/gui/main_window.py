@@ -33,7 +33,7 @@ from app.gui.model_picker.picker_list import hearing_models, vision_models
 from app.gui.models_window.manager_window import ModelManager
 from app.gui.server.menu import REMOTE_MEMORY, ServerMenu
 from app.gui.side_panel.memory.page import MemoryPage
-from app.gui.side_panel.settings.panel import SettingsPanel
+from app.gui.side_panel.settings.panel import PANEL_FIELDS, SettingsPanel
 from app.gui.tools.mcp_tools import McpTools
 from app.gui.tools.permission_bar import PermissionBar
 from app.gui.tools.tools_button import ToolsButton
@@ -272,7 +272,7 @@ class MainWindow(QMainWindow):
         chats.folder_delete_requested.connect(s.folders.delete)
         chats.folder_create_requested.connect(self._create_folder)
         chats.folder_rename_requested.connect(self._rename_folder)
-        panel.settings_changed.connect(s.update_settings)
+        panel.settings_changed.connect(lambda edited: s.update_settings(edited, PANEL_FIELDS))
         panel.preset_saved.connect(lambda p: panel.set_presets(s.save_preset(p)))
         panel.preset_deleted.connect(lambda n: panel.set_presets(s.delete_preset(n)))
         self.banner.reload_button.clicked.connect(s.reload_engine)

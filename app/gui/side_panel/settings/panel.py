@@ -33,6 +33,10 @@ from app.services.load_settings import LoadSettings
 from engine.protocol import ModelInfo
 from models.plan.folder_plan import is_model_folder
 
+# The chat settings the panel shows and edits; the rest (the chat's tool servers, allowed tools, tool choice and
+# step cap, its knowledge) are set elsewhere and must survive the panel's edits (ChatSession.update_settings).
+PANEL_FIELDS = ("system_prompt", "temperature", "top_p", "max_tokens", "load", "reasoning", "think_budget")
+
 
 class SettingsPanel(QWidget):
     """Per-conversation settings; a changed context length reloads the model before the next reply.
