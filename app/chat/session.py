@@ -238,8 +238,9 @@ class ChatSession(BranchActions, SessionTools):
     def new_conversation(self) -> Conversation:
         """A new chat with the settings of the open one."""
         settings = self.new_chat_settings(self.current.settings if self.current else None)
-        # What was allowed "Always in this chat" was allowed in that chat only: a new one asks again.
-        settings = replace(settings, allowed_tools=())
+        # What was allowed "Always in this chat" was allowed in that chat only: a new one asks again; and the
+        # knowledge a chat answers from is that chat's.
+        settings = replace(settings, allowed_tools=(), knowledge=None)
         conversation = self.store.create_conversation(DEFAULT_TITLE, settings)
         self.listener.conversations_changed()
         self.open_conversation(conversation.id)
@@ -361,14 +362,22 @@ class ChatSession(BranchActions, SessionTools):
 
     def document_budget(self, text: str) -> int:
         """The tokens the documents of a message `text` may take in the open chat (a new one's settings when
-        none is open): its context less the conversation, the question, the reply's max tokens and a margin.
-        Counted as the context guard counts, so a block made for it passes the guard."""
+        none is open): its context less the conversation, the question, the reply's max tokens and a margin, and
+        at most the chat's document budget. Counted as the context guard counts, so a block made for it passes
+        the guard."""
         settings = self.current.settings if self.current else self.new_chat_settings(None)
         context = self.context_of(settings)
         n_ctx = context[0] if context is not None else (settings.load.n_ctx or UNKNOWN_CONTEXT)
         messages = self.store.list_messages(self.current.id) if self.current else []
         conversation = conversation_tokens(messages, settings.system_prompt, text)
-        return document_budget(n_ctx, conversation, settings.max_tokens)
+        left = document_budget(n_ctx, conversation, settings.max_tokens)
+        return left if settings.document_budget is None else min(left, settings.document_budget)
+
+    def set_knowledge(self, name: str | None) -> None:
+        """The knowledge index the open chat answers from (None: none); its passages go with each message."""
+        if self.current is not None and self.current.settings.knowledge != name:
+            self.current.settings = replace(self.current.settings, knowledge=name)
+            self.store.update_settings(self.current.id, self.current.settings)
 
     def token_counter(self) -> TokenCounter:
         """What counts a document's tokens: the loaded model's tokenizer through the engine (callable from any

@@ -28,6 +28,8 @@ from app.gui.composer.send_stop import SendStop
 from app.gui.composer.sending import Sending
 from app.gui.dialogs.help_menu import HelpMenu
 from app.gui.dialogs.preferences import new_chat_defaults, preferences_action
+from app.gui.documents.knowledge import SHORTCUT as KNOWLEDGE_SHORTCUT
+from app.gui.documents.knowledge import KnowledgeButton, KnowledgeDialog
 from app.gui.model_picker.picker import ModelPicker
 from app.gui.model_picker.picker_list import hearing_models, vision_models
 from app.gui.models_window.manager_window import ModelManager
@@ -110,14 +112,15 @@ class MainWindow(QMainWindow):
             hearing_models=lambda: hearing_models(store))
         # What the box sends: a message, or one of yours again as its new version (pending settings saved first).
         self.sending = Sending(self.session, self.composer, self.settings_panel.commit, self.media_attach.strip,
-                               parent=self)
+                               parent=self, data_dir=AppPaths.default().data_dir)
+        self.knowledge_button = KnowledgeButton()  # the knowledge index the chat answers from
 
     def _build_layout(self) -> None:
         """The splitter: the chat list | the chat column | the side panel (window_layout.py); the model picker
         at the top of the chat column."""
         self.chat_header, self.chat_header_layout = chat_header()  # the model picker's row
         self.readable = readable_chat(self.chat, self.composer, self.send_stop, tools=self.tools_button,
-                                      attach=self.media_attach.button,
+                                      attach=self.media_attach.button, knowledge=self.knowledge_button,
                                       above_composer=(self.media_attach.strip, self.permission_bar))
         self.chat_column = chat_column(self.chat_header, self.history_banner, self.banner, readable=self.readable)
         self.memory_page = MemoryPage(self.controller, self.session.plan)
@@ -149,6 +152,7 @@ class MainWindow(QMainWindow):
         self.focus_action = self._action("Focus message box", "Ctrl+L", self.composer.setFocus)
         self.edit_action = self._action("Edit last message", "Ctrl+E", self.sending.edit_last_message)
         self.attach_action = self._action("Attach images, audio or documents…", ATTACH_SHORTCUT, self.media_attach.choose)
+        self.knowledge_action = self._action("Knowledge…", KNOWLEDGE_SHORTCUT, self.show_knowledge)
         self.open_action = self._action("Open model…", "Ctrl+O", self.model_picker.choose_file)
         self.open_folder_action = self._action("Open model folder…", "Ctrl+Shift+O", self.model_picker.choose_folder)
         self.plan_action = self._action("Model plan…", "Ctrl+I", self.show_plan)
@@ -159,7 +163,7 @@ class MainWindow(QMainWindow):
                                    self.models_action])
         self.chat_menu.addSeparator()
         self.chat_menu.addActions([self.stop_action, self.regenerate_action, self.edit_action, self.attach_action,
-                                   self.copy_action])
+                                   self.knowledge_action, self.copy_action])
         self.help_menu = HelpMenu(self)  # Welcome…, Open log folder
         self.menuBar().addMenu(self.help_menu)
         # View: the side panel's tabs (Ctrl+Shift+M: memory; Ctrl+I: the plan), and the panel itself (Ctrl+B).
@@ -302,6 +306,7 @@ class MainWindow(QMainWindow):
         self.tools_button.servers_chosen.connect(self.session.set_tool_servers)
         self.tools_button.tool_choice_chosen.connect(self.session.set_tool_choice)
         self.tools_button.manage_requested.connect(lambda: self.mcp.show_dialog(self))
+        self.knowledge_button.clicked.connect(self.show_knowledge)
         self.help_menu.chat_requested.connect(self._chat_now)
         self.help_menu.model_requested.connect(lambda repo_id: self.show_models().open_repo(repo_id))
 
@@ -366,8 +371,26 @@ class MainWindow(QMainWindow):
         self.sending.chat_shown(messages)  # an edit of a message not shown now ends
         self.settings_panel.set_settings(conversation.settings)
         self.tools_button.show_choice(conversation.settings.tool_servers, conversation.settings.tool_choice)
+        self.knowledge_button.show_choice(conversation.settings.knowledge)
         self.setWindowTitle(f"Tailor — {conversation.title}")
         self.refresh_list()
+
+    @Slot()
+    def show_knowledge(self) -> KnowledgeDialog:
+        """The knowledge indexes: choose the open chat's, or index a folder (app/gui/documents/knowledge.py)."""
+        current = self.session.current.settings.knowledge if self.session.current else None
+        dialog = KnowledgeDialog(AppPaths.default().data_dir, current, self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.chosen.connect(self._knowledge_chosen)
+        dialog.open()
+        return dialog
+
+    def _knowledge_chosen(self, name: str | None) -> None:
+        if self.session.current is None:
+            self.session.new_conversation()
+        self.session.set_knowledge(name)
+        self.knowledge_button.show_choice(name)
+        self._say(f"This chat answers from “{name}”." if name else "This chat answers from no knowledge.")
 
     @Slot()
     def new_conversation(self) -> None:

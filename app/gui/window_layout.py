@@ -118,12 +118,13 @@ def chat_header() -> tuple[QWidget, QHBoxLayout]:
 
 
 def readable_chat(chat: QWidget, composer: QWidget, send_stop: QWidget, *, tools: QWidget | None = None,
-                  attach: QWidget | None = None, above_composer: tuple[QWidget, ...] = ()) -> ReadableColumn:
+                  attach: QWidget | None = None, knowledge: QWidget | None = None,
+                  above_composer: tuple[QWidget, ...] = ()) -> ReadableColumn:
     """The transcript above the message box and its Send/Stop button, readable and centred; `tools` (the Tools
-    button) and `attach` (the Attach button) beside the box, `above_composer` (the images to send, the tool
-    permission bar: each hidden while empty) between."""
+    button), `attach` (the Attach button) and `knowledge` (the Knowledge button) beside the box, `above_composer`
+    (the images to send, the tool permission bar: each hidden while empty) between."""
     row = QHBoxLayout()
-    for button in (tools, attach):
+    for button in (tools, attach, knowledge):
         if button is not None:
             row.addWidget(button, 0, Qt.AlignmentFlag.AlignBottom)
     row.addWidget(composer, 1)

@@ -5,15 +5,17 @@ place, as a new version (a new branch from there). The box is cleared only once 
 message. Esc stops a reply, else leaves the edit. An edit ends, its text kept, when the chat shown no
 longer holds the message it was to replace.
 
-A message with documents goes in two steps: what of them fits is worked out on a pool thread (whole when they
-fit the context the chat leaves, else the passages that answer the question: app/chat/document_context.py,
-counted by the model's tokenizer), the box read-only meanwhile; then the session sends the question with that
-block. A long PDF's retrieval takes a moment; the window never waits for it.
+A message with documents, or in a chat that answers from a knowledge index, goes in two steps: what of them
+fits is worked out on a pool thread (whole when they fit the context the chat leaves, else the passages that
+answer the question: app/chat/document_context.py, counted by the model's tokenizer; then the knowledge's
+passages in the room left), the box read-only meanwhile; then the session sends the question with that block.
+A long PDF's retrieval takes a moment; the window never waits for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -23,6 +25,7 @@ from app.chat.session import ChatSession
 from app.gui.common.jobs import Jobs
 from app.gui.composer.attachments import Attachments
 from app.gui.composer.message_box import Composer
+from app.services.documents.knowledge import KnowledgeError, open_knowledge
 from app.services.history.sent_documents import SentDocuments
 from app.services.history.store import Message
 
@@ -48,8 +51,10 @@ class Sending(QObject):
     notice = Signal(str)
 
     def __init__(self, session: ChatSession, composer: Composer, before_send: Callable[[], None],
-                 attachments: Attachments | None = None, parent: QObject | None = None):
+                 attachments: Attachments | None = None, parent: QObject | None = None,
+                 data_dir: Path | None = None):
         super().__init__(parent)
+        self.data_dir = data_dir  # where the knowledge indexes are (None: no chat answers from one)
         self.session, self.composer, self.attachments = session, composer, attachments
         self._before_send = before_send
         self._submitting = False
@@ -66,7 +71,8 @@ class Sending(QObject):
         if self._preparing:
             self.notice.emit(PREPARING_AGAIN)
             return
-        if self.attachments is not None and self.attachments.documents and not self.composer.editing:
+        documents = self.attachments is not None and bool(self.attachments.documents)
+        if (documents or self._knowledge() is not None) and not self.composer.editing and text.strip():
             self._prepare_documents(text)
             return
         self._before_send()
@@ -93,28 +99,49 @@ class Sending(QObject):
         if self.session.busy:
             self.notice.emit(BUSY_HINT)
             return
-        documents, question = self.attachments.documents, text.strip()
+        documents = self.attachments.documents if self.attachments is not None else ()
+        question, knowledge = text.strip(), self._knowledge()
         budget, count = self.session.document_budget(question), self.session.token_counter()
+        data_dir = self.data_dir
+
+        def prepare() -> SentDocuments | None:
+            index = open_knowledge(data_dir, knowledge) if knowledge is not None else None
+            try:
+                sent = document_context(documents, question, budget, count, knowledge=index).sent()
+            finally:
+                if index is not None:
+                    index.close()
+            return sent if sent.block or sent.notes else None  # the knowledge had nothing for it
+
         self._preparing = True
         self.composer.setReadOnly(True)  # what is typed now would be lost when the box is cleared
         self.notice.emit(PREPARING)
-        self._jobs.run(lambda: document_context(documents, question, budget, count).sent(),
-                       lambda sent: self._send_with(text, sent), self._not_prepared)
+        self._jobs.run(prepare, lambda sent: self._send_with(text, sent), self._not_prepared)
 
-    def _send_with(self, text: str, documents: SentDocuments) -> None:
+    def _knowledge(self) -> str | None:
+        """The knowledge index the open chat answers from (None: none, or no data folder to find it in)."""
+        current = self.session.current
+        return current.settings.knowledge if current is not None and self.data_dir is not None else None
+
+    def _send_with(self, text: str, documents: SentDocuments | None) -> None:
         self._preparing = False
         self.composer.setReadOnly(False)
         self._before_send()
         strip = self.attachments
-        if self.session.send(text, strip.images, strip.clips, documents):
+        images, clips = (strip.images, strip.clips) if strip is not None else ((), ())
+        if self.session.send(text, images, clips, documents):
             self.composer.clear()
             self.composer.set_editing(None)
-            strip.clear()
+            if strip is not None:
+                strip.clear()
 
     def _not_prepared(self, error: BaseException) -> None:
         self._preparing = False
         self.composer.setReadOnly(False)
-        self.notice.emit(f"The documents could not be prepared for the message: {error}")
+        if isinstance(error, KnowledgeError):
+            self.notice.emit(f"The message was not sent: {error}. Choose another with the Knowledge button.")
+        else:
+            self.notice.emit(f"The documents could not be prepared for the message: {error}")
 
     def wait(self, timeout_ms: int = 30_000) -> bool:
         """Wait for the documents being prepared (a closing window, a test)."""

@@ -66,6 +66,10 @@ class ChatSettings:
     allowed_tools: tuple[str, ...] = ()
     tool_step_cap: int = DEFAULT_TOOL_STEP_CAP
     tool_choice: ToolChoice = "auto"
+    # Documents (issue 36): the most tokens a message's documents may take (None: all the context leaves after
+    # the conversation and the reply), and the knowledge index the chat answers from (None: none).
+    document_budget: int | None = None
+    knowledge: str | None = None
 
     def to_json(self) -> str:
         # Stored flat, as every release stored them (and still reads them): the load's fields, its

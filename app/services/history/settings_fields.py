@@ -37,6 +37,8 @@ DRAFT_TOKENS_RANGE = (1, 64)
 GPU_SHARE_RANGE = (0.1, 1.0)
 CPU_KV_BYTES_RANGE = (1 << 28, 64 << 30)  # 0.25 to 64 GiB
 TOOL_STEP_CAP_RANGE = (1, 100)  # a reply's tool steps (each one model turn and its calls) before it must answer
+DOCUMENT_BUDGET_RANGE = (64, CONTEXT_RANGE[1])  # the most tokens a message's documents may take
+KNOWLEDGE_NAME_LIMIT = 64  # a knowledge index's name (app/services/documents/knowledge.py)
 DEFAULT_TOOL_STEP_CAP = 10
 # What a reply's first request asks of the model when the chat has tools: "auto" (it may call them) or
 # "required" (it must call one; the requests after its calls are "auto" again, so it can answer).
@@ -105,6 +107,13 @@ CHAT_FIELDS: dict[str, _Field] = {
     "tool_step_cap": _Field(DEFAULT_TOOL_STEP_CAP, _whole(*TOOL_STEP_CAP_RANGE),
                             f"a whole number from 1 to {TOOL_STEP_CAP_RANGE[1]}"),
     "tool_choice": _Field("auto", _one_of(TOOL_CHOICES), f"one of {', '.join(TOOL_CHOICES)}"),
+    # Documents: the most tokens a message's documents may take (None: all the context leaves), and the
+    # knowledge index the chat answers from (its name; None: none).
+    "document_budget": _Field(None, _or_none(_whole(*DOCUMENT_BUDGET_RANGE)),
+                              f"null or a whole number from {DOCUMENT_BUDGET_RANGE[0]} to {DOCUMENT_BUDGET_RANGE[1]}"),
+    "knowledge": _Field(None, _or_none(lambda v: isinstance(v, str) and 0 < len(v) <= KNOWLEDGE_NAME_LIMIT
+                                       and v.isprintable()),
+                        f"null or a name of 1 to {KNOWLEDGE_NAME_LIMIT} characters"),
 }
 LOAD_KEYS = frozenset({"n_ctx", "auto_ctx_cap", "kv_type", "flash_attn"})  # LoadSettings' fields (ChatSettings.load)
 SPECULATION_FIELDS: dict[str, tuple[str, _Field]] = {  # SpeculativeOptions' field: (stored key, field)

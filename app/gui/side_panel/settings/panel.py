@@ -22,6 +22,7 @@ from app.gui.side_panel.settings.reasoning_group import ReasoningGroup
 from app.gui.side_panel.settings.speculation_group import SpeculationGroup
 from app.gui.side_panel.settings.torch_settings_group import TorchSettingsGroup
 from app.services.history.settings_fields import (
+    DOCUMENT_BUDGET_RANGE,
     FLASH_ATTN,
     KV_TYPES,
     MAX_TOKENS_RANGE,
@@ -35,7 +36,9 @@ from models.plan.folder_plan import is_model_folder
 
 # The chat settings the panel shows and edits; the rest (the chat's tool servers, allowed tools, tool choice and
 # step cap, its knowledge) are set elsewhere and must survive the panel's edits (ChatSession.update_settings).
-PANEL_FIELDS = ("system_prompt", "temperature", "top_p", "max_tokens", "load", "reasoning", "think_budget")
+PANEL_FIELDS = ("system_prompt", "temperature", "top_p", "max_tokens", "load", "reasoning", "think_budget",
+                "document_budget")
+ALL_THAT_FITS = "All that fits"
 
 
 class SettingsPanel(QWidget):
@@ -62,6 +65,14 @@ class SettingsPanel(QWidget):
         self.temperature = _double(*TEMPERATURE_RANGE, 0.05)
         self.top_p = _double(*TOP_P_RANGE, 0.01)
         self.max_tokens = _int(*MAX_TOKENS_RANGE, 64)
+        # Its minimum, one below the least budget, stands for "all that fits" (None).
+        self.document_budget = _int(DOCUMENT_BUDGET_RANGE[0] - 1, DOCUMENT_BUDGET_RANGE[1], 256)
+        self.document_budget.setSpecialValueText(ALL_THAT_FITS)
+        self.document_budget.setSuffix(" tokens")
+        self.document_budget.setToolTip(
+            "The most tokens a message's documents may take (attached files, and the chat's knowledge). "
+            f"{ALL_THAT_FITS}: what the context leaves after the conversation and the reply. A document that "
+            "fits goes in whole; else the passages that answer the question, as many as fit.")
         self.n_ctx = ContextBox()
         self.n_ctx.setToolTip("Context length in tokens. Auto: the largest that fits this machine with this model "
                               "(up to the auto cap and the model's trained length). Changing it reloads the model.")
@@ -93,6 +104,7 @@ class SettingsPanel(QWidget):
         form.addRow("Temperature", self.temperature)
         form.addRow("Top-p", self.top_p)
         form.addRow("Max tokens", self.max_tokens)
+        form.addRow("Documents", self.document_budget)
         form.addRow("Context", self.n_ctx)
         form.addRow("Auto cap", self.auto_cap)
         form.addRow("", self.loaded_context)
@@ -125,7 +137,7 @@ class SettingsPanel(QWidget):
         self._timer = QTimer(self, singleShot=True, interval=300)
         self._timer.timeout.connect(self._emit)
         self.system_prompt.textChanged.connect(self._changed)
-        for box in (self.temperature, self.top_p, self.max_tokens, self.n_ctx, self.auto_cap):
+        for box in (self.temperature, self.top_p, self.max_tokens, self.document_budget, self.n_ctx, self.auto_cap):
             box.valueChanged.connect(self._changed)
         self.n_ctx.valueChanged.connect(lambda _value: self.auto_cap.setEnabled(self.n_ctx.context() is None))
         for combo in (self.kv_type, self.flash_attn):
@@ -187,6 +199,8 @@ class SettingsPanel(QWidget):
             self.temperature.setValue(settings.temperature)
             self.top_p.setValue(settings.top_p)
             self.max_tokens.setValue(settings.max_tokens)
+            budget = settings.document_budget
+            self.document_budget.setValue(self.document_budget.minimum() if budget is None else budget)
             self.n_ctx.set_context(settings.load.n_ctx)
             self.auto_cap.setValue(settings.load.auto_ctx_cap)
             self.kv_type.setCurrentText(settings.load.kv_type)
@@ -204,6 +218,8 @@ class SettingsPanel(QWidget):
             temperature=round(self.temperature.value(), 3),
             top_p=round(self.top_p.value(), 3),
             max_tokens=self.max_tokens.value(),
+            document_budget=(None if self.document_budget.value() == self.document_budget.minimum()
+                             else self.document_budget.value()),
             load=LoadSettings(
                 n_ctx=self.n_ctx.context(),
                 auto_ctx_cap=self.auto_cap.value(),

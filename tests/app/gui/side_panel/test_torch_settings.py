@@ -237,7 +237,8 @@ def test_chats_stored_by_the_last_release_keep_their_torch_options():
     # Written back flat, with every key the release wrote and the same values: it still reads them.
     written = json.loads(settings.to_json())
     assert written == {**json.loads(stored), "speculative_tokens": None, "reasoning": "auto", "think_budget": None,
-                       "tool_servers": [], "allowed_tools": [], "tool_step_cap": 10, "tool_choice": "auto"}
+                       "tool_servers": [], "allowed_tools": [], "tool_step_cap": 10, "tool_choice": "auto",
+                       "document_budget": None, "knowledge": None}
     assert ChatSettings.from_json(settings.to_json()) == settings
     tokens = ChatSettings(load=LoadSettings(speculation=SpeculativeOptions(mode="lookup", tokens=3)))
     assert ChatSettings.from_json(tokens.to_json()) == tokens

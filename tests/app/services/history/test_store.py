@@ -177,7 +177,7 @@ def test_the_nested_load_settings_are_stored_flat_key_for_key_as_before():
         '{"system_prompt": "Be brief.", "temperature": 0.7, "top_p": 0.95, "max_tokens": 512, "n_ctx": 2048, '
         '"auto_ctx_cap": 4096, "kv_type": "q8_0", "flash_attn": "on", "reasoning": "low", "think_budget": 64, '
         '"tool_servers": [], "allowed_tools": [], "tool_step_cap": 10, "tool_choice": "auto", '
-        '"gpu_memory_fraction": 0.6, "cpu_kv_bytes": 1073741824, "speculative": "draft", "draft_path": "/m/d.gguf", '
+        '"document_budget": null, "knowledge": null, "gpu_memory_fraction": 0.6, "cpu_kv_bytes": 1073741824, "speculative": "draft", "draft_path": "/m/d.gguf", '
         '"speculative_tokens": 6}'
     )
     assert ChatSettings.from_json(settings.to_json()) == settings
