@@ -45,6 +45,7 @@ class KnowledgeButton(QToolButton):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setAccessibleName("Knowledge")
+        self.setMaximumWidth(170)  # a long name is cut short here; the tooltip has it whole
         self.show_choice(None)
 
     def show_choice(self, name: str | None) -> None:
