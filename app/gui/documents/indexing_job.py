@@ -1,21 +1,20 @@
-"""A folder indexed into a knowledge index on a thread of its own, its progress reported to the GUI thread.
+"""A folder indexed into a knowledge index in a process of its own (app/services/documents/index_process.py),
+its progress reported to the GUI thread.
 
-The indexer (app/services/documents/indexing.py) reads one file at a time and commits each whole; here it runs
-on a Python thread (a folder of thousands of files takes minutes), each file's progress crosses to the GUI
-thread as a queued signal, and Cancel sets the flag the indexer looks at before each file: what was indexed is
-kept. The index is opened and closed on that thread (a SQLite connection stays on the thread that made it).
+A folder of thousands of files takes minutes; the child does the work, so the window never waits on the GIL
+for it. Each file's progress crosses to the GUI thread as a queued signal, and Cancel sets the flag the
+indexer looks at before each file: what was indexed is kept.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from app.services.documents.indexing import FolderReport, Progress, index_folder
-from app.services.documents.knowledge import create_knowledge
+from app.services.documents.index_process import IndexProcess
+from app.services.documents.indexing import FolderReport, Progress
 
 
 def name_for_folder(folder: Path) -> str:
@@ -51,38 +50,29 @@ class IndexingJob(QObject):
     def __init__(self, data_dir: Path, name: str, folder: Path, parent: QObject | None = None):
         super().__init__(parent)
         self.data_dir, self.name, self.folder = data_dir, name, folder
-        self._cancel = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"index {name}", daemon=True)
+        self._process = IndexProcess(data_dir, name, folder, lambda p: self._say("progress", p),
+                                     lambda r: self._say("finished", r),
+                                     lambda why: self._say("failed", f"Indexing {folder} stopped: {why}"))
 
     def start(self) -> None:
-        self._thread.start()
+        self._process.start()
 
     def cancel(self) -> None:
         """Stop after the file being read (each file commits whole or not at all)."""
-        self._cancel.set()
+        self._process.cancel()
 
     def wait(self, timeout_s: float = 30.0) -> bool:
-        """Wait for the thread to end (a closing window, a test); whether it did."""
-        self._thread.join(timeout_s)
-        return not self._thread.is_alive()
+        """Wait for the indexing to end (a closing window, a test); whether it did."""
+        return self._process.wait(timeout_s)
 
     @property
     def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def _run(self) -> None:
-        try:
-            with create_knowledge(self.data_dir, self.name) as index:
-                report = index_folder(index, self.folder, progress=lambda p: self._say("progress", p),
-                                      cancel=self._cancel)
-        except Exception as exc:  # any failure of the run is the user's to know, in one line; never a crash
-            self._say("failed", f"Indexing {self.folder} stopped: {exc}")
-            return
-        self._say("finished", report)
+        return self._process.running
 
     def _say(self, signal: str, value: object) -> None:
-        """Emit on this object's `signal`; when the object is gone (its window closed), stop after this file."""
+        """Emit on this object's `signal` (from the reader thread: queued to the receivers' thread); when the
+        object is gone (its window closed), stop after this file."""
         try:
             getattr(self, signal).emit(value)
         except RuntimeError:  # the C++ object was deleted with its parent
-            self._cancel.set()
+            self._process.cancel()

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.common.jobs import Jobs
 from app.gui.documents.indexing_job import IndexingJob, name_for_folder, progress_line, report_line
 from app.services.documents.index.store import DocumentIndex
 from app.services.documents.indexing import FolderReport, Progress
@@ -64,12 +65,15 @@ class KnowledgeDialog(QDialog):
 
     Signals:
         chosen(object): the index the chat answers from now (its name), or None.
+        holdings_shown(): each listed index's documents and passages are shown.
     """
 
     chosen = Signal(object)
+    holdings_shown = Signal()  # what each index holds is in the list (read in the background)
 
     def __init__(self, data_dir: Path, current: str | None, parent: QWidget | None = None):
         super().__init__(parent)
+        self._jobs = Jobs(self, max_threads=1)
         self.setWindowTitle("Knowledge")
         self.resize(560, 420)
         self.data_dir, self.current = data_dir, current
@@ -110,11 +114,12 @@ class KnowledgeDialog(QDialog):
         self.refresh()
 
     def refresh(self, select: str | None = None) -> None:
-        """List the indexes there are, each with what it holds; `select` (else the chat's) selected."""
+        """List the indexes there are, `select` (else the chat's) selected; what each holds is read in the
+        background (opening an index that was just written can take a moment) and shown when known."""
         self.list.clear()
-        for name in knowledge_names(self.data_dir):
-            item = QListWidgetItem(f"{name} · {_holds(self.data_dir, name)}" + (" · this chat's" if name == self.current
-                                                                                 else ""))
+        names = knowledge_names(self.data_dir)
+        for name in names:
+            item = QListWidgetItem(self._item_text(name, "…"))
             item.setData(Qt.ItemDataRole.UserRole, name)
             self.list.addItem(item)
             if name == (select or self.current):
@@ -122,6 +127,20 @@ class KnowledgeDialog(QDialog):
         self.use_button.setEnabled(self.list.count() > 0)
         if not self.list.count() and self.job is None:
             self.status.setText("There is no knowledge index yet: index a folder to make one.")
+        data_dir = self.data_dir
+        self._jobs.run(lambda: {name: _holds(data_dir, name) for name in names}, self._show_holdings,
+                       lambda _exc: None)
+
+    def _item_text(self, name: str, holds: str) -> str:
+        return f"{name} · {holds}" + (" · this chat's" if name == self.current else "")
+
+    def _show_holdings(self, holdings: dict[str, str]) -> None:
+        for row in range(self.list.count()):
+            item = self.list.item(row)
+            name = item.data(Qt.ItemDataRole.UserRole)
+            if name in holdings:
+                item.setText(self._item_text(name, holdings[name]))
+        self.holdings_shown.emit()
 
     def selected(self) -> str | None:
         item = self.list.currentItem()
