@@ -63,7 +63,7 @@ def write_folder(root: Path, total_mb: int) -> int:
         if n == 3:
             pages[37] = f"{filler(37, 100)} The lighthouse keeper's parrot is named Archimedes Quill. {filler(38, 100)}"
         pdf_with_pages(root / f"manual-{n}.pdf", pages, 60)
-    for n in range(10):
+    for n in range(10):  # the same report ten times: indexed once, the copies linked to it
         word_document(root / f"report-{n}.docx")
     code = root / "src"
     code.mkdir()
@@ -81,12 +81,12 @@ def write_folder(root: Path, total_mb: int) -> int:
     logs.mkdir()
     n = 0
     while size < total_mb * MB:
-        line = "2026-12-04T10:{m:02d}:{s:02d} INFO worker-{w} {text}\n"
+        line = "2026-12-04T10:{m:02d}:{s:02d} INFO service-{n} worker-{w} request {i} {text}\n"  # unique lines
         with open(logs / f"service-{n}.log", "w") as out:
             written = 0
             i = 0
             while written < LOG_MB * MB:
-                text = line.format(m=i // 60 % 60, s=i % 60, w=i % 8, text=filler(i + n, 14))
+                text = line.format(m=i // 60 % 60, s=i % 60, n=n, w=i % 8, i=i, text=filler(i + n, 14))
                 out.write(text)
                 written += len(text)
                 i += 1
