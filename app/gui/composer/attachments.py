@@ -143,9 +143,10 @@ class _Chip(QWidget):
 class _DocumentChip(QWidget):
     """One document: the style's file icon, its name and pages, its warnings as a tooltip, a × that removes it."""
 
-    def __init__(self, document: Document, on_remove, parent: QWidget | None = None):
+    def __init__(self, document: Document, on_remove, parent: QWidget | None = None, path: Path | None = None):
         super().__init__(parent)
         self.item = document
+        self.path = path  # where it was read (None: given as bytes)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.setSpacing(0)
@@ -216,6 +217,12 @@ class Attachments(QWidget):
     def documents(self) -> tuple[Document, ...]:
         return tuple(e.item for e in self._entries if isinstance(e, _DocumentChip))
 
+    def documents_gone(self) -> list[str]:
+        """The names of the attached documents whose files are no longer where they were read (deleted or
+        moved since): what was read when they were attached is what goes."""
+        return [e.item.name for e in self._entries
+                if isinstance(e, _DocumentChip) and e.path is not None and not e.path.exists()]
+
     @property
     def entries(self) -> tuple[QWidget, ...]:
         """The strip's thumbnails and chips, in the order they were added."""
@@ -231,7 +238,7 @@ class Attachments(QWidget):
         for path in paths:
             if is_document_path(path):
                 if self._room_for_one(path.name, "document"):
-                    self._read("document", lambda p=path: extract_document(p))
+                    self._read("document", lambda p=path: (extract_document(p), p))
             elif is_audio_path(path):
                 if self._room_for_one(path.name, "clip"):
                     self._read("clip", lambda p=path: read_checked_audio(p))
@@ -279,10 +286,11 @@ class Attachments(QWidget):
         self._pending[kind] += 1
         self._jobs.run(read, lambda item: self._taken(kind, item), lambda exc: self._refused(kind, exc))
 
-    def _taken(self, kind: str, item: PreparedImage | CheckedAudio | Document) -> None:
+    def _taken(self, kind: str, item: PreparedImage | CheckedAudio | tuple[Document, Path]) -> None:
         self._pending[kind] -= 1
-        if isinstance(item, Document):
-            entry = _DocumentChip(item, self.remove)
+        if isinstance(item, tuple):
+            item, path = item
+            entry = _DocumentChip(item, self.remove, path=path)
             for warning in item.warnings:  # what could not be read is said, not silently left out
                 self.refused.emit(f"{item.name}: {warning}")
         else:

@@ -129,11 +129,15 @@ class Sending(QObject):
         self._before_send()
         strip = self.attachments
         images, clips = (strip.images, strip.clips) if strip is not None else ((), ())
+        gone = strip.documents_gone() if strip is not None else []
         if self.session.send(text, images, clips, documents):
             self.composer.clear()
             self.composer.set_editing(None)
             if strip is not None:
                 strip.clear()
+            if gone:
+                self.notice.emit(f"{', '.join(gone)} {'was' if len(gone) == 1 else 'were'} deleted or moved after "
+                                 "being attached: what was read then was sent.")
 
     def _not_prepared(self, error: BaseException) -> None:
         self._preparing = False

@@ -34,8 +34,11 @@ def test_a_pdf_that_fits_goes_whole_and_stays_with_the_message(qtbot, make_windo
     attach(qtbot, window, pdf)
     strip = window.media_attach.strip
     assert strip.isVisible() and strip.entries[0].label.text() == "report.pdf · 3 pages"
-    pdf.unlink()  # gone before Send: what was read when it was attached goes
+    pdf.unlink()  # gone before Send: what was read when it was attached goes, and the window says so
+    notices: list[str] = []
+    window.sending.notice.connect(notices.append)
     reply = send(qtbot, window, "Where is the spare key?")
+    assert "report.pdf was deleted or moved after being attached: what was read then was sent." in notices
     assert reply.state == "complete"
     assert strip.documents == () and not strip.isVisible() and window.composer.toPlainText() == ""
     user, _ = messages(window)
