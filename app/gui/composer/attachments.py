@@ -198,7 +198,13 @@ class Attachments(QWidget):
         inner = QWidget()
         self._row = QHBoxLayout(inner)
         self._row.setContentsMargins(0, 0, 0, 0)
+        # While files are read: "Reading report.pdf…" at the end of the row (a 60-page PDF takes a moment).
+        self.reading = QLabel("")
+        self.reading.setAccessibleName("Files being read")
+        self.reading.hide()
+        self._row.addWidget(self.reading)
         self._row.addStretch(1)
+        self._names_reading: list[str] = []
         scroll.setWidget(inner)
         outer = QHBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -238,7 +244,7 @@ class Attachments(QWidget):
         for path in paths:
             if is_document_path(path):
                 if self._room_for_one(path.name, "document"):
-                    self._read("document", lambda p=path: (extract_document(p), p))
+                    self._read("document", lambda p=path: (extract_document(p), p), path.name)
             elif is_audio_path(path):
                 if self._room_for_one(path.name, "clip"):
                     self._read("clip", lambda p=path: read_checked_audio(p))
@@ -270,7 +276,7 @@ class Attachments(QWidget):
         if entry in self._entries:
             self._entries.remove(entry)
             entry.deleteLater()
-            self.setVisible(bool(self._entries))
+            self.setVisible(bool(self._entries) or self.reading.isVisibleTo(self))
             self.changed.emit()
 
     def _room_for_one(self, name: str, kind: str) -> bool:
@@ -282,12 +288,27 @@ class Attachments(QWidget):
             return False
         return True
 
-    def _read(self, kind: str, read) -> None:
+    def _read(self, kind: str, read, name: str = "") -> None:
         self._pending[kind] += 1
-        self._jobs.run(read, lambda item: self._taken(kind, item), lambda exc: self._refused(kind, exc))
+        self._names_reading.append(name)
+        self._show_reading()
+        self._jobs.run(read, lambda item: self._taken(kind, item, name), lambda exc: self._refused(kind, exc, name))
 
-    def _taken(self, kind: str, item: PreparedImage | CheckedAudio | tuple[Document, Path]) -> None:
+    def _show_reading(self) -> None:
+        names = [n for n in self._names_reading if n]
+        if names:
+            more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+            self.reading.setText(f"Reading {names[0]}{more}…")
+        self.reading.setVisible(bool(names))
+        self.setVisible(bool(self._entries) or bool(names))
+
+    def _done_reading(self, kind: str, name: str) -> None:
         self._pending[kind] -= 1
+        self._names_reading.remove(name)
+        self._show_reading()
+
+    def _taken(self, kind: str, item: PreparedImage | CheckedAudio | tuple[Document, Path], name: str = "") -> None:
+        self._done_reading(kind, name)
         if isinstance(item, tuple):
             item, path = item
             entry = _DocumentChip(item, self.remove, path=path)
@@ -296,12 +317,12 @@ class Attachments(QWidget):
         else:
             entry = _Thumb(item, self.remove) if isinstance(item, PreparedImage) else _Chip(item, self.remove)
         self._entries.append(entry)
-        self._row.insertWidget(self._row.count() - 1, entry)
+        self._row.insertWidget(self._row.count() - 2, entry)  # before the reading line and the stretch
         self.setVisible(True)
         self.changed.emit()
 
-    def _refused(self, kind: str, error: BaseException) -> None:
-        self._pending[kind] -= 1
+    def _refused(self, kind: str, error: BaseException, name: str = "") -> None:
+        self._done_reading(kind, name)
         what = {"image": "image", "clip": "audio clip", "document": "document"}[kind]
         named = isinstance(error, MediaRefused | DocumentRefused)
         self.refused.emit(f"{str(error).rstrip('.')}." if named else f"The {what} could not be read: {error}")

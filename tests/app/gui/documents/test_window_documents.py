@@ -31,8 +31,12 @@ def attach(qtbot, window, *paths) -> None:
 def test_a_pdf_that_fits_goes_whole_and_stays_with_the_message(qtbot, make_window, tmp_path):
     window = make_window()
     pdf = pdf_with_pages(tmp_path / "report.pdf", {2: SECRET}, 3)
-    attach(qtbot, window, pdf)
     strip = window.media_attach.strip
+    window.media_attach.add_files([pdf])
+    # Said at once, before the pool thread can have read it (its outcome comes through this thread's loop).
+    assert strip.isVisibleTo(window) and strip.reading.text() == "Reading report.pdf…"
+    qtbot.waitUntil(lambda: len(strip.documents) == 1 and not strip.busy, timeout=TIMEOUT_MS)
+    assert not strip.reading.isVisibleTo(strip)
     assert strip.isVisible() and strip.entries[0].label.text() == "report.pdf · 3 pages"
     pdf.unlink()  # gone before Send: what was read when it was attached goes, and the window says so
     notices: list[str] = []
