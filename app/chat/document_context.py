@@ -117,13 +117,15 @@ def document_budget(n_ctx: int, conversation: int, max_tokens: int, margin: int 
 
 def document_context(documents: Sequence[Document], question: str, budget: int,
                      count: TokenCounter = estimate_tokens, *, knowledge: DocumentIndex | None = None,
-                     chunk_budget: int | None = None) -> DocumentContext:
+                     chunk_budget: int | None = None, knowledge_ranking: Sequence[int] | None = None) -> DocumentContext:
     """The block of `documents` (whole when all fit `budget`, else retrieved for `question`), then passages
     of `knowledge` for the question in the budget left.
 
     Args:
         chunk_budget: the size of a retrieved passage (default: an eighth of the budget, 64 to 384 tokens,
             so several passages fit).
+        knowledge_ranking: the knowledge's chunk ids nearest the question by meaning (semantic.py), fused
+            with its words' ranking; None: words alone.
     """
     overhead = count(INSTRUCTIONS) + JOIN_MARGIN
     room = budget - overhead
@@ -146,7 +148,8 @@ def document_context(documents: Sequence[Document], question: str, budget: int,
     if knowledge is not None:
         left = room - sum(e.tokens for e in entries)
         taken = {(e.path, e.start) for e in entries}
-        hits = [h for h in knowledge.search(question, SEARCH_DEPTH) if (h.source, h.start) not in taken]
+        hits = [h for h in knowledge.search(question, SEARCH_DEPTH, vector_ranking=knowledge_ranking)
+                if (h.source, h.start) not in taken]
         entries += _fitting(hits, left, count, number_from=len(entries) + 1)
     return _assembled(entries, overhead, notes)
 

@@ -53,6 +53,8 @@ from app.gui.window_layout import (
     side_panel,
 )
 from app.mcp.config import McpConfig, default_keys
+from app.services.documents.embedder import embedding_models
+from app.services.documents.semantic import QuestionEmbedders
 from app.services.history.store import Conversation, HistoryProblem, Message
 from app.services.paths import AppPaths
 from engine.protocol import MemoryReport
@@ -111,8 +113,10 @@ class MainWindow(QMainWindow):
             lambda: vision_models(store), self, hears=lambda: model.hears_audio if model.loaded else None,
             hearing_models=lambda: hearing_models(store))
         # What the box sends: a message, or one of yours again as its new version (pending settings saved first).
+        data_dir = AppPaths.default().data_dir
         self.sending = Sending(self.session, self.composer, self.settings_panel.commit, self.media_attach.strip,
-                               parent=self, data_dir=AppPaths.default().data_dir)
+                               parent=self, data_dir=data_dir,
+                               questions=QuestionEmbedders(lambda: embedding_models(ModelStore(data_dir))))
         self.knowledge_button = KnowledgeButton()  # the knowledge index the chat answers from
 
     def _build_layout(self) -> None:
@@ -379,7 +383,8 @@ class MainWindow(QMainWindow):
     def show_knowledge(self) -> KnowledgeDialog:
         """The knowledge indexes: choose the open chat's, or index a folder (app/gui/documents/knowledge.py)."""
         current = self.session.current.settings.knowledge if self.session.current else None
-        dialog = KnowledgeDialog(AppPaths.default().data_dir, current, self)
+        data_dir = AppPaths.default().data_dir
+        dialog = KnowledgeDialog(data_dir, current, self, embedding_models=lambda: embedding_models(ModelStore(data_dir)))
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.chosen.connect(self._knowledge_chosen)
         dialog.open()
@@ -460,6 +465,7 @@ class MainWindow(QMainWindow):
             self.model_manager.close()
         self.server_menu.shutdown()
         self.chat_transfer.shutdown()
+        self.sending.shutdown()
         self.session.shutdown()
         self.mcp.close()
         super().closeEvent(event)

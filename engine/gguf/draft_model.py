@@ -18,6 +18,9 @@ from engine.gguf.file_check import InvalidModelFile, check_gguf_path
 from engine.gguf.llama_handle import LlamaHandle, LlamaSettings
 from engine.gguf.llama_sampler import Sampler
 from engine.gguf.prefix_cache import common_prefix_len
+from models.formats.embedding_models import is_embedding_model
+from models.formats.errors import InvalidModelFile as HeaderError
+from models.formats.gguf_header import read_gguf_header
 from models.plan.load_options import MAX_VOCAB_SIZE_DIFFERENCE
 
 
@@ -52,8 +55,12 @@ class DraftModel:
     def __init__(self, path: Path, model: LlamaHandle, settings: LlamaSettings):
         try:
             check_gguf_path(path)
-        except InvalidModelFile as exc:
+            metadata = read_gguf_header(path).metadata
+        except (InvalidModelFile, HeaderError) as exc:
             raise BackendError("invalid_model", f"The draft model: {exc}") from None
+        if is_embedding_model(metadata):  # llama.cpp aborts the process when one is asked to decode a draft
+            raise BackendError("invalid_model", f"The draft model {path.name} cannot draft: it is an embedding model "
+                               "(it makes vectors, not text).")
         try:
             self.llama = LlamaHandle(path, settings, lambda: None)
         except (ValueError, RuntimeError, OSError) as exc:

@@ -26,6 +26,7 @@ from app.gui.common.jobs import Jobs
 from app.gui.composer.attachments import Attachments
 from app.gui.composer.message_box import Composer
 from app.services.documents.knowledge import KnowledgeError, open_knowledge
+from app.services.documents.semantic import QuestionEmbedders
 from app.services.history.sent_documents import SentDocuments
 from app.services.history.store import Message
 
@@ -52,9 +53,12 @@ class Sending(QObject):
 
     def __init__(self, session: ChatSession, composer: Composer, before_send: Callable[[], None],
                  attachments: Attachments | None = None, parent: QObject | None = None,
-                 data_dir: Path | None = None):
+                 data_dir: Path | None = None, questions: QuestionEmbedders | None = None):
         super().__init__(parent)
         self.data_dir = data_dir  # where the knowledge indexes are (None: no chat answers from one)
+        # Questions embedded for a knowledge's search by meaning (used on the pool thread only).
+        self.questions = questions
+        self._said: set[str] = set()  # why a search went by words alone, said once each
         self.session, self.composer, self.attachments = session, composer, attachments
         self._before_send = before_send
         self._submitting = False
@@ -104,28 +108,36 @@ class Sending(QObject):
         budget, count = self.session.document_budget(question), self.session.token_counter()
         data_dir = self.data_dir
 
-        def prepare() -> SentDocuments | None:
+        questions = self.questions
+
+        def prepare() -> tuple[SentDocuments | None, str | None]:
             index = open_knowledge(data_dir, knowledge) if knowledge is not None else None
             try:
-                sent = document_context(documents, question, budget, count, knowledge=index).sent()
+                ranking, why = (questions.ranking(index, question) if index is not None and questions is not None
+                                else (None, None))
+                sent = document_context(documents, question, budget, count, knowledge=index,
+                                        knowledge_ranking=ranking).sent()
             finally:
                 if index is not None:
                     index.close()
-            return sent if sent.block or sent.notes else None  # the knowledge had nothing for it
+            return (sent if sent.block or sent.notes else None), why  # None: the knowledge had nothing for it
 
         self._preparing = True
         self.composer.setReadOnly(True)  # what is typed now would be lost when the box is cleared
         self.notice.emit(PREPARING)
-        self._jobs.run(prepare, lambda sent: self._send_with(text, sent), self._not_prepared)
+        self._jobs.run(prepare, lambda prepared: self._send_with(text, *prepared), self._not_prepared)
 
     def _knowledge(self) -> str | None:
         """The knowledge index the open chat answers from (None: none, or no data folder to find it in)."""
         current = self.session.current
         return current.settings.knowledge if current is not None and self.data_dir is not None else None
 
-    def _send_with(self, text: str, documents: SentDocuments | None) -> None:
+    def _send_with(self, text: str, documents: SentDocuments | None, words_only: str | None = None) -> None:
         self._preparing = False
         self.composer.setReadOnly(False)
+        if words_only is not None and words_only not in self._said:
+            self._said.add(words_only)
+            self.notice.emit(f"Knowledge: {words_only}.")
         self._before_send()
         strip = self.attachments
         images, clips = (strip.images, strip.clips) if strip is not None else ((), ())
@@ -150,6 +162,12 @@ class Sending(QObject):
     def wait(self, timeout_ms: int = 30_000) -> bool:
         """Wait for the documents being prepared (a closing window, a test)."""
         return self._jobs.wait(timeout_ms)
+
+    def shutdown(self) -> None:
+        """The window closes: the questions' embedding engines end (after the job at hand)."""
+        self._jobs.wait(30_000)
+        if self.questions is not None:
+            self.questions.close()
 
     @Slot()
     def stop(self) -> None:

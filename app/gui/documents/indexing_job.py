@@ -13,7 +13,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from app.services.documents.index_process import IndexProcess
+from app.services.documents.embedding import EmbedProgress
+from app.services.documents.index_process import IndexOutcome, IndexProcess
 from app.services.documents.indexing import FolderReport, Progress
 
 
@@ -23,23 +24,36 @@ def name_for_folder(folder: Path) -> str:
     return name or "knowledge"
 
 
-def progress_line(progress: Progress) -> str:
+def progress_line(progress: Progress | EmbedProgress) -> str:
+    if isinstance(progress, EmbedProgress):
+        return f"embedding passages: {progress.done:,} of {progress.total:,}"
     return (f"{progress.files_done:,} of {progress.files_total:,} files · "
             f"{progress.bytes_done / 1e6:,.1f} of {progress.bytes_total / 1e6:,.1f} MB")
 
 
-def report_line(report: FolderReport, name: str) -> str:
+def report_line(outcome: IndexOutcome, name: str) -> str:
+    report: FolderReport = outcome.report
     done = (f"{len(report.indexed):,} files indexed ({report.chunks:,} passages), {report.unchanged:,} unchanged, "
             f"{len(report.removed):,} removed, {len(report.skipped):,} skipped")
-    return f"Cancelled: {done}; kept in “{name}”." if report.cancelled else f"“{name}”: {done}."
+    line = f"Cancelled: {done}; kept in “{name}”." if report.cancelled else f"“{name}”: {done}."
+    embedded = outcome.embedded
+    if embedded is not None:
+        model = embedded.model.rsplit(":", 1)[0]
+        again = f" (the passages of another model were made again with {model})" if embedded.rebuilt else ""
+        stopped = ", cancelled before the end: the rest next time" if embedded.cancelled else ""
+        line += f" {embedded.embedded:,} passages embedded with {model}{again}{stopped}."
+    if outcome.embed_problem:
+        line += f" Passages are found by their words only: {outcome.embed_problem}."
+    return line
 
 
 class IndexingJob(QObject):
-    """Index `folder` into the knowledge index `name` under `data_dir`; start() returns at once.
+    """Index `folder` into the knowledge index `name` under `data_dir`, then embed its new passages with
+    `embed_model` (None: words only); start() returns at once.
 
     Signals:
-        progress(object): a Progress, after each file.
-        finished(object): the FolderReport (cancelled or not).
+        progress(object): a Progress after each file, then an EmbedProgress after each batch embedded.
+        finished(object): the IndexOutcome (cancelled or not).
         failed(str): why the run stopped (the index could not be made or written: a full disk...).
     """
 
@@ -47,12 +61,14 @@ class IndexingJob(QObject):
     finished = Signal(object)
     failed = Signal(str)
 
-    def __init__(self, data_dir: Path, name: str, folder: Path, parent: QObject | None = None):
+    def __init__(self, data_dir: Path, name: str, folder: Path, parent: QObject | None = None,
+                 embed_model: Path | None = None):
         super().__init__(parent)
         self.data_dir, self.name, self.folder = data_dir, name, folder
         self._process = IndexProcess(data_dir, name, folder, lambda p: self._say("progress", p),
                                      lambda r: self._say("finished", r),
-                                     lambda why: self._say("failed", f"Indexing {folder} stopped: {why}"))
+                                     lambda why: self._say("failed", f"Indexing {folder} stopped: {why}"),
+                                     embed_model=embed_model)
 
     def start(self) -> None:
         self._process.start()

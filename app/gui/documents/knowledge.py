@@ -12,6 +12,7 @@ the window.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal, Slot
@@ -32,8 +33,10 @@ from PySide6.QtWidgets import (
 
 from app.gui.common.jobs import Jobs
 from app.gui.documents.indexing_job import IndexingJob, name_for_folder, progress_line, report_line
+from app.services.documents.embedding import EmbedProgress
 from app.services.documents.index.store import DocumentIndex
-from app.services.documents.indexing import FolderReport, Progress
+from app.services.documents.index_process import IndexOutcome
+from app.services.documents.indexing import Progress
 from app.services.documents.knowledge import KnowledgeError, knowledge_names, knowledge_path
 
 SHORTCUT = "Ctrl+Shift+K"
@@ -62,6 +65,7 @@ class KnowledgeDialog(QDialog):
     Args:
         data_dir: Tailor's data folder (the indexes are under its knowledge/).
         current: the open chat's index (None: none).
+        embedding_models: the library's embedding models (called in the background; the first embeds).
 
     Signals:
         chosen(object): the index the chat answers from now (its name), or None.
@@ -70,10 +74,13 @@ class KnowledgeDialog(QDialog):
 
     chosen = Signal(object)
     holdings_shown = Signal()  # what each index holds is in the list (read in the background)
+    embedding_known = Signal()  # whether the library has an embedding model is known (embed_model)
 
-    def __init__(self, data_dir: Path, current: str | None, parent: QWidget | None = None):
+    def __init__(self, data_dir: Path, current: str | None, parent: QWidget | None = None,
+                 embedding_models: Callable[[], list[Path]] = list):
         super().__init__(parent)
         self._jobs = Jobs(self, max_threads=1)
+        self.embed_model: Path | None = None  # the library's embedding model, once found
         self.setWindowTitle("Knowledge")
         self.resize(560, 420)
         self.data_dir, self.current = data_dir, current
@@ -84,6 +91,9 @@ class KnowledgeDialog(QDialog):
                        "code, HTML, CSV) to make one; index it again to bring it up to date.")
         intro.setWordWrap(True)
         layout.addWidget(intro)
+        self.meaning = QLabel("Looking for an embedding model in your library…")
+        self.meaning.setWordWrap(True)
+        layout.addWidget(self.meaning)
         self.list = QListWidget()
         self.list.setAccessibleName("Knowledge indexes")
         self.list.itemDoubleClicked.connect(lambda _item: self.use_selected())
@@ -112,6 +122,18 @@ class KnowledgeDialog(QDialog):
             row.addWidget(button)
         layout.addLayout(row)
         self.refresh()
+        self._jobs.run(embedding_models, self._show_embedding_model, lambda _exc: self._show_embedding_model([]))
+
+    def _show_embedding_model(self, found: list[Path]) -> None:
+        self.embed_model = found[0] if found else None
+        if self.embed_model is not None:
+            self.meaning.setText(f"Passages are found by their words and by their meaning: indexing embeds them with "
+                                 f"{self.embed_model.name}, from your library.")
+        else:
+            self.meaning.setText("Passages are found by their words (BM25). To find them by meaning too, get a small "
+                                 "embedding model from the Models window (Ctrl+M), e.g. a bge-small or "
+                                 "nomic-embed-text GGUF, and index the folder again.")
+        self.embedding_known.emit()
 
     def refresh(self, select: str | None = None) -> None:
         """List the indexes there are, `select` (else the chat's) selected; what each holds is read in the
@@ -179,7 +201,7 @@ class KnowledgeDialog(QDialog):
         except KnowledgeError as exc:
             self.status.setText(str(exc))
             return False
-        job = self.job = IndexingJob(self.data_dir, name, folder, self)
+        job = self.job = IndexingJob(self.data_dir, name, folder, self, embed_model=self.embed_model)
         job.progress.connect(self._on_progress)
         # Bound slots of this dialog, never lambdas: the job emits on its own thread, and a slot of a QObject
         # runs on that object's thread (queued), where a lambda would run on the job's.
@@ -200,19 +222,23 @@ class KnowledgeDialog(QDialog):
             self.status.setText("Stopping after the file being read…")
 
     @Slot(object)
-    def _on_progress(self, progress: Progress) -> None:
+    def _on_progress(self, progress: Progress | EmbedProgress) -> None:
         if self.job is None:
             return
-        self.progress.setRange(0, max(progress.bytes_total, 1))
-        self.progress.setValue(progress.bytes_done)
+        if isinstance(progress, EmbedProgress):
+            self.progress.setRange(0, max(progress.total, 1))
+            self.progress.setValue(progress.done)
+        else:
+            self.progress.setRange(0, max(progress.bytes_total, 1))
+            self.progress.setValue(progress.bytes_done)
         self.status.setText(f"Indexing into “{self.job.name}”: {progress_line(progress)}")
 
     @Slot(object)
-    def _on_finished(self, report: FolderReport) -> None:
+    def _on_finished(self, outcome: IndexOutcome) -> None:
         name = self.job.name if self.job is not None else ""
         self._job_ended()
-        skipped = "".join(f"\n{s.path.name}: {s.reason}" for s in report.skipped[:5])
-        self.status.setText(report_line(report, name) + skipped)
+        skipped = "".join(f"\n{s.path.name}: {s.reason}" for s in outcome.report.skipped[:5])
+        self.status.setText(report_line(outcome, name) + skipped)
         self.refresh(select=name)
 
     @Slot(str)

@@ -15,37 +15,68 @@ from __future__ import annotations
 import multiprocessing
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from app.services.documents.embedder import Embedder, EmbedderError
+from app.services.documents.embedding import EmbedProgress, EmbedReport, embed_index
 from app.services.documents.indexing import FolderReport, Progress, index_folder
 from app.services.documents.knowledge import create_knowledge
 
 
-def _index_in_child(data_dir: str, name: str, folder: str, out: Connection, cancel) -> None:
-    """The child's work: every message is ("progress", Progress), then ("finished", FolderReport) or
-    ("failed", one line)."""
+@dataclass(frozen=True, slots=True)
+class IndexOutcome:
+    """What a run did: the folder's report; the embedding's (None: no embedding model, or the run was
+    cancelled first); why embedding failed, if it did (the words' index stands all the same)."""
+
+    report: FolderReport
+    embedded: EmbedReport | None = None
+    embed_problem: str | None = None
+
+
+def _index_in_child(data_dir: str, name: str, folder: str, embed_model: str | None, out: Connection,
+                    cancel) -> None:
+    """The child's work: messages ("progress", Progress) and ("embedding", EmbedProgress), then
+    ("finished", IndexOutcome) or ("failed", one line)."""
     try:
         with create_knowledge(Path(data_dir), name) as index:
             report = index_folder(index, Path(folder), progress=lambda p: out.send(("progress", p)), cancel=cancel)
+            outcome = IndexOutcome(report)
+            if embed_model is not None and not report.cancelled:
+                outcome = _embed(index, Path(embed_model), report, out, cancel)
     except Exception as exc:  # the parent says it in one line; the child never dies with a traceback alone
         out.send(("failed", f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)))
     else:
-        out.send(("finished", report))
+        out.send(("finished", outcome))
     finally:
         out.close()
 
 
+def _embed(index, model: Path, report: FolderReport, out: Connection, cancel) -> IndexOutcome:
+    """The index's chunks without a vector embedded by `model` (in an engine process of this child's)."""
+    try:
+        with Embedder(model) as embedder:
+            embedded = embed_index(index, embedder, progress=lambda p: out.send(("embedding", p)), cancel=cancel)
+    except (EmbedderError, OSError) as exc:
+        return IndexOutcome(report, None, str(exc))
+    return IndexOutcome(report, embedded)
+
+
 class IndexProcess:
-    """Index `folder` into the knowledge index `name` under `data_dir` in a child process.
+    """Index `folder` into the knowledge index `name` under `data_dir` in a child process, then embed its new
+    passages with `embed_model` (None: words only).
 
     Args:
-        on_progress, on_finished, on_failed: called on the reader thread (the caller marshals them to its own).
+        on_progress: each Progress (files) and EmbedProgress (passages embedded).
+        on_finished, on_failed: the IndexOutcome, or why the run stopped.
+        All are called on the reader thread (the caller marshals them to its own).
     """
 
-    def __init__(self, data_dir: Path, name: str, folder: Path, on_progress: Callable[[Progress], None],
-                 on_finished: Callable[[FolderReport], None], on_failed: Callable[[str], None]):
-        self._args = (str(data_dir), name, str(folder))
+    def __init__(self, data_dir: Path, name: str, folder: Path, on_progress: Callable[[Progress | EmbedProgress], None],
+                 on_finished: Callable[[IndexOutcome], None], on_failed: Callable[[str], None],
+                 embed_model: Path | None = None):
+        self._args = (str(data_dir), name, str(folder), str(embed_model) if embed_model is not None else None)
         self._on_progress, self._on_finished, self._on_failed = on_progress, on_finished, on_failed
         self._context = multiprocessing.get_context("spawn")
         self._cancel = self._context.Event()
@@ -54,8 +85,10 @@ class IndexProcess:
 
     def start(self) -> None:
         read, write = self._context.Pipe(duplex=False)
+        # Not a daemon: the child starts the embedding model's engine process itself, and a daemon may not have
+        # children. A closing window cancels it (it stops after the file or batch at hand).
         process = self._process = self._context.Process(
-            target=_index_in_child, args=(*self._args, write, self._cancel), name="tailor-indexer", daemon=True)
+            target=_index_in_child, args=(*self._args, write, self._cancel), name="tailor-indexer")
         process.start()
         write.close()  # the child's end: when the child is gone, the reader sees EOF
         self._reader = threading.Thread(target=self._read, args=(read,), name="indexer-reader", daemon=True)
@@ -87,7 +120,7 @@ class IndexProcess:
                     kind, value = read.recv()
                 except EOFError:
                     break
-                if kind == "progress":
+                if kind in ("progress", "embedding"):
                     self._on_progress(value)
                 else:
                     outcome = (kind, value)

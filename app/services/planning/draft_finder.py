@@ -3,7 +3,8 @@
 Speculative: Auto drafts with a model of the same family and tokenizer when one is in the library
 (a Qwen2.5-0.5B beside a Qwen2.5-7B). The headers tell the tokenizer (its kind, pre-tokenizer,
 size, special tokens and its first tokens); the engine compares every token at load and leaves
-out a draft that differs after all. Headers are read once per file (size and time unchanged).
+out a draft that differs after all. An embedding model is never one, whatever its tokenizer. Headers are
+read once per file (size and time unchanged).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from models.formats.embedding_models import is_embedding_model
 from models.formats.errors import InvalidModelFile
 from models.formats.gguf_header import GgufHeader, read_gguf_header
 from models.formats.gguf_parse import GgufArray
@@ -97,7 +99,9 @@ class DraftFinder:
                 header = read_gguf_header(path)
             except InvalidModelFile:
                 return None
-            known = (stamp, tokenizer_of(header), header.weights_bytes)
+            # An embedding model writes no text (a Qwen3-Embedding shares Qwen3's tokenizer): never a draft.
+            tokenizer = None if is_embedding_model(header.metadata) else tokenizer_of(header)
+            known = (stamp, tokenizer, header.weights_bytes)
             self._known[path] = known
         return known[1], known[2]
 

@@ -128,3 +128,8 @@ def test_a_draft_more_than_128_tokens_longer_is_refused_by_name(backend, starter
     with pytest.raises(BackendError, match=r"too-padded.gguf cannot draft for this model: it has 49,281 tokens, "
                                            r"the model 49,152 \(at most 128 apart, for padding\)"):
         _load(backend, starter_model, "draft", drafts["too-padded"])
+
+
+def test_an_embedding_model_is_refused_as_a_draft_before_llama_cpp_aborts_on_it(backend, starter_model, tiny_bert):
+    with pytest.raises(BackendError, match="tiny-bert.gguf cannot draft: it is an embedding model"):
+        _load(backend, starter_model, "draft", tiny_bert)

@@ -5,7 +5,9 @@ unchanged file is skipped without being hashed). Chunks belong to a document and
 with ON DELETE CASCADE); the FTS5 table indexes the chunks' text and context without storing them twice
 (an external-content table, kept in step by triggers, which SQLite also fires for cascaded deletes).
 Its tokenizer folds case and accents and stems English words (Porter), so "parsed" finds "parse" and
-"invoices" finds "invoice"; other languages are matched word for word.
+"invoices" finds "invoice"; other languages are matched word for word. A chunk's embedding, where an
+embedding model made one, is a row of `vectors` (float32, unit length), going with its chunk; `vector_model`
+names the one model they all come from, and its dimension (vectors.py).
 """
 
 from __future__ import annotations
@@ -53,6 +55,15 @@ END;
 CREATE TRIGGER IF NOT EXISTS chunks_fts_delete AFTER DELETE ON chunks BEGIN
     INSERT INTO chunks_fts(chunks_fts, rowid, text, context) VALUES ('delete', old.id, old.text, old.context);
 END;
+CREATE TABLE IF NOT EXISTS vectors (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    vector   BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS vector_model (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    model TEXT NOT NULL,
+    dim   INTEGER NOT NULL
+);
 """
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from app.services.documents.chunking import Chunk
 from app.services.documents.document import Document
+from app.services.documents.index import vectors
 from app.services.documents.index.fts_query import match_expression
 from app.services.documents.index.fusion import reciprocal_rank_fusion
 from app.services.documents.index.schema import open_index_db
@@ -184,13 +185,39 @@ class DocumentIndex:
 
     # ---- searching
 
+    # ------------------------------------------------------------ vectors (vectors.py)
+
+    def vector_model(self) -> tuple[str, int] | None:
+        """(model, dimension) of the index's chunk embeddings, or None when it has none."""
+        return vectors.vector_model(self._db)
+
+    def use_vector_model(self, model: str, dim: int) -> bool:
+        """Make `model` the index's embedding model; True when another model's vectors were dropped."""
+        with self.transaction():
+            return vectors.use_vector_model(self._db, model, dim)
+
+    def chunks_without_vectors(self, limit: int) -> list[tuple[int, str]]:
+        return vectors.chunks_without_vectors(self._db, limit)
+
+    def put_vectors(self, chunk_ids: Sequence[int], matrix) -> None:
+        with self.transaction():
+            vectors.put_vectors(self._db, chunk_ids, matrix)
+
+    def vector_counts(self) -> tuple[int, int]:
+        """(chunks with a vector, chunks)."""
+        return vectors.vector_counts(self._db)
+
+    def vector_ranking(self, query, k: int = FUSION_DEPTH) -> list[int]:
+        """Chunk ids nearest the query vector, nearest first (for `search`'s vector_ranking)."""
+        return vectors.vector_ranking(self._db, query, k)
+
     def search(self, query: str, k: int = 8, *, vector_ranking: Sequence[int] | None = None) -> list[Hit]:
         """The `k` chunks that best match `query`, best first.
 
         The query is a person's words, never FTS5 syntax (fts_query.py). `vector_ranking` is the seam for
-        semantic search: chunk ids ranked best first by another retriever (sqlite-vec over embeddings,
-        later); when given, it is fused with the keyword ranking by reciprocal rank fusion and each hit's
-        score is the fused one.
+        semantic search: chunk ids ranked best first by another retriever (the chunks' embeddings nearest the
+        question's); when given, it is fused with the keyword ranking by reciprocal rank fusion and each hit's
+        score is the fused one (vector_ranking() gives one from the index's own embeddings).
         """
         if k <= 0:
             return []

@@ -13,6 +13,7 @@ from app.gui.documents.indexing_job import IndexingJob
 from app.gui.documents.knowledge import KnowledgeDialog
 from app.services.documents.knowledge import knowledge_path
 from app.services.paths import AppPaths
+from models.library import ModelStore
 from tests.app.gui.test_window import TIMEOUT_MS, messages
 from tests.app.services.documents.makers import filler, pdf_with_pages
 
@@ -93,7 +94,7 @@ def test_cancelling_keeps_what_was_indexed_and_says_so(qtbot, tmp_path):
     job.cancel()  # before the first file: the indexer stops where it looks first
     with qtbot.waitSignal(job.finished, timeout=TIMEOUT_MS) as finished:
         job.start()
-    assert finished.args[0].cancelled and finished.args[0].indexed == []
+    assert finished.args[0].report.cancelled and finished.args[0].report.indexed == []
     assert job.wait() and knowledge_path(data_dir, "early").is_file()
 
 
@@ -120,3 +121,28 @@ def test_the_settings_document_budget_caps_what_documents_take(qtbot, make_windo
     user, _ = messages(window)
     (note,) = user.documents.notes
     assert "too long for the context" in note and user.documents.tokens <= 300
+
+
+def test_with_an_embedding_model_in_the_library_passages_are_found_by_meaning(qtbot, make_window, tmp_path, tiny_bert):
+    ModelStore(AppPaths.default().data_dir).import_gguf(tiny_bert)
+    window = make_window()
+    dialog = window.show_knowledge()
+    qtbot.waitUntil(lambda: dialog.embed_model is not None, timeout=TIMEOUT_MS)
+    assert "by their meaning" in dialog.meaning.text() and "tiny-bert.gguf" in dialog.meaning.text()
+    with qtbot.waitSignal(dialog.holdings_shown, timeout=TIMEOUT_MS,
+                          check_params_cb=lambda *_a: dialog.job is None and dialog.list.count() == 1):
+        assert dialog.index_folder(folder_of_notes(tmp_path / "notes"), "harbour")
+    assert re.search(r"\d+ passages embedded with tiny-bert\.gguf\.", dialog.status.text())
+    dialog.use_selected()
+    # No word of this question is in the folder: the words find nothing, the meaning still brings passages.
+    reply = send(qtbot, window, "Qwxzv plimbok?")
+    assert reply.state == "complete"
+    user, _ = messages(window)
+    assert user.documents is not None and len(user.documents.sources) >= 1
+
+
+def test_without_an_embedding_model_the_dialog_suggests_one(qtbot, make_window):
+    window = make_window(start=False)
+    dialog = window.show_knowledge()
+    qtbot.waitUntil(lambda: "Models window" in dialog.meaning.text(), timeout=TIMEOUT_MS)
+    assert dialog.embed_model is None and "bge-small" in dialog.meaning.text()

@@ -40,8 +40,8 @@ def test_progress_then_the_report_and_the_index_holds_the_folder(tmp_path):
     job = outcome.process(tmp_path / "data", "tides", notes(tmp_path))
     job.start()
     assert outcome.ended.wait(WAIT_S) and job.wait(WAIT_S)
-    (report,) = outcome.finished
-    assert len(report.indexed) == 3 and outcome.failed == []
+    (done,) = outcome.finished
+    assert len(done.report.indexed) == 3 and done.embedded is None and outcome.failed == []
     assert [p.files_done for p in outcome.progress] == [1, 2, 3]
     with open_knowledge(tmp_path / "data", "tides") as index:
         assert index.counts()[0] == 3 and "week 2" in index.search("tide tables week 2", 1)[0].text

@@ -99,3 +99,8 @@ def test_a_draft_padded_to_another_vocabulary_length_is_found_within_128_tokens(
     too_far = write_tiny_llama(tmp_path / "too-far.gguf", small, padded_tokenizer(tokenizer, len(tokenizer.tokens) + 129))
     assert DraftFinder(lambda: [padded, starter_model]).find(str(starter_model)) == padded
     assert DraftFinder(lambda: [too_far, starter_model]).find(str(starter_model)) is None
+
+
+def test_an_embedding_model_with_the_same_tokenizer_is_never_a_draft(starter_model, tiny_bert):
+    # A Qwen3-Embedding beside a Qwen3 shares its tokenizer; llama.cpp aborts when an encoder drafts.
+    assert DraftFinder(lambda: [tiny_bert, starter_model]).find(str(starter_model)) is None
