@@ -34,6 +34,7 @@ from app.services.history.store import (
     ChatSettings,
     ChatStore,
     Conversation,
+    FileRef,
     ImageRef,
     Message,
     Preset,
@@ -332,9 +333,11 @@ class ChatSession(BranchActions, SessionTools):
         return True
 
     def send(self, text: str, images: Sequence[PreparedImage] = (),
-             clips: Sequence[CheckedAudio | PreparedAudio] = (), documents: SentDocuments | None = None) -> bool:
+             clips: Sequence[CheckedAudio | PreparedAudio] = (), documents: SentDocuments | None = None,
+             files: Sequence[FileRef] = ()) -> bool:
         """Send a user message, with the images and audio clips it carries and the documents' block it goes with
-        (DocumentContext.sent(), made for this chat's `document_budget`); False (the caller keeps the text and
+        (DocumentContext.sent(), made for this chat's `document_budget`) and the originals of its documents (`files`,
+        in the media store already); False (the caller keeps the text and
         the attachments) when it cannot be sent now, or when the conversation would outgrow the context (then
         `context_outgrown` says so)."""
         text = text.strip()
@@ -348,7 +351,7 @@ class ChatSession(BranchActions, SessionTools):
                               clips=clips, documents=documents):
                 return False
             message = self.store.add_message(conversation.id, "user", text, images=images, clips=clips,
-                                             documents=documents)
+                                             documents=documents, files=files)
         except StoreError:  # the disk filled up meanwhile: the composer keeps the text
             self.listener.history_failed()
             return False

@@ -111,7 +111,7 @@ class MainWindow(QMainWindow):
         self.media_attach = MediaAttach(
             self.composer, lambda: model.sees_images if model.loaded else None, lambda: file_name(model.path),
             lambda: vision_models(store), self, hears=lambda: model.hears_audio if model.loaded else None,
-            hearing_models=lambda: hearing_models(store))
+            hearing_models=lambda: hearing_models(store), media_store=self.session.store.media)
         # What the box sends: a message, or one of yours again as its new version (pending settings saved first).
         data_dir = AppPaths.default().data_dir
         self.sending = Sending(self.session, self.composer, self.settings_panel.commit, self.media_attach.strip,
@@ -270,6 +270,7 @@ class MainWindow(QMainWindow):
         view.branch_requested.connect(s.branch_to_new_chat)
         view.regenerate_requested.connect(s.regenerate)
         view.copied.connect(lambda text: self._say(text, COPIED_MS))
+        view.file_missing.connect(self._say)
         chats.selected.connect(self._select)
         chats.new_requested.connect(self.new_conversation)
         chats.rename_requested.connect(s.rename_conversation)

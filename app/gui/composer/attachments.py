@@ -26,8 +26,10 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QStyle, QToolBut
 from app.gui.common.jobs import Jobs
 from app.services.documents.document import Document
 from app.services.documents.errors import DocumentRefused
-from app.services.documents.extract import extract_document, kind_of_name
+from app.services.documents.extract import kind_of_name
+from app.services.documents.kept import KeptDocument, read_and_keep
 from app.services.documents.limits import MAX_DOCUMENTS_PER_MESSAGE
+from app.services.history.records import FileRef
 from app.services.media.errors import MediaRefused
 from app.services.media.intake import (
     CheckedAudio,
@@ -40,6 +42,7 @@ from app.services.media.intake import (
 )
 from app.services.media.limits import MAX_CLIPS_PER_MESSAGE, MAX_IMAGES_PER_MESSAGE
 from app.services.media.sniff import AUDIO_FILE_SUFFIXES
+from app.services.media.store import MediaStore
 from app.services.media.wav import clock
 
 THUMBNAIL = 64  # pixels, the longer side
@@ -143,10 +146,12 @@ class _Chip(QWidget):
 class _DocumentChip(QWidget):
     """One document: the style's file icon, its name and pages, its warnings as a tooltip, a × that removes it."""
 
-    def __init__(self, document: Document, on_remove, parent: QWidget | None = None, path: Path | None = None):
+    def __init__(self, document: Document, on_remove, parent: QWidget | None = None, path: Path | None = None,
+                 original: FileRef | None = None):
         super().__init__(parent)
         self.item = document
         self.path = path  # where it was read (None: given as bytes)
+        self.original = original  # its bytes, kept in the history's media store (None: not kept)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.setSpacing(0)
@@ -185,8 +190,10 @@ class Attachments(QWidget):
     refused = Signal(str)
 
     def __init__(self, parent: QWidget | None = None, limit: int = MAX_IMAGES_PER_MESSAGE,
-                 clip_limit: int = MAX_CLIPS_PER_MESSAGE, document_limit: int = MAX_DOCUMENTS_PER_MESSAGE):
+                 clip_limit: int = MAX_CLIPS_PER_MESSAGE, document_limit: int = MAX_DOCUMENTS_PER_MESSAGE,
+                 media_store: MediaStore | None = None):
         super().__init__(parent)
+        self.media_store = media_store  # where documents' originals are kept when attached (None: not kept)
         self._limits = {"image": limit, "clip": clip_limit, "document": document_limit}
         self._jobs = Jobs(self, max_threads=1)  # one at a time: they keep the order they were given in
         self._pending = {"image": 0, "clip": 0, "document": 0}
@@ -223,6 +230,11 @@ class Attachments(QWidget):
     def documents(self) -> tuple[Document, ...]:
         return tuple(e.item for e in self._entries if isinstance(e, _DocumentChip))
 
+    @property
+    def document_files(self) -> tuple[FileRef, ...]:
+        """The originals of the attached documents that were kept, in order."""
+        return tuple(e.original for e in self._entries if isinstance(e, _DocumentChip) and e.original is not None)
+
     def documents_gone(self) -> list[str]:
         """The names of the attached documents whose files are no longer where they were read (deleted or
         moved since): what was read when they were attached is what goes."""
@@ -244,7 +256,7 @@ class Attachments(QWidget):
         for path in paths:
             if is_document_path(path):
                 if self._room_for_one(path.name, "document"):
-                    self._read("document", lambda p=path: (extract_document(p), p), path.name)
+                    self._read("document", lambda p=path: (read_and_keep(p, self.media_store), p), path.name)
             elif is_audio_path(path):
                 if self._room_for_one(path.name, "clip"):
                     self._read("clip", lambda p=path: read_checked_audio(p))
@@ -307,12 +319,13 @@ class Attachments(QWidget):
         self._names_reading.remove(name)
         self._show_reading()
 
-    def _taken(self, kind: str, item: PreparedImage | CheckedAudio | tuple[Document, Path], name: str = "") -> None:
+    def _taken(self, kind: str, item: PreparedImage | CheckedAudio | tuple[KeptDocument, Path], name: str = "") -> None:
         self._done_reading(kind, name)
         if isinstance(item, tuple):
-            item, path = item
-            entry = _DocumentChip(item, self.remove, path=path)
-            for warning in item.warnings:  # what could not be read is said, not silently left out
+            kept, path = item
+            item = kept.document
+            entry = _DocumentChip(item, self.remove, path=path, original=kept.original)
+            for warning in (*item.warnings, *([kept.problem] if kept.problem else [])):  # said, not left out silently
                 self.refused.emit(f"{item.name}: {warning}")
         else:
             entry = _Thumb(item, self.remove) if isinstance(item, PreparedImage) else _Chip(item, self.remove)

@@ -20,6 +20,7 @@ from app.gui.composer.attachments import Attachments, is_audio_path, is_document
 from app.gui.composer.message_box import IMAGE_SUFFIXES, Composer
 from app.services.documents.extract import KINDS
 from app.services.media.sniff import AUDIO_FILE_SUFFIXES
+from app.services.media.store import MediaStore
 
 SHORTCUT = "Ctrl+Shift+A"
 
@@ -49,6 +50,7 @@ class MediaAttach(QObject):
         hears: whether the model loaded now takes audio (None: no model loaded yet).
         hearing_models: the library's models that can hear (their labels); called in the background.
         parent_widget: the Qt parent; dialogs open over it.
+        media_store: the history's media store, where attached documents' originals are kept.
 
     Signals:
         notice(str): a line for the status bar (a file refused, a model that cannot see or hear).
@@ -59,13 +61,13 @@ class MediaAttach(QObject):
     def __init__(self, composer: Composer, sees: Callable[[], bool | None], model_name: Callable[[], str],
                  vision_models: Callable[[], list[str]], parent_widget: QWidget | None = None, *,
                  hears: Callable[[], bool | None] = lambda: None,
-                 hearing_models: Callable[[], list[str]] = list):
+                 hearing_models: Callable[[], list[str]] = list, media_store: MediaStore | None = None):
         super().__init__(parent_widget)
         self._sees, self._model_name, self._vision_models = sees, model_name, vision_models
         self._hears, self._hearing_models = hears, hearing_models
         self._parent_widget = parent_widget
         self._jobs = Jobs(self, max_threads=1)
-        self.strip = Attachments()
+        self.strip = Attachments(media_store=media_store)  # documents' originals kept there when attached
         self.strip.refused.connect(self.notice)
         self.button = QToolButton()
         self.button.setIcon(QIcon.fromTheme("mail-attachment"))

@@ -140,9 +140,9 @@ class Sending(QObject):
             self.notice.emit(f"Knowledge: {words_only}.")
         self._before_send()
         strip = self.attachments
-        images, clips = (strip.images, strip.clips) if strip is not None else ((), ())
+        images, clips, files = (strip.images, strip.clips, strip.document_files) if strip is not None else ((), (), ())
         gone = strip.documents_gone() if strip is not None else []
-        if self.session.send(text, images, clips, documents):
+        if self.session.send(text, images, clips, documents, files):
             self.composer.clear()
             self.composer.set_editing(None)
             if strip is not None:

@@ -16,7 +16,7 @@ from PySide6.QtGui import QContextMenuEvent, QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QMenu, QTextBrowser
 
 from app.gui.common.tool_text import copy_with_steps
-from app.gui.transcript.citations import CITE_SCHEME, parse_cite
+from app.gui.transcript.citations import CITE_SCHEME, FILE_SCHEME, parse_cite
 from app.gui.transcript.html import CODE_SCHEME
 from app.gui.transcript.images import IMAGE_SCHEME
 from app.gui.transcript.message_menu import add_message_actions
@@ -96,5 +96,7 @@ class TranscriptActions:
             self._requests.image_opened.emit(target)
         elif url.scheme() == CITE_SCHEME and (cited := parse_cite(target)) is not None:
             self._view.open_citation(*cited)
+        elif url.scheme() == FILE_SCHEME:
+            self._view.open_file(target)
         elif url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)

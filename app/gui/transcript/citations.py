@@ -17,9 +17,11 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QKeySequence, QPalette, QShortcut, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QDialog, QLabel, QPlainTextEdit, QTextEdit, QVBoxLayout, QWidget
 
+from app.services.history.records import FileRef
 from app.services.history.sent_documents import SentDocuments
 
 CITE_SCHEME = "tailor-cite"  # <a href>: open passage n of a message's documents
+FILE_SCHEME = "tailor-file"  # <a href>: open an attached document's original (its sha256)
 _CITATION = re.compile(r"\[(\d{1,4})\]")
 # Tags inside which [n] stays text: code is code, and a link is a link already.
 _VERBATIM = ("pre", "code", "a")
@@ -35,12 +37,19 @@ def parse_cite(target: str) -> tuple[int, int] | None:
     return (int(message_id), int(number)) if message_id.isdigit() and number.isdigit() else None
 
 
-def documents_html(message_id: int, documents: SentDocuments | None, muted: str) -> str:
-    """The notes and sources shown under a user message sent with documents ("" without)."""
-    if documents is None or not (documents.notes or documents.sources):
+def documents_html(message_id: int, documents: SentDocuments | None, muted: str, files: tuple[FileRef, ...] = ()) -> str:
+    """The attached files (each a link to its original), the notes and the sources shown under a user message
+    sent with documents ("" without)."""
+    if (documents is None or not (documents.notes or documents.sources)) and not files:
         return ""
-    lines = [f'<span style="color:{muted};">{escape(note)}</span>' for note in documents.notes]
-    lines += [f'<a href="{cite_href(message_id, s.number)}">{escape(s.label)}</a>' for s in documents.sources]
+    lines = []
+    if files:
+        links = ", ".join(f'<a href="{FILE_SCHEME}:{f.sha256}" title="Open the file as it was attached">'
+                          f"{escape(f.name)}</a>" for f in files)
+        lines.append(f'<span style="color:{muted};">Attached:</span> {links}')
+    if documents is not None:
+        lines += [f'<span style="color:{muted};">{escape(note)}</span>' for note in documents.notes]
+        lines += [f'<a href="{cite_href(message_id, s.number)}">{escape(s.label)}</a>' for s in documents.sources]
     return f'<p style="margin-top:2px;"><small>{"<br>".join(lines)}</small></p>'
 
 

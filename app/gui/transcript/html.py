@@ -116,7 +116,7 @@ def body_html(message: Message, colors: TranscriptColors, code_start: int = 0, c
     if cited is not None and cited.documents is not None and message.role == "assistant":
         body = link_citations(body, cited.id, cited.documents)
     media = images_html(message.images) + clips_html(message.clips, colors.code_background)
-    documents = documents_html(message.id, message.documents, colors.muted)
+    documents = documents_html(message.id, message.documents, colors.muted, message.files)
     return media + body + documents + note_html(message.state, colors) + stats_html(message, colors)
 
 

@@ -20,7 +20,14 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QEvent, QMimeData, Qt, QTimer, QUrl, Signal, Slot
-from PySide6.QtGui import QContextMenuEvent, QKeyEvent, QResizeEvent, QTextCharFormat, QTextCursor
+from PySide6.QtGui import (
+    QContextMenuEvent,
+    QDesktopServices,
+    QKeyEvent,
+    QResizeEvent,
+    QTextCharFormat,
+    QTextCursor,
+)
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from app.chat.reasoning_text import finished_header
@@ -84,6 +91,7 @@ class ChatView(QTextBrowser):
     regenerate_requested = Signal()
     copied = Signal(str)
     image_opened = Signal(str)
+    file_missing = Signal(str)  # an attached document's original could not be opened: why, one line
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -118,11 +126,13 @@ class ChatView(QTextBrowser):
         self.marks = TranscriptMarks(self, self.state, self.version_bars)
         self.message_actions = MessageActions(self, self.state, self, self.transcript_actions.copy_message)
         self.images: TranscriptImages | None = None  # the messages' images (use_media_store)
+        self.media_store: MediaStore | None = None
         self.image_opened.connect(self._open_image)
 
     def use_media_store(self, store: MediaStore) -> None:
         """Where the messages' images are kept (the history's media store): their thumbnails come from there."""
         self.images = TranscriptImages(store, self.document(), self)
+        self.media_store = store  # attached documents' originals too (open_file)
 
     def loadResource(self, kind: int, url: QUrl) -> object:  # noqa: N802 (Qt override)
         if url.scheme() == THUMB_SCHEME and self.images is not None:
@@ -195,6 +205,21 @@ class ChatView(QTextBrowser):
         """The message a reply answers, when it was sent with documents: the reply's [n] cite its passages."""
         parent = self.state.messages.get(message.parent_id) if message.parent_id is not None else None
         return parent if parent is not None and parent.documents is not None else None
+
+    def open_file(self, sha256: str) -> bool:
+        """Open an attached document's original, kept in the media store, with the system's viewer; False (said
+        in `file_missing`) when the store has it no more."""
+        store = self.media_store
+        try:
+            path = store.path_of(sha256) if store is not None else None
+        except ValueError:  # not a hash: a link typed into a message, never a path
+            path = None
+        if path is None:
+            name = next((f.name for m in self.state.messages.values() for f in m.files if f.sha256 == sha256), "")
+            self.file_missing.emit(f"{name or 'The file'} is no longer kept beside the chat history")
+            return False
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+        return True
 
     def open_citation(self, message_id: int, number: int) -> PassageViewer | None:
         """Open passage [number] of the documents message `message_id` was sent with (a citation's link)."""

@@ -26,7 +26,7 @@ from app.services.history.settings_fields import (
 )
 from app.services.history.tool_steps import ToolStep, ToolStepsError, steps_from_json
 from app.services.load_settings import LoadSettings
-from app.services.media.sniff import AUDIO_SUFFIXES, SUFFIXES
+from app.services.media.sniff import AUDIO_SUFFIXES, DOCUMENT_SUFFIXES, SUFFIXES
 from engine.protocol import Reasoning
 
 if TYPE_CHECKING:  # intake imports the media store, which imports this package: no cycle at run time
@@ -172,6 +172,27 @@ class ImageRef:
 
 
 @dataclass(slots=True, frozen=True)
+class FileRef:
+    """A document a stored message was sent with, its original kept in the media store as it was attached (the
+    text the model read is the message's `documents`).
+
+    Attributes:
+        sha256: hex digest of the original bytes: the file's name in the store, checked when it is read.
+        format: PDF, DOCX, MD, HTML, CSV or TXT (sniff.DOCUMENT_SUFFIXES: the stored file's suffix follows).
+        name: the name it was attached under ("report.pdf"), for the transcript and exports.
+    """
+
+    sha256: str
+    format: str
+    name: str
+
+    @property
+    def suffix(self) -> str:
+        """The suffix of its stored file (".pdf"...); "" for a format this release does not know."""
+        return DOCUMENT_SUFFIXES.get(self.format, "")
+
+
+@dataclass(slots=True, frozen=True)
 class AudioRef:
     """An audio clip a stored message carries: the file of the media store that holds its original bytes (a
     WAV file), and what is shown of it without opening that file.
@@ -220,8 +241,10 @@ class Message:
     images: tuple[ImageRef, ...] = ()
     # Its audio clips, likewise (sent after its images).
     clips: tuple[AudioRef, ...] = ()
-    # The documents it was sent with: the block the model read before `content` (sent_documents.py).
+    # The documents it was sent with: the block the model read before `content` (sent_documents.py), and the
+    # attached files' originals, kept (message_media.py).
     documents: SentDocuments | None = None
+    files: tuple[FileRef, ...] = ()
 
 
 @dataclass(slots=True, frozen=True)

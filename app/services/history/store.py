@@ -47,6 +47,7 @@ from app.services.history.records import (
     AudioRef,
     ChatSettings,
     Conversation,
+    FileRef,
     Folder,
     ImageRef,
     Message,
@@ -213,8 +214,8 @@ class ChatStore(HistoryFile):
                      m.created, m.reasoning, int(m.reasoning_closed), parent, steps_to_json(m.tool_steps),
                      documents_to_json(m.documents)),
                 ).lastrowid
-                if m.images or m.clips:
-                    insert_media(db, last, m.images, m.clips)
+                if m.images or m.clips or m.files:
+                    insert_media(db, last, m.images, m.clips, m.files)
                 new_ids[m.id] = last
             leaf = new_ids.get(leaf_id, last) if leaf_id is not None else last
             db.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (leaf, cid))
@@ -240,6 +241,7 @@ class ChatStore(HistoryFile):
         self, conversation_id: int, role: Role, content: str, state: MessageState = "complete",
         parent_id: int | None | EllipsisType = ..., *, images: Sequence[PreparedImage | ImageRef] = (),
         clips: Sequence[PreparedAudio | CheckedAudio | AudioRef] = (), documents: SentDocuments | None = None,
+        files: Sequence[FileRef] = (),
     ) -> Message:
         """Add a message after `parent_id` (left out: the end of the branch the chat shows; None: as a first
         message), and show the branch it ends.
@@ -251,6 +253,7 @@ class ChatStore(HistoryFile):
                 replaces: pass `old.images`).
             clips: its audio clips, in order, likewise (a PreparedAudio, a CheckedAudio or an AudioRef).
             documents: the documents' block it is sent with (kept as sent: sent_documents.py).
+            files: the originals of its attached documents, in the media store already (put when attached).
 
         Raises:
             StoreUnwritableError: the history is read-only (nothing is stored, not even an image).
@@ -268,12 +271,12 @@ class ChatStore(HistoryFile):
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (conversation_id, role, content, state, now, parent, documents_to_json(documents)),
             )
-            if refs or clip_refs:
-                insert_media(db, cur.lastrowid, refs, clip_refs)
+            if refs or clip_refs or files:
+                insert_media(db, cur.lastrowid, refs, clip_refs, tuple(files))
             db.execute("UPDATE conversations SET updated = ?, leaf_id = ? WHERE id = ?",
                        (now, cur.lastrowid, conversation_id))
         return Message(cur.lastrowid, conversation_id, role, content, state, None, now, parent_id=parent, images=refs,
-                       clips=clip_refs, documents=documents)
+                       clips=clip_refs, documents=documents, files=tuple(files))
 
     def _store_media(self, items: Sequence, ref_type: type[ImageRef] | type[AudioRef]) -> tuple:
         """The references (`ref_type`) of `items`, the originals of prepared ones put into the media store (just

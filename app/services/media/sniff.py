@@ -27,6 +27,11 @@ READABLE = "PNG, JPEG, WebP, GIF and BMP"
 # The suffix a stored file of each format gets (the store's names; never used to detect the format).
 SUFFIXES = {PNG: ".png", JPEG: ".jpg", WEBP: ".webp", GIF: ".gif", BMP: ".bmp"}
 AUDIO_SUFFIXES = {WAV: ".wav"}
+# Documents' originals, kept as they were attached (issue 36): by the kind they were read as, code and plain text
+# alike as text (DOCUMENT_FORMATS: the extractor's kind → the stored format).
+DOCUMENT_SUFFIXES = {"PDF": ".pdf", "DOCX": ".docx", "MD": ".md", "HTML": ".html", "CSV": ".csv", "TXT": ".txt"}
+DOCUMENT_FORMATS = {"pdf": "PDF", "docx": "DOCX", "markdown": "MD", "html": "HTML", "csv": "CSV", "text": "TXT",
+                    "code": "TXT"}
 # The suffixes of audio files, WAV or a compressed format: where a window sends a dropped or chosen file (to the
 # audio intake, which reads WAV and names the others with the command that converts them). Only a hint of
 # where to look: the bytes decide what a file is.

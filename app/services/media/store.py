@@ -29,12 +29,13 @@ from typing import Literal
 from app.services.history.backup import sync_to_disk
 from app.services.media.errors import MediaDamaged, MediaMissing, StoredMediaError
 from app.services.media.limits import MAX_STORED_BYTES
-from app.services.media.sniff import AUDIO_SUFFIXES, SUFFIXES
+from app.services.media.sniff import AUDIO_SUFFIXES, DOCUMENT_SUFFIXES, SUFFIXES
 from models.formats.errors import InvalidModelFile
 from models.formats.local_file import open_regular_file
 
-# The suffixes a stored file may have: the formats the intake takes.
-STORED_SUFFIXES = frozenset(SUFFIXES.values()) | frozenset(AUDIO_SUFFIXES.values())
+# The suffixes a stored file may have: the formats the intake takes, and documents' originals.
+STORED_SUFFIXES = (frozenset(SUFFIXES.values()) | frozenset(AUDIO_SUFFIXES.values())
+                   | frozenset(DOCUMENT_SUFFIXES.values()))
 
 # How long `collect` leaves an unused file alone after it was put: the time between attaching (or sending)
 # an image and the history saving the message that carries it, with room for a slow disk or a second
@@ -251,8 +252,11 @@ class MediaStore:
 
 
 def _noun(suffix: str) -> str:
-    """What a file of `suffix` holds, for messages ("an" goes before either): "audio clip" (.wav), "image"."""
-    return "audio clip" if suffix in AUDIO_SUFFIXES.values() else "image"
+    """What a file of `suffix` holds, for messages ("an" goes before each): "audio clip" (.wav), "attached
+    document" (.pdf...), "image"."""
+    if suffix in AUDIO_SUFFIXES.values():
+        return "audio clip"
+    return "attached document" if suffix in DOCUMENT_SUFFIXES.values() else "image"
 
 
 def _check_hash(sha256: str) -> None:

@@ -4,10 +4,12 @@ when it does not, is kept with the message as sent, and shows under the message.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QDesktopServices
 
 from app.chat.engine_history import engine_messages
 from tests.app.conftest import QUICK, with_load
+from tests.app.gui.dialogs.test_crash import OpenedUrls
 from tests.app.gui.test_window import TIMEOUT_MS, messages
 from tests.app.services.documents.makers import filler, pdf_with_pages
 
@@ -38,6 +40,7 @@ def test_a_pdf_that_fits_goes_whole_and_stays_with_the_message(qtbot, make_windo
     qtbot.waitUntil(lambda: len(strip.documents) == 1 and not strip.busy, timeout=TIMEOUT_MS)
     assert not strip.reading.isVisibleTo(strip)
     assert strip.isVisible() and strip.entries[0].label.text() == "report.pdf · 3 pages"
+    original = pdf.read_bytes()
     pdf.unlink()  # gone before Send: what was read when it was attached goes, and the window says so
     notices: list[str] = []
     window.sending.notice.connect(notices.append)
@@ -55,9 +58,24 @@ def test_a_pdf_that_fits_goes_whole_and_stays_with_the_message(qtbot, make_windo
     assert sent[1].content == f"{user.documents.block}\n\nWhere is the spare key?"
     assert reply.stats["prompt_tokens"] > user.documents.tokens > 100
     assert note in window.chat.plain_text() and "[1] report.pdf · whole" in window.chat.plain_text()
+    # The original, kept as attached: linked under the message, opened from the history's media store.
+    (kept,) = user.files
+    assert (kept.format, kept.name) == ("PDF", "report.pdf") and window.session.store.media.read(kept.sha256) == original
+    assert "Attached: report.pdf" in window.chat.plain_text()
+    opened = OpenedUrls()
+    QDesktopServices.setUrlHandler("file", opened, "open")
+    try:
+        window.chat.transcript_actions.open_link(QUrl(f"tailor-file:{kept.sha256}"))
+    finally:
+        QDesktopServices.unsetUrlHandler("file")
+    assert [u.toLocalFile() for u in opened.urls] == [str(window.session.store.media.path_of(kept.sha256))]
     # The next question about it is warm: the block is the prefix the engine kept.
     again = send(qtbot, window, "And who keeps it?")
     assert again.stats["cached_tokens"] >= reply.stats["prompt_tokens"] > user.documents.tokens
+    # Deleting the chat removes the original no other message names (at once: no other process puts files here).
+    window.session.store.media_grace_s = 0
+    window.session.delete_conversation(user.conversation_id)
+    assert window.session.store.media.path_of(kept.sha256) is None
 
 
 def test_a_document_longer_than_the_context_goes_as_the_passages_that_answer(qtbot, make_window, tmp_path):
