@@ -82,6 +82,9 @@ def add_chats_parsers(subparsers: Any) -> None:
                         help="json: the chats' images and audio clips inside the file (base64) rather than in a "
                              "<name>-media folder beside it; only so do they travel on stdout (html always holds "
                              "them)")
+    export.add_argument("--with-files", action="store_true",
+                        help="json: the originals of the documents attached to messages too (beside the file, or "
+                             "inside it with --embed-media); without it they are named only")
     export.set_defaults(func=run_export)
 
     imp = subparsers.add_parser("import", help="add the chats of a Tailor JSON export or of ChatGPT's "
@@ -254,7 +257,7 @@ def run_export(args: argparse.Namespace) -> int:
         # Images: inline in HTML, embedded in JSON when asked, else beside the file (none beside stdout).
         media_store, problems = store.media, []
         media = export_media(media_store, args.format, None if to_folder else output, embed=args.embed_media,
-                             overwrite=args.force)
+                             overwrite=args.force, with_files=args.with_files)
         try:
             ids = None if args.all else [_chat_id(store, args.chat)]
             if args.format == "json" and not to_folder:
@@ -273,7 +276,7 @@ def run_export(args: argparse.Namespace) -> int:
             raise ChatsError("There are no chats to export.")
         if to_folder:
             write_export_folder(output, records, args.format, overwrite=args.force, media_store=media_store,
-                                embed_media=args.embed_media, problems=problems)
+                                embed_media=args.embed_media, problems=problems, with_files=args.with_files)
         else:
             _emit(output, [render(args.format, records, media)], args.force)
             problems = media.problems

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from app.services.history.sent_documents import SentDocuments, documents_to_json
-from app.services.history.store import AudioRef, ChatStore, Conversation, ImageRef, Message
+from app.services.history.store import AudioRef, ChatStore, Conversation, FileRef, ImageRef, Message
 from app.services.history.timestamps import checked_time, iso_time
 from app.services.media.wav import clock
 from app.services.transfer.export_media import ExportMedia
@@ -33,7 +33,7 @@ from app.services.transfer.export_steps import steps_markdown
 from app.services.transfer.markdown_text import close_fences, fence_for
 
 FORMAT = "tailor-chats"
-# 6: the documents a message was sent with; 5: a message's audio clips; 4: a message's images; 3: a reply's tool steps; 2: branches (each message's id and parent, the chat's leaf), folder and pin; 1: one line
+# 6: the documents a message was sent with (and their originals, with --with-files); 5: a message's audio clips; 4: a message's images; 3: a reply's tool steps; 2: branches (each message's id and parent, the chat's leaf), folder and pin; 1: one line
 # per chat. An older Tailor refuses a newer version whole rather than import replies without their tool calls.
 VERSION = 6
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
@@ -141,7 +141,14 @@ def clip_dict(ref: AudioRef, media: ExportMedia | None = None) -> dict:
     return _carried(found, ref, media)
 
 
-def _carried(found: dict, ref: ImageRef | AudioRef, media: ExportMedia | None) -> dict:
+def file_dict(ref: FileRef, media: ExportMedia | None = None) -> dict:
+    """One attached document's original in the JSON export: sha256, format ("PDF"...) and name, and its bytes
+    as `media` carries them (as image_dict's) when the export takes files (`--with-files`)."""
+    found: dict = {"sha256": ref.sha256, "format": ref.format, "name": ref.name}
+    return _carried(found, ref, media if media is not None and media.with_files else None)
+
+
+def _carried(found: dict, ref: ImageRef | AudioRef | FileRef, media: ExportMedia | None) -> dict:
     if media is not None:
         carried = media.base64(ref) if media.embed else media.beside(ref)
         if carried is not None:
@@ -154,7 +161,7 @@ def message_dict(message: Message, local: dict[int, int], media: ExportMedia | N
     in the order written; null: a first message); stats as stored (a figure JSON cannot hold, such as NaN,
     as null); `tool_steps` a list of ToolStep.to_dict() (empty: it called no tools); `images` a list of
     image_dict and `audio` a list of clip_dict (empty: it carries none); `documents` the block it was sent with,
-    its notes and where each [n] is (sent_documents.py; null: none)."""
+    its notes and where each [n] is (sent_documents.py; null: none); `files` a list of file_dict."""
     return {
         "id": local[message.id],
         "parent": local.get(message.parent_id) if message.parent_id is not None else None,
@@ -169,6 +176,7 @@ def message_dict(message: Message, local: dict[int, int], media: ExportMedia | N
         "images": [image_dict(ref, media) for ref in message.images],
         "audio": [clip_dict(ref, media) for ref in message.clips],
         "documents": json.loads(documents_to_json(message.documents)) if message.documents else None,
+        "files": [file_dict(ref, media) for ref in message.files],
     }
 
 
@@ -285,18 +293,28 @@ def chat_markdown(record: ChatRecord, media: ExportMedia | None = None) -> str:
         # A reply that ended after its calls, or a message of images or clips alone, wrote nothing more.
         if message.content or not (message.tool_steps or message.images or message.clips or message.documents):
             lines += [close_fences(message.content).strip("\n") or "*(empty)*", ""]
-        lines += documents_markdown(message.documents)
+        lines += documents_markdown(message.documents, message.files, media)
     return "\n".join(lines)
 
 
-def documents_markdown(documents: SentDocuments | None) -> list[str]:
-    """A message's documents: a line per document and per source, then the block as the model read it, folded."""
-    if documents is None:
+def documents_markdown(documents: SentDocuments | None, files: tuple[FileRef, ...] = (),
+                       media: ExportMedia | None = None) -> list[str]:
+    """A message's documents: its attached files (linked where the export wrote them beside it), a line per
+    document and per source, then the block as the model read it, folded."""
+    if documents is None and not files:
         return []
-    lines = [f"- {line}" for line in (*documents.notes, *(s.label for s in documents.sources))]
+    lines = [f"- Attached: {_file_link(ref, media)}" for ref in files]
+    if documents is None:
+        return [*lines, ""]
+    lines += [f"- {line}" for line in (*documents.notes, *(s.label for s in documents.sources))]
     fence = fence_for(documents.block)
     return [*lines, "", "<details><summary>Documents as sent</summary>", "", f"{fence}text", documents.block, fence,
             "", "</details>", ""]
+
+
+def _file_link(ref: FileRef, media: ExportMedia | None) -> str:
+    link = media.beside(ref) if media is not None and media.with_files else None
+    return f"[{ref.name}]({quote(link)})" if link else ref.name
 
 
 def to_markdown(records: list[ChatRecord], media: ExportMedia | None = None) -> str:

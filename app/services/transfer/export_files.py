@@ -37,7 +37,7 @@ def render(fmt: str, records: Sequence[ChatRecord], media: ExportMedia | None = 
 
 
 def export_media(store: MediaStore | None, fmt: str, target: Path | None, *, embed: bool = False,
-                 overwrite: bool = False) -> ExportMedia | None:
+                 overwrite: bool = False, with_files: bool = False) -> ExportMedia | None:
     """How an export of `fmt` to the file `target` carries its images: HTML inline; JSON embedded with
     `embed`, else in `<target name>-media/` beside it; Markdown in that folder. Written to no file (None:
     standard output), only embedded ones travel. None when there is no `store` (images named only)."""
@@ -45,7 +45,7 @@ def export_media(store: MediaStore | None, fmt: str, target: Path | None, *, emb
         return None
     embed = embed or fmt == "html"
     folder = media_folder_of(target) if target is not None and not embed else None
-    return ExportMedia(store, embed=embed, folder=folder, overwrite=overwrite)
+    return ExportMedia(store, embed=embed, folder=folder, overwrite=overwrite, with_files=with_files)
 
 
 def portable(name: str) -> str:
@@ -75,7 +75,7 @@ def write_export_file(path: Path, chunks: Iterable[str], *, overwrite: bool) -> 
 
 def write_export_folder(folder: Path, records: Sequence[ChatRecord], fmt: str, *, overwrite: bool,
                         media_store: MediaStore | None = None, embed_media: bool = False,
-                        problems: list[str] | None = None) -> int:
+                        problems: list[str] | None = None, with_files: bool = False) -> int:
     """Write a file per chat into `folder`; how many were written. Images as `export_media` carries them
     (each file's own `-media` folder), from `media_store` (None: named only); a line for each image that
     could not be exported is added to `problems`.
@@ -95,7 +95,7 @@ def write_export_folder(folder: Path, records: Sequence[ChatRecord], fmt: str, *
         raise TargetExists(existing, f"{len(existing)} file{'' if len(existing) == 1 else 's'} of these chats "
                                      f"exist in {folder} ({shown}); use --force to replace them")
     for record, target in zip(records, targets, strict=True):
-        media = export_media(media_store, fmt, target, embed=embed_media, overwrite=overwrite)
+        media = export_media(media_store, fmt, target, embed=embed_media, overwrite=overwrite, with_files=with_files)
         write_whole(target, [render(fmt, [record], media)], overwrite=overwrite)
         if media is not None and problems is not None:
             problems += media.problems

@@ -17,7 +17,7 @@ from __future__ import annotations
 from html import escape
 
 from app.services.history.sent_documents import SentDocuments
-from app.services.history.store import AudioRef, ImageRef, Message
+from app.services.history.store import AudioRef, FileRef, ImageRef, Message
 from app.services.markdown_render import highlight_code, render_markdown
 from app.services.media.wav import clock
 from app.services.transfer.export import ROLE_NAMES, ChatRecord, display_title, message_notes, meta_line
@@ -102,15 +102,19 @@ def _message_html(message: Message, notes: list[str], media: ExportMedia | None)
         parts.append(f"<details><summary>{summary}</summary>\n{render_markdown(message.reasoning)}</details>")
     if message.content or not (message.tool_steps or message.images or message.clips or message.documents):
         parts.append(render_markdown(message.content) if message.content else "<p><em>(empty)</em></p>")
-    if message.documents is not None:
-        parts.append(documents_html(message.documents))
+    if message.documents is not None or message.files:
+        parts.append(documents_html(message.documents, message.files))
     parts.append("</div>")
     return "\n".join(parts)
 
 
-def documents_html(documents: SentDocuments) -> str:
-    """A message's documents: a line per document and per source, then the block as the model read it, folded."""
-    lines = "".join(f"<li>{escape(line)}</li>" for line in (*documents.notes, *(s.label for s in documents.sources)))
+def documents_html(documents: SentDocuments | None, files: tuple[FileRef, ...] = ()) -> str:
+    """A message's documents: its attached files by name, a line per document and per source, then the block as
+    the model read it, folded (the page is one file: the originals travel in JSON exports, `--with-files`)."""
+    lines = "".join(f"<li>Attached: {escape(ref.name)}</li>" for ref in files)
+    if documents is None:
+        return f'<ul class="documents">{lines}</ul>'
+    lines += "".join(f"<li>{escape(line)}</li>" for line in (*documents.notes, *(s.label for s in documents.sources)))
     return (f'<ul class="documents">{lines}</ul>\n<details><summary>Documents as sent</summary>\n'
             f"<pre>{escape(documents.block)}</pre></details>")
 

@@ -15,7 +15,7 @@ import base64
 import hashlib
 from pathlib import Path
 
-from app.services.history.records import AudioRef, ImageRef
+from app.services.history.records import AudioRef, FileRef, ImageRef
 from app.services.media.errors import StoredMediaError
 from app.services.media.store import MediaStore
 from app.services.transfer.user_files import TargetRefused, what_is_at, write_bytes_whole
@@ -23,8 +23,10 @@ from models.formats.errors import InvalidModelFile
 from models.formats.local_file import open_regular_file
 
 MIME_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif", "BMP": "image/bmp",
-              "WAV": "audio/wav"}
-MediaRef = ImageRef | AudioRef
+              "WAV": "audio/wav", "PDF": "application/pdf",
+              "DOCX": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+              "MD": "text/markdown", "HTML": "text/html", "CSV": "text/csv", "TXT": "text/plain"}
+MediaRef = ImageRef | AudioRef | FileRef
 
 
 def media_folder_of(target: Path) -> Path:
@@ -41,14 +43,16 @@ class ExportMedia:
         embed: base64 in the JSON. HTML always embeds what it can read: it is one page.
         folder: where files beside the export go (media_folder_of(target)); made when the first is written.
         overwrite: replace a file there of the same name that holds other bytes (the user agreed).
+        with_files: the originals of attached documents travel as images do (`--with-files`: they may be large).
 
     Attributes:
         problems: one line for each image or clip that could not be exported (missing or damaged in the store).
     """
 
     def __init__(self, store: MediaStore, *, embed: bool = False, folder: Path | None = None,
-                 overwrite: bool = False):
+                 overwrite: bool = False, with_files: bool = False):
         self.store, self.embed, self.folder, self.overwrite = store, embed, folder, overwrite
+        self.with_files = with_files  # attached documents' originals travel too (else they are named only)
         self.problems: list[str] = []
         self._failed: set[str] = set()
         self._written: set[str] = set()

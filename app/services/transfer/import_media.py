@@ -20,11 +20,13 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import hashlib
 import os
 import re
 from pathlib import Path
 
-from app.services.history.records import AudioRef, ImageRef
+from app.services.documents.errors import DocumentRefused
+from app.services.history.records import AudioRef, FileRef, ImageRef
 from app.services.media.errors import AudioRefused, ImageRefused, StoredMediaError
 from app.services.media.intake import (
     CheckedAudio,
@@ -35,8 +37,10 @@ from app.services.media.intake import (
     read_image,
 )
 from app.services.media.limits import DEFAULT_AUDIO_LIMITS, DEFAULT_LIMITS, AudioLimits, ImageLimits
-from app.services.media.sniff import AUDIO_SUFFIXES, SUFFIXES
+from app.services.media.sniff import AUDIO_SUFFIXES, DOCUMENT_SUFFIXES, SUFFIXES
 from app.services.media.store import MediaStore
+from models.formats.errors import InvalidModelFile
+from models.formats.local_file import open_regular_file
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # A ChatGPT asset id as it appears in a file's name: letters, digits, "-" and "_" (file-AbC…, file_0000…).
@@ -110,7 +114,49 @@ class ImportMedia:
         path = self._path_beside(file, f"{expected}{suffix}", name, AudioRefused)
         return self._take_clip(read_checked_audio(path, name=name, limits=self.audio_limits), expected)
 
-    def _path_beside(self, file: object, stored: str, name: str, refused: type[ImageRefused | AudioRefused]) -> Path:
+    def embedded_file(self, text: object, name: str, sha256: object, file_format: object) -> FileRef:
+        """An attached document's original whose bytes the export holds as base64 (`--with-files --embed-media`).
+
+        Raises:
+            DocumentRefused: not base64, too large, of an unknown format, or not the bytes named.
+        """
+        expected = _checked_hash(sha256, name, DocumentRefused)
+        suffix = _document_suffix(file_format, name)
+        return self._take_file(_decoded(text, name, self.store.max_bytes, DocumentRefused), name, expected,
+                               str(file_format), suffix)
+
+    def file_beside(self, name: str, sha256: object, file_format: object, file: object = None) -> FileRef:
+        """An attached document's original in the folder the export wrote beside itself (`--with-files`).
+
+        Raises:
+            DocumentRefused: not there, not a regular file, too large, or not the bytes named.
+        """
+        expected = _checked_hash(sha256, name, DocumentRefused)
+        suffix = _document_suffix(file_format, name)
+        path = self._path_beside(file, f"{expected}{suffix}", name, DocumentRefused)
+        try:
+            with open_regular_file(path) as opened:
+                if os.fstat(opened.fileno()).st_size > self.store.max_bytes:
+                    raise DocumentRefused(name, f"is larger than the {self.store.max_bytes:,} bytes Tailor keeps")
+                data = opened.read()
+        except InvalidModelFile as exc:
+            raise DocumentRefused(name, exc.problem) from None
+        except OSError as exc:
+            raise DocumentRefused(name, f"cannot be read ({exc.strerror or exc})") from None
+        return self._take_file(data, name, expected, str(file_format), suffix)
+
+    def _take_file(self, data: bytes, name: str, expected: str, file_format: str, suffix: str) -> FileRef:
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != expected:
+            raise DocumentRefused(name, f"does not hold the bytes the export names (its sha256 is {digest[:12]}…, "
+                                        f"not {expected[:12]}…): changed or damaged")
+        try:
+            self.store.put(data, suffix)
+        except (StoredMediaError, ValueError) as exc:
+            raise DocumentRefused(name, f"cannot be stored ({exc})") from None
+        return FileRef(digest, file_format, name)
+
+    def _path_beside(self, file: object, stored: str, name: str, refused: type[ImageRefused | AudioRefused | DocumentRefused]) -> Path:
         for folder in self._folders_beside(file, stored):
             path = folder / stored
             if os.path.lexists(path):
@@ -194,13 +240,20 @@ class ImportMedia:
         return AudioRef.of(clip)
 
 
-def _checked_hash(sha256: object, name: str, refused: type[ImageRefused | AudioRefused] = ImageRefused) -> str:
+def _checked_hash(sha256: object, name: str, refused: type[ImageRefused | AudioRefused | DocumentRefused] = ImageRefused) -> str:
     if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
         raise refused(name, f"is named by {sha256!r}, which is no sha256")
     return sha256
 
 
-def _decoded(text: object, name: str, max_bytes: int, refused: type[ImageRefused | AudioRefused]) -> bytes:
+def _document_suffix(file_format: object, name: str) -> str:
+    suffix = DOCUMENT_SUFFIXES.get(file_format) if isinstance(file_format, str) else None
+    if suffix is None:
+        raise DocumentRefused(name, f"has an unknown format {file_format!r}")
+    return suffix
+
+
+def _decoded(text: object, name: str, max_bytes: int, refused: type[ImageRefused | AudioRefused | DocumentRefused]) -> bytes:
     """The bytes of an embedded file's base64, its length checked before it is decoded."""
     if not isinstance(text, str):
         raise refused(name, f"has data that is a {type(text).__name__}, not base64 text")

@@ -12,7 +12,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from app.services.history.records import ROLES, AudioRef, ImageRef
+from app.services.history.records import ROLES, AudioRef, FileRef, ImageRef
 from app.services.history.sent_documents import SentDocuments
 from app.services.history.store import MESSAGE_STATES, Conversation, Message
 from app.services.history.tool_steps import ToolStep, steps_from_json, steps_to_json
@@ -49,11 +49,13 @@ class MessageList(Sequence[Message]):
         self._images: dict[int, tuple[ImageRef, ...]] = {}  # by index: few messages carry images
         self._clips: dict[int, tuple[AudioRef, ...]] = {}  # ... or clips
         self._documents: dict[int, SentDocuments] = {}  # ... or the documents it was sent with
+        self._files: dict[int, tuple[FileRef, ...]] = {}  # ... or its attached documents' originals
 
     def append(self, role: str, content: str | bytes, created: float, parent: int | None, *, state: str = "complete",
                stats: dict | None = None, reasoning: str = "", reasoning_closed: bool = True,
                tool_steps: tuple[ToolStep, ...] = (), images: tuple[ImageRef, ...] = (),
-               clips: tuple[AudioRef, ...] = (), documents: SentDocuments | None = None) -> int:
+               clips: tuple[AudioRef, ...] = (), documents: SentDocuments | None = None,
+               files: tuple[FileRef, ...] = ()) -> int:
         """Add a message (role and state as the store knows them, parent an earlier number; content a str, or
         packed already; tool steps checked already; images and clips in the media store already); its number."""
         if parent is not None and not 1 <= parent <= len(self):
@@ -73,6 +75,8 @@ class MessageList(Sequence[Message]):
             self._clips[len(self._content) - 1] = clips
         if documents is not None:
             self._documents[len(self._content) - 1] = documents
+        if files:
+            self._files[len(self._content) - 1] = files
         return len(self)
 
     def __len__(self) -> int:
@@ -89,7 +93,7 @@ class MessageList(Sequence[Message]):
                        MESSAGE_STATES[self._states[index]], self._stats[index], self._created[index],
                        unpack(self._reasoning[index]), bool(self._closed[index]), self._parents[index] or None,
                        steps_from_json(unpack(self._steps[index])), self._images.get(index, ()),
-                       self._clips.get(index, ()), self._documents.get(index))
+                       self._clips.get(index, ()), self._documents.get(index), self._files.get(index, ()))
 
     def __iter__(self) -> Iterator[Message]:
         return (self[i] for i in range(len(self)))

@@ -19,7 +19,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 
-from app.services.history.records import ROLES, AudioRef, ImageRef
+from app.services.documents.errors import DocumentRefused
+from app.services.history.records import ROLES, AudioRef, FileRef, ImageRef
 from app.services.history.sent_documents import SentDocuments, SentDocumentsError, documents_from_dict
 from app.services.history.settings_fields import parse_settings
 from app.services.history.store import MESSAGE_STATES, ChatSettings, Conversation
@@ -149,6 +150,7 @@ class _Messages:
         self.lost_images: list[str] = []  # each image left out, named, with why ("message 1: a.png is not ...")
         self.lost_clips: list[str] = []  # each clip left out, likewise
         self.lost_documents: list[str] = []  # each message's documents left out, likewise
+        self.lost_files: list[str] = []  # each attached document's original left out, likewise
 
     def add(self, data: object, index: int) -> None:
         if self.problem:
@@ -178,7 +180,8 @@ class _Messages:
         # Last, once the message is known to be whole: only then are its images and clips stored.
         self.messages.append(role, content, created, parent, state=state, stats=stats, reasoning=reasoning,
                              reasoning_closed=closed, tool_steps=steps, images=self._images(data, where),
-                             clips=self._clips(data, where), documents=self._documents(data, where))
+                             clips=self._clips(data, where), documents=self._documents(data, where),
+                             files=self._files(data, where))
 
     def _images(self, data: dict, where: str) -> tuple[ImageRef, ...]:
         """The message's images (none before version 4), each taken into the media store; one that cannot
@@ -226,6 +229,33 @@ class _Messages:
                     refs.append(self.media.clip_beside(name, item.get("sha256"), item.get("format"), item.get("file")))
             except AudioRefused as exc:
                 self.lost_clips.append(f"{where}: {exc}")
+        return tuple(refs)
+
+    def _files(self, data: dict, where: str) -> tuple[FileRef, ...]:
+        """The originals of the message's attached documents that the export carries (`--with-files`), each taken
+        into the media store; one named only (exported without files) is left out quietly, one that cannot be
+        taken is left out and named in the chat's note."""
+        listed = data.get("files", []) if self.version >= 6 else []
+        if not isinstance(listed, list):
+            self.lost_files.append(f'{where}: "files" must be a list, not {type(listed).__name__}')
+            return ()
+        refs = []
+        for number, item in enumerate(listed, 1):
+            given = item.get("name") if isinstance(item, dict) else None
+            name = " ".join(given.split())[:NAME_CHARS] if isinstance(given, str) and given.strip() else f"file {number}"
+            if isinstance(item, dict) and "data" not in item and "file" not in item:
+                continue  # named only: the export was made without the files
+            try:
+                if not isinstance(item, dict):
+                    raise DocumentRefused(name, "is not an object")
+                if self.media is None:
+                    raise DocumentRefused(name, "was not read (this import keeps no files)")
+                if "data" in item:
+                    refs.append(self.media.embedded_file(item["data"], name, item.get("sha256"), item.get("format")))
+                else:
+                    refs.append(self.media.file_beside(name, item.get("sha256"), item.get("format"), item.get("file")))
+            except DocumentRefused as exc:
+                self.lost_files.append(f"{where}: {exc}")
         return tuple(refs)
 
     def _documents(self, data: dict, where: str) -> SentDocuments | None:
@@ -292,6 +322,8 @@ def _parsed(data: dict, reading: _Messages, version: int) -> ParsedChat:
         notes.append(left_out_images(reading.lost_images))
     if reading.lost_clips:
         notes.append(left_out_images(reading.lost_clips, "audio clip"))
+    if reading.lost_files:
+        notes.append(left_out_images(reading.lost_files, "attached file"))
     if reading.lost_documents:
         shown = "; ".join(reading.lost_documents[:5]) + ("; …" if len(reading.lost_documents) > 5 else "")
         notes.append(f"the documents of {len(reading.lost_documents)} message(s) could not be imported and were left "

@@ -23,21 +23,25 @@ class ExportError(Exception):
 
 
 def export_chats(db_path: Path, ids: list[int] | None, fmt: str, target: Path, each: bool = False,
-                 overwrite: bool = False, *, embed_media: bool = False, problems: list[str] | None = None) -> int:
+                 overwrite: bool = False, *, embed_media: bool = False, problems: list[str] | None = None,
+                 with_files: bool = False) -> int:
     """Write the chats `ids` (None: all) as `fmt` ("md", "json", "html") to the file `target`, or with `each`
     a file per chat into the folder `target` (named after its title); how many chats were written. An existing
     file is replaced only with `overwrite` (TargetExists otherwise: the window asks, then runs it again).
 
     Images: inline in HTML; in JSON embedded with `embed_media`, else written into `<target name>-media/`
-    beside it, as for Markdown (export_files.export_media). Each image that could not be exported (its
-    stored file missing or damaged) is left out and a line added to `problems`."""
+    beside it, as for Markdown (export_files.export_media); attached documents' originals likewise with
+    `with_files`, else named only. Each image that could not be exported (its stored file missing or damaged)
+    is left out and a line added to `problems`."""
     store = ChatStore(db_path, recover=False)  # the window may be writing a reply now
     try:
         if each:
             count = write_export_folder(target, load_chats(store, ids), fmt, overwrite=overwrite,
-                                        media_store=store.media, embed_media=embed_media, problems=problems)
+                                        media_store=store.media, embed_media=embed_media, problems=problems,
+                                        with_files=with_files)
         else:
-            media = export_media(store.media, fmt, target, embed=embed_media, overwrite=overwrite)
+            media = export_media(store.media, fmt, target, embed=embed_media, overwrite=overwrite,
+                                 with_files=with_files)
             if fmt == "json":  # a chat at a time: a large history is not held in memory twice
                 counted = [0]
                 write_export_file(target, json_chunks(_counting(iter_chats(store, ids), counted), media),

@@ -285,3 +285,19 @@ def test_export_json_streams_the_same_bytes_as_to_json(home: Path, tmp_path: Pat
     assert run(capsys, "export", "--chat", "1", "--format", "json", "-o", str(path)) == (
         0, "", f"Wrote 1 chat(s) to {path}\n")
     assert path.read_text(encoding="utf-8") == one
+
+
+def test_export_with_files_carries_the_originals_of_attached_documents(home: Path, tmp_path: Path, capsys):
+    from app.services.history.store import FileRef
+
+    store = ChatStore(AppPaths.default().chat_db)
+    chat = store.create_conversation("Report")
+    kept = store.media.put(b"# Report\n\nThe parrot is Archimedes.\n", ".md")
+    store.add_message(chat.id, "user", "Who is the parrot?", files=(FileRef(kept.sha256, "MD", "report.md"),))
+    store.close()
+    code, out, err = run(capsys, "export", "--chat", str(chat.id), "--format", "json", "--with-files", "--embed-media")
+    assert code == 0 and err == ""
+    (item,) = json.loads(out)["chats"][0]["messages"][0]["files"]
+    assert item["name"] == "report.md" and "data" in item
+    code, out, err = run(capsys, "export", "--chat", str(chat.id), "--format", "json", "--embed-media")
+    assert "data" not in json.loads(out)["chats"][0]["messages"][0]["files"][0]  # without --with-files: named only

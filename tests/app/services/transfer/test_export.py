@@ -90,7 +90,7 @@ def test_json_holds_every_field_of_every_chat(store: ChatStore):
     question, answer, cut = maths["messages"]
     assert question == {"id": 1, "parent": None, "role": "user", "content": "What is 17 * 23?", "reasoning": "",
                         "reasoning_closed": True, "state": "complete", "stats": None, "created": question["created"],
-                        "tool_steps": [], "images": [], "audio": [], "documents": None}
+                        "tool_steps": [], "images": [], "audio": [], "documents": None, "files": []}
     assert [(m["id"], m["parent"]) for m in maths["messages"]] == [(1, None), (2, 1), (3, 2)]
     assert answer["reasoning"] == "17 * 20 = 340, 17 * 3 = 51" and answer["stats"]["reasoning_tokens"] == 40
     assert (cut["state"], cut["reasoning_closed"], cut["content"]) == ("cancelled", False, "")
