@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +19,14 @@ from app.chat.document_context import DocumentContext, document_budget, document
 from app.chat.engine_tokens import EngineTokens, TokenCountFailed
 from app.cli.errors import CliError
 from app.services.documents.document import Document
+from app.services.documents.embedder import embedding_models
 from app.services.documents.errors import DocumentRefused
 from app.services.documents.extract import extract_document
 from app.services.documents.index.store import DocumentIndex
 from app.services.documents.knowledge import KnowledgeError, open_knowledge
+from app.services.documents.semantic import QuestionEmbedders
 from engine.protocol import ChatMessage
+from models.library import ModelStore
 
 
 def add_document_arguments(parser: Any) -> None:
@@ -40,10 +43,13 @@ def add_document_arguments(parser: Any) -> None:
 
 @dataclass(slots=True)
 class MessageDocuments:
-    """The --file documents, read, and the --knowledge index, opened; close() closes the index."""
+    """The --file documents, read, and the --knowledge index, opened (with what embeds questions for it, when its
+    passages were embedded); close() closes both."""
 
     documents: list[Document]
     knowledge: DocumentIndex | None
+    questions: QuestionEmbedders | None = None
+    _said: set[str] = field(default_factory=set)
 
     @classmethod
     def read(cls, args: argparse.Namespace, data_dir: Path) -> MessageDocuments | None:
@@ -62,11 +68,14 @@ class MessageDocuments:
             knowledge = open_knowledge(data_dir, args.knowledge) if args.knowledge else None
         except KnowledgeError as exc:
             raise CliError(str(exc)) from None
-        return cls(documents, knowledge)
+        questions = QuestionEmbedders(lambda: embedding_models(ModelStore(data_dir))) if knowledge is not None else None
+        return cls(documents, knowledge, questions)
 
     def close(self) -> None:
         if self.knowledge is not None:
             self.knowledge.close()
+        if self.questions is not None:
+            self.questions.close()
 
     def into(self, messages: list[ChatMessage], engine: Any, n_ctx: int, max_tokens: int) -> list[ChatMessage]:
         """`messages` with the documents put before the last one's text (the question), counted by `engine`'s
@@ -75,11 +84,24 @@ class MessageDocuments:
         try:
             tokens = EngineTokens(engine)
             budget = document_budget(n_ctx, tokens.prompt(messages), max_tokens)
-            context = document_context(self.documents, question.content, budget, tokens, knowledge=self.knowledge)
+            ranking = self._ranking(question.content)
+            context = document_context(self.documents, question.content, budget, tokens, knowledge=self.knowledge,
+                                       knowledge_ranking=ranking)
         except TokenCountFailed as exc:
             raise CliError(str(exc)) from None
         _say(context)
         return [*messages[:-1], replace(question, content=context.message(question.content))]
+
+
+    def _ranking(self, question: str) -> list[int] | None:
+        """The knowledge's passages nearest the question by meaning (None: by words alone; why is said once)."""
+        if self.knowledge is None or self.questions is None:
+            return None
+        ranking, why = self.questions.ranking(self.knowledge, question)
+        if why is not None and why not in self._said:
+            self._said.add(why)
+            print(f"tailor: knowledge: {why}", file=sys.stderr)
+        return ranking
 
 
 def _say(context: DocumentContext) -> None:

@@ -16,15 +16,22 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.errors import CliError
+from app.services.documents.embedder import Embedder, EmbedderError, embedding_models
+from app.services.documents.embedding import EmbedReport, embed_index
 from app.services.documents.indexing import FolderReport, Progress, index_folder
 from app.services.documents.knowledge import KnowledgeError, create_knowledge
 from app.services.paths import AppPaths
+from models.library import ModelStore
 
 
 def add_index_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser("index", help="index a folder's documents for `tailor chat --knowledge NAME`")
     parser.add_argument("folder", type=Path, help="the folder (links in it are not followed)")
     parser.add_argument("--name", required=True, help="the knowledge index's name (made, or brought up to date)")
+    parser.add_argument("--embedding-model", type=Path, metavar="GGUF",
+                        help="embed the passages with this embedding model, to find them by meaning too (default: "
+                             "the first embedding model of your library, if there is one)")
+    parser.add_argument("--no-embeddings", action="store_true", help="index the words only")
     parser.set_defaults(func=run_index)
 
 
@@ -44,10 +51,12 @@ def run_index(args: argparse.Namespace) -> int:
         cancel.set()
         print("\ntailor: stopping after this file (Ctrl+C again to stop now)", file=sys.stderr)
 
+    model = None if args.no_embeddings else (args.embedding_model or _library_embedding_model())
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         with index:
             report = index_folder(index, folder, progress=_show_progress, cancel=cancel)
+            embedded = _embed(index, model, cancel) if model is not None and not report.cancelled else None
             documents, chunks = index.counts()
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -56,7 +65,30 @@ def run_index(args: argparse.Namespace) -> int:
         print(f"tailor: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
     print(f"tailor: {_summary(report, args.name)}; the index holds {documents:,} documents in {chunks:,} passages",
           file=sys.stderr)
-    return 130 if report.cancelled else 0
+    if embedded is not None:
+        again = " (another model's vectors were made again)" if embedded.rebuilt else ""
+        print(f"tailor: {embedded.embedded:,} passages embedded with {model.name}{again}", file=sys.stderr)
+    elif model is None and not args.no_embeddings:
+        print("tailor: passages are found by their words; an embedding model in your library (a bge-small or "
+              "nomic-embed-text GGUF) would find them by meaning too", file=sys.stderr)
+    return 130 if report.cancelled or (embedded is not None and embedded.cancelled) else 0
+
+
+def _library_embedding_model() -> Path | None:
+    found = embedding_models(ModelStore(AppPaths.default().data_dir))
+    return found[0] if found else None
+
+
+def _embed(index, model: Path, cancel: threading.Event) -> EmbedReport:
+    """The index's passages without a vector embedded by `model` (CliError when it cannot load or embed)."""
+    try:
+        with Embedder(model, AppPaths.default().engine_log) as embedder:
+            report = embed_index(index, embedder, cancel=cancel, progress=lambda p: sys.stderr.write(
+                f"\rembedding {p.done:,}/{p.total:,} passages"))
+    except (EmbedderError, OSError) as exc:
+        raise CliError(f"the words are indexed; embedding stopped: {exc}") from None
+    sys.stderr.write("\n")
+    return report
 
 
 def _show_progress(progress: Progress) -> None:

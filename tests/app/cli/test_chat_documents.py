@@ -148,3 +148,25 @@ def test_ctrl_c_stops_indexing_after_the_file_it_reads_and_keeps_what_it_indexed
     assert 1 <= int(kept[1]) == int(kept[2]) < 400
     with DocumentIndex(tmp_path / "data" / "knowledge" / "days.sqlite3") as index:
         assert index.counts()[0] == int(kept[1])  # every file it reported is in, whole
+
+
+def test_with_an_embedding_model_in_the_library_the_passages_are_embedded_and_page_37_still_answers(
+        tmp_path: Path, long_report: Path, tiny_bert: Path):
+    from models.library import ModelStore
+
+    ModelStore(tmp_path / "data").import_gguf(tiny_bert)
+    folder = tmp_path / "handbook"
+    folder.mkdir()
+    long_report.rename(folder / "report.pdf")
+    words = tailor("index", str(folder), "--name", "words", "--no-embeddings", home=tmp_path, timeout=120)
+    assert words.returncode == 0 and "embedded" not in words.stderr and "by meaning" not in words.stderr
+    indexed = tailor("index", str(folder), "--name", "handbook", home=tmp_path, timeout=120)
+    assert indexed.returncode == 0, indexed.stderr
+    assert re.search(r"tailor: [\d,]+ passages embedded with tiny-bert\.gguf", indexed.stderr)
+    result = tailor("chat", "--knowledge", "handbook", "--temperature", "0", "--max-tokens", "8", QUESTION,
+                    home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    cited = [line for line in result.stderr.splitlines() if line.startswith("tailor: [")]
+    # The words find page 37 alone; fused with the (random) model's ranking it stays first.
+    assert re.fullmatch(r"tailor: \[1\] report\.pdf · page 37 · characters [\d,]+–[\d,]+", cited[0])
+    assert len(cited) > 1 and "knowledge:" not in result.stderr  # the meaning brought more; nothing to say
