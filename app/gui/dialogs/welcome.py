@@ -25,6 +25,9 @@ from models.hardware.profile import GIB, HardwareProfile
 from models.hub.cache import hub_cache_dir
 
 SEEN_KEY = "first_run/seen"
+# A small embedding model for documents' search by meaning: BGE small (English, 384 dimensions) as GGUF, Q8_0
+# about 35 MB; any GGUF embedding model of the library is used the same way.
+EMBEDDING_SUGGESTION = "CompendiumLabs/bge-small-en-v1.5-gguf"
 
 
 def maybe_show_first_run(settings: QSettings, show_welcome: Callable[[], FirstRunDialog]) -> FirstRunDialog | None:
@@ -91,6 +94,12 @@ class FirstRunDialog(QDialog):
             "SmolLM2-135M comes with Tailor: small, offline, and already loaded. Good for a first try; "
             "a larger model answers much better."), self.chat_button))
         layout.addWidget(_group("Recommended download", self.pick_label, self.show_button))
+        self.embedding_button = QPushButton("Show an embedding model")
+        layout.addWidget(_group("Chat with your files", _label(
+            "Attach PDFs, Word files, notes or code to a message (Ctrl+Shift+A), or let a chat answer from a folder "
+            "of them (Knowledge, Ctrl+Shift+K). Passages are found by their words; to find them by meaning too, "
+            f"download a small embedding model such as {EMBEDDING_SUGGESTION} (about 35 MB) from the Models "
+            "window, then index the folder again."), self.embedding_button))
         layout.addWidget(_group("Where things are kept", self.storage_label))
         layout.addStretch(1)  # spare height goes below the groups, not into blank lines inside them
         row = QHBoxLayout()
@@ -99,6 +108,7 @@ class FirstRunDialog(QDialog):
         layout.addLayout(row)
         self.chat_button.clicked.connect(self._chat)
         self.show_button.clicked.connect(self._show_pick)
+        self.embedding_button.clicked.connect(lambda: self._show_repo(EMBEDDING_SUGGESTION))
         close_button.clicked.connect(self.close)
         self.jobs = Jobs(self, max_threads=1)
         self.jobs.run(detect, self._on_profile, self._on_failure)
@@ -139,7 +149,10 @@ class FirstRunDialog(QDialog):
     @Slot()
     def _show_pick(self) -> None:
         if self.pick is not None:
-            self.model_requested.emit(self.pick.repo_id)
+            self._show_repo(self.pick.repo_id)
+
+    def _show_repo(self, repo_id: str) -> None:
+        self.model_requested.emit(repo_id)
 
 
 def _label(text: str) -> QLabel:

@@ -9,7 +9,7 @@ from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication, QComboBox
 
 from app.gui.common.engine_availability import mark_torch_choices
-from app.gui.dialogs.welcome import FirstRunDialog, maybe_show_first_run, storage_text
+from app.gui.dialogs.welcome import EMBEDDING_SUGGESTION, FirstRunDialog, maybe_show_first_run, storage_text
 from app.gui.models_window.search_page import FILTERS
 from app.services.planning.starter_picks import STARTER_PICKS, recommend
 from engine.torch_available import NO_TORCH, EngineStatus
@@ -128,3 +128,14 @@ def test_welcome_names_the_engines_and_why_awq_cannot_run(qtbot, make_window):
     assert combo.itemText(combo.findData("gptq")) == f"GPTQ (unavailable: {NO_TORCH})"
     assert combo.itemText(combo.findData("fp8")) == f"FP8 (unavailable: {NO_TORCH})"
     assert combo.itemText(combo.findData("gguf")) == "GGUF"
+
+
+def test_the_welcome_suggests_an_embedding_model_for_documents(qtbot, make_window, fake_hub):
+    window = make_window(start=False)
+    dialog = window.help_menu.show_welcome()
+    qtbot.mouseClick(dialog.embedding_button, Qt.MouseButton.LeftButton)
+    manager = window.model_manager
+    assert manager is not None and manager.isVisible()
+    assert manager.repo_page.repo_id == EMBEDDING_SUGGESTION
+    qtbot.waitUntil(lambda: "Reading" not in manager.repo_page.status.text(), timeout=WAIT_MS)
+    dialog.jobs.wait()
