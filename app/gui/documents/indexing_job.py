@@ -48,8 +48,8 @@ def report_line(outcome: IndexOutcome, name: str) -> str:
 
 
 class IndexingJob(QObject):
-    """Index `folder` into the knowledge index `name` under `data_dir`, then embed its new passages with
-    `embed_model` (None: words only); start() returns at once.
+    """Index `folder` (or a list of files) into the knowledge index `name` under `data_dir`, then embed its new
+    passages with `embed_model` (None: words only); start() returns at once.
 
     Signals:
         progress(object): a Progress after each file, then an EmbedProgress after each batch embedded.
@@ -61,13 +61,13 @@ class IndexingJob(QObject):
     finished = Signal(object)
     failed = Signal(str)
 
-    def __init__(self, data_dir: Path, name: str, folder: Path, parent: QObject | None = None,
+    def __init__(self, data_dir: Path, name: str, folder: Path | list[Path], parent: QObject | None = None,
                  embed_model: Path | None = None):
         super().__init__(parent)
         self.data_dir, self.name, self.folder = data_dir, name, folder
         self._process = IndexProcess(data_dir, name, folder, lambda p: self._say("progress", p),
                                      lambda r: self._say("finished", r),
-                                     lambda why: self._say("failed", f"Indexing {folder} stopped: {why}"),
+                                     lambda why: self._say("failed", f"Indexing stopped: {why}"),
                                      embed_model=embed_model)
 
     def start(self) -> None:

@@ -107,6 +107,10 @@ class KnowledgeDialog(QDialog):
         row = QHBoxLayout()
         self.index_button = QPushButton("Index a folder…")
         self.index_button.clicked.connect(self.choose_folder)
+        self.files_button = QPushButton("Add files…")
+        self.files_button.setToolTip("Add documents to the selected index (or to a new one): a chat's knowledge can be "
+                                     "a few files as well as a folder")
+        self.files_button.clicked.connect(self.choose_files)
         self.cancel_button = QPushButton("Cancel indexing")
         self.cancel_button.clicked.connect(self.cancel_indexing)
         self.cancel_button.hide()
@@ -115,7 +119,7 @@ class KnowledgeDialog(QDialog):
         self.use_button.clicked.connect(self.use_selected)
         self.none_button = QPushButton("No knowledge")
         self.none_button.clicked.connect(self.use_none)
-        for button in (self.index_button, self.cancel_button):
+        for button in (self.index_button, self.files_button, self.cancel_button):
             row.addWidget(button)
         row.addStretch(1)
         for button in (self.none_button, self.use_button):
@@ -190,9 +194,19 @@ class KnowledgeDialog(QDialog):
         if ok and name.strip():
             self.index_folder(Path(folder), name.strip())
 
-    def index_folder(self, folder: Path, name: str) -> bool:
-        """Index `folder` into `name` in the background (made, or brought up to date); False, said in the
-        dialog, for a name that cannot be one or while another folder is being indexed."""
+    @Slot()
+    def choose_files(self) -> None:
+        names, _ = QFileDialog.getOpenFileNames(self, "Add files to a knowledge index")
+        if not names:
+            return
+        suggested = self.selected() or name_for_folder(Path(names[0]).parent)
+        name, ok = QInputDialog.getText(self, "Add files", "Name of the knowledge index:", text=suggested)
+        if ok and name.strip():
+            self.index_folder([Path(n) for n in names], name.strip())
+
+    def index_folder(self, folder: Path | list[Path], name: str) -> bool:
+        """Index `folder` (or a list of files) into `name` in the background (made, or brought up to date); False,
+        said in the dialog, for a name that cannot be one or while another run is under way."""
         if self.job is not None:
             self.status.setText("A folder is being indexed: wait for it, or cancel it.")
             return False
@@ -207,11 +221,13 @@ class KnowledgeDialog(QDialog):
         # runs on that object's thread (queued), where a lambda would run on the job's.
         job.finished.connect(self._on_finished)
         job.failed.connect(self._on_failed)
-        self.status.setText(f"Indexing {folder} into “{name}”…")
+        what = folder if isinstance(folder, Path) else f"{len(folder)} file{'s' * (len(folder) != 1)}"
+        self.status.setText(f"Indexing {what} into “{name}”…")
         self.progress.setRange(0, 0)  # busy until the folder is listed
         self.progress.show()
         self.cancel_button.show()
         self.index_button.setEnabled(False)
+        self.files_button.setEnabled(False)
         job.start()
         return True
 
@@ -254,6 +270,7 @@ class KnowledgeDialog(QDialog):
         self.progress.hide()
         self.cancel_button.hide()
         self.index_button.setEnabled(True)
+        self.files_button.setEnabled(True)
 
     def done(self, result: int) -> None:  # noqa: D102 (Qt override: closing cancels a run, keeping what it did)
         if self.job is not None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from app.services.documents.embedder import Embedder, EmbedderError
 from app.services.documents.embedding import EmbedProgress, EmbedReport, embed_index
-from app.services.documents.indexing import FolderReport, Progress, index_folder
+from app.services.documents.indexing import FolderReport, Progress, index_files, index_folder
 from app.services.documents.knowledge import create_knowledge
 
 
@@ -35,13 +35,18 @@ class IndexOutcome:
     embed_problem: str | None = None
 
 
-def _index_in_child(data_dir: str, name: str, folder: str, embed_model: str | None, out: Connection,
+def _index_in_child(data_dir: str, name: str, sources: list[str], embed_model: str | None, out: Connection,
                     cancel) -> None:
     """The child's work: messages ("progress", Progress) and ("embedding", EmbedProgress), then
-    ("finished", IndexOutcome) or ("failed", one line)."""
+    ("finished", IndexOutcome) or ("failed", one line). `sources`: one folder, or files."""
     try:
         with create_knowledge(Path(data_dir), name) as index:
-            report = index_folder(index, Path(folder), progress=lambda p: out.send(("progress", p)), cancel=cancel)
+            paths = [Path(s) for s in sources]
+            progress = lambda p: out.send(("progress", p))  # noqa: E731
+            if len(paths) == 1 and paths[0].is_dir():
+                report = index_folder(index, paths[0], progress=progress, cancel=cancel)
+            else:
+                report = index_files(index, paths, progress=progress, cancel=cancel)
             outcome = IndexOutcome(report)
             if embed_model is not None and not report.cancelled:
                 outcome = _embed(index, Path(embed_model), report, out, cancel)
@@ -64,8 +69,8 @@ def _embed(index, model: Path, report: FolderReport, out: Connection, cancel) ->
 
 
 class IndexProcess:
-    """Index `folder` into the knowledge index `name` under `data_dir` in a child process, then embed its new
-    passages with `embed_model` (None: words only).
+    """Index `folder` (or a list of files) into the knowledge index `name` under `data_dir` in a child process,
+    then embed its new passages with `embed_model` (None: words only).
 
     Args:
         on_progress: each Progress (files) and EmbedProgress (passages embedded).
@@ -73,10 +78,12 @@ class IndexProcess:
         All are called on the reader thread (the caller marshals them to its own).
     """
 
-    def __init__(self, data_dir: Path, name: str, folder: Path, on_progress: Callable[[Progress | EmbedProgress], None],
+    def __init__(self, data_dir: Path, name: str, folder: Path | list[Path],
+                 on_progress: Callable[[Progress | EmbedProgress], None],
                  on_finished: Callable[[IndexOutcome], None], on_failed: Callable[[str], None],
                  embed_model: Path | None = None):
-        self._args = (str(data_dir), name, str(folder), str(embed_model) if embed_model is not None else None)
+        sources = [str(p) for p in folder] if isinstance(folder, list) else [str(folder)]
+        self._args = (str(data_dir), name, sources, str(embed_model) if embed_model is not None else None)
         self._on_progress, self._on_finished, self._on_failed = on_progress, on_finished, on_failed
         self._context = multiprocessing.get_context("spawn")
         self._cancel = self._context.Event()

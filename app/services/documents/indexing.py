@@ -119,6 +119,38 @@ def index_file(index: DocumentIndex, path: Path, *, limits: DocumentLimits = DEF
     return FileOutcome(source, "indexed", count, document.warnings)
 
 
+def index_files(index: DocumentIndex, paths: list[Path], *, limits: DocumentLimits = DEFAULT_LIMITS,
+                settings: ChunkSettings = ChunkSettings(), progress: Callable[[Progress], None] | None = None,
+                cancel: CancelFlag | None = None) -> FolderReport:
+    """Bring the index up to date with each of these files (a chat's knowledge made of several files, not a
+    folder): one refused is skipped and named; the index's other sources stay."""
+    report = FolderReport()
+    sizes = []
+    for path in paths:
+        try:
+            sizes.append(path.stat().st_size)
+        except OSError:
+            sizes.append(0)
+    bytes_done = 0
+    for done, (path, size) in enumerate(zip(paths, sizes, strict=True)):
+        if cancel is not None and cancel.is_set():
+            report.cancelled = True
+            return report
+        try:
+            outcome = index_file(index, path, limits=limits, settings=settings)
+        except DocumentRefused as exc:
+            report.skipped.append(Skipped(path, exc.problem))
+        else:
+            if outcome.status == "unchanged":
+                report.unchanged += 1
+            else:
+                report.indexed.append(outcome)
+        bytes_done += size
+        if progress is not None:
+            progress(Progress(done + 1, len(paths), bytes_done, sum(sizes), str(path)))
+    return report
+
+
 def index_folder(index: DocumentIndex, root: Path, *, limits: DocumentLimits = DEFAULT_LIMITS,
                  settings: ChunkSettings = ChunkSettings(), progress: Callable[[Progress], None] | None = None,
                  cancel: CancelFlag | None = None) -> FolderReport:

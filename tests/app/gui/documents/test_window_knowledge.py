@@ -146,3 +146,17 @@ def test_without_an_embedding_model_the_dialog_suggests_one(qtbot, make_window):
     dialog = window.show_knowledge()
     qtbot.waitUntil(lambda: "Models window" in dialog.meaning.text(), timeout=TIMEOUT_MS)
     assert dialog.embed_model is None and "bge-small" in dialog.meaning.text()
+
+
+def test_a_knowledge_of_a_few_files_and_files_added_to_it_later(qtbot, make_window, tmp_path):
+    window = make_window(start=False)
+    notes = folder_of_notes(tmp_path / "notes")
+    dialog = window.show_knowledge()
+    with qtbot.waitSignal(dialog.holdings_shown, timeout=TIMEOUT_MS,
+                          check_params_cb=lambda *_a: dialog.job is None and dialog.list.count() == 1):
+        assert dialog.index_folder([notes / "harbour.md", notes / "junk.txt"], "picked")
+    assert "1 files indexed" in dialog.status.text() and "junk.txt" in dialog.status.text()
+    assert re.fullmatch(r"picked · 1 documents, \d+ passages", dialog.list.item(0).text())
+    with qtbot.waitSignal(dialog.holdings_shown, timeout=TIMEOUT_MS,
+                          check_params_cb=lambda *_a: dialog.job is None and "2 documents" in dialog.list.item(0).text()):
+        assert dialog.index_folder([notes / "minutes-3.txt"], "picked")  # added: the first file stays
