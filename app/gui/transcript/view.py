@@ -281,8 +281,12 @@ class ChatView(QTextBrowser):
             return
         if text:
             self.state.thought.answer_began()
+        first = text and not any(self.state.stream_text)
         self.state.stream_text.append(text)
-        self._schedule()
+        if first:  # the reply's first words are shown now; what follows is coalesced at the timer's pace
+            self._timer.start(0)
+        else:
+            self._schedule()
 
     def end_stream(self, message: Message) -> None:
         """Show the final text, state and reasoning of the reply that streamed."""

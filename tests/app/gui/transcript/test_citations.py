@@ -112,3 +112,4 @@ def test_citations_in_code_links_and_unknown_numbers_stay_text(sent):
     linked = link_citations(html, 5, sent)
     assert linked.count("tailor-cite:5.1") == 1 and "<pre>x[1]</pre>" in linked and "[99]" in linked
     assert ("tailor-cite:5.2" in linked) == (sent.passage(2) is not None)
+
