@@ -72,18 +72,30 @@ class ThreadGovernor:
     """
 
     LOOK_S = 0.5
+    # A look this long after the last one follows an idle engine: the average over the gap is what other
+    # programs did while it waited (another server answering its own requests), not what they do now.
+    # Such a look asks what runs now instead, and starts with every thread when nothing else does (else a
+    # short prompt after another program's burst was prefilled on one thread: 213 ms to its first token
+    # where 94 would do, tests/bench/vs_llama_server.py).
+    STALE_S = 1.0
 
-    def __init__(self, full_threads: int, set_threads: Callable[[int], None], now: float):
-        """`now`: time.monotonic() at the start (the first look counts from here)."""
+    def __init__(self, full_threads: int, set_threads: Callable[[int], None], now: float,
+                 times: Callable[[], tuple[float, float]] | None = None,
+                 running_now: Callable[[], int | None] | None = None):
+        """`now`: time.monotonic() at the start (the first look counts from here). `times` (busy CPU seconds of
+        the machine and of this process) and `running_now` (threads of other programs on a CPU at this moment,
+        None where unknown) default to the system's (tests pass their own)."""
         self.full = full_threads
         self.threads = full_threads
         self._set_threads = set_threads
         self._logical = psutil.cpu_count() or 1
         self._process = psutil.Process()
+        self._times = times or self._system_times
+        self._running_now = running_now or others_running_now
         self._last_look = now
         self._busy_s, self._own_s = self._times()
 
-    def _times(self) -> tuple[float, float]:
+    def _system_times(self) -> tuple[float, float]:
         """Busy CPU seconds of the whole machine, and of this process, so far."""
         t = psutil.cpu_times()
         own = self._process.cpu_times()
@@ -100,9 +112,22 @@ class ThreadGovernor:
         busy, own = self._times()
         others = max(0.0, (busy - self._busy_s) - (own - self._own_s)) / elapsed
         self._busy_s, self._own_s = busy, own
+        if elapsed >= self.STALE_S and self._running_now() == 0:
+            others = 0.0  # they were busy while this engine waited; nothing else runs now
         threads = threads_for(self._logical, others, self.full)
         if threads != self.threads:
             log.info("other programs use %.1f of %d cores: decoding on %d threads", others, self._logical, threads)
             self._set_threads(threads)
             self.threads = threads
         return self.threads
+
+
+def others_running_now() -> int | None:
+    """Threads of other programs on a CPU at this moment (the kernel's count of runnable threads, less the one
+    asking); None where the system does not say (not Linux)."""
+    try:
+        with open("/proc/loadavg") as f:
+            running = int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, running - 1)

@@ -86,3 +86,48 @@ def test_no_look_before_its_time_and_one_thread_is_left_alone() -> None:
     assert ThreadGovernor(4, set_to.append, start).look(start + ThreadGovernor.LOOK_S / 2) == 4
     assert ThreadGovernor(1, set_to.append, start).look(start + 10) == 1
     assert set_to == []
+
+
+class FakeCpu:
+    """The machine's busy CPU seconds and this process's, as the test moves them."""
+
+    def __init__(self):
+        self.busy, self.own, self.running = 0.0, 0.0, 0
+
+    def times(self) -> tuple[float, float]:
+        return self.busy, self.own
+
+
+def test_after_an_idle_gap_what_runs_now_decides_not_the_gaps_average() -> None:
+    cpu, set_to = FakeCpu(), []
+    governor = ThreadGovernor(2, set_to.append, 0.0, times=cpu.times, running_now=lambda: cpu.running)
+    cpu.busy += 0.6  # another program took 1.2 cores while this one decoded
+    assert governor.look(0.5) == 1
+    # Then this engine waits 5 s while another server answers its own requests on both cores...
+    cpu.busy += 10.0
+    # ... and is done when the next request comes: nothing else runs now, every thread goes to the prefill.
+    assert governor.look(5.5) == 2 and set_to == [1, 2]
+    cpu.busy += 10.0
+    cpu.running = 1  # another program runs now: the gap's average stands
+    assert governor.look(10.5) == 1
+    cpu.running = 0
+    cpu.busy += 0.6  # a decode's look (0.5 s apart) goes by the average, whatever runs at that instant
+    assert governor.look(11.0) == 1 and set_to == [1, 2, 1]
+
+
+def test_a_program_running_now_is_seen_where_the_kernel_says() -> None:
+    from engine.openmp_policy import others_running_now
+
+    if others_running_now() is None:
+        pytest.skip("this system does not say what runs now (no /proc/loadavg)")
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        end = time.monotonic() + 5
+        seen = 0
+        while time.monotonic() < end and not seen:  # the count is a moment's: the hog is on a CPU most of them
+            seen = others_running_now()
+            time.sleep(0.01)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert seen >= 1
