@@ -4,11 +4,14 @@ its own (chat, serve, plan, pull…) that adds its parser here; no command opens
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import multiprocessing
 import sys
 from collections.abc import Callable
 from importlib import metadata
+
+import psutil
 
 from app.cli.errors import CliError
 from app.services.history.problems import StoreError
@@ -89,10 +92,22 @@ def main(argv: list[str] | None = None, open_window: OpenWindow | None = None) -
 def _end_children() -> None:
     """Kill what an interrupted command started and did not stop (an engine process Ctrl+C came while it
     started, before the command could ask it to exit): at exit, multiprocessing would wait for each, and a
-    hung one (or one stopped: SIGTERM waits until it runs again) would keep the command from ever ending."""
+    hung one (or one stopped: SIGTERM waits until it runs again) would keep the command from ever ending.
+
+    Then every other child process still there: one Ctrl+C came for while multiprocessing was still starting
+    it (spawned, not yet counted among its children) is in no list but the system's, and it holds the
+    command's standard output and error open after the command ended (a stopped one, for good)."""
     for child in multiprocessing.active_children():
         child.kill()
         child.join(2.0)
+    try:
+        left = psutil.Process().children()
+    except psutil.Error:
+        return
+    for child in left:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(left, timeout=2.0)
 
 
 def _version() -> str:
