@@ -94,12 +94,12 @@ class FirstRunDialog(QDialog):
             "SmolLM2-135M comes with Tailor: small, offline, and already loaded. Good for a first try; "
             "a larger model answers much better."), self.chat_button))
         layout.addWidget(_group("Recommended download", self.pick_label, self.show_button))
-        self.embedding_button = QPushButton("Show an embedding model")
+        self.embedding_button = QPushButton("Show an embedding model (bge-small, about 35 MB)")
+        self.embedding_button.setToolTip(EMBEDDING_SUGGESTION)
         layout.addWidget(_group("Chat with your files", _label(
-            "Attach PDFs, Word files, notes or code to a message (Ctrl+Shift+A), or let a chat answer from a folder "
-            "of them (Knowledge, Ctrl+Shift+K). Passages are found by their words; to find them by meaning too, "
-            f"download a small embedding model such as {EMBEDDING_SUGGESTION} (about 35 MB) from the Models "
-            "window, then index the folder again."), self.embedding_button))
+            "Attach files to a message (Ctrl+Shift+A), or let a chat answer from a folder (Knowledge, "
+            "Ctrl+Shift+K). An embedding model finds passages by meaning as well as by words:"),
+            self.embedding_button))
         layout.addWidget(_group("Where things are kept", self.storage_label))
         layout.addStretch(1)  # spare height goes below the groups, not into blank lines inside them
         row = QHBoxLayout()
