@@ -115,62 +115,56 @@ class _Thumb(QWidget):
         layout.addWidget(self.picture)
 
 
-class _Chip(QWidget):
+class _ChipBody(QWidget):
+    """A chip of the strip: a × that removes it above an icon of the style's and a wrapped label, with a
+    tooltip and an accessible name (an audio clip's, a document's)."""
+
+    def __init__(self, name: str, icon: QStyle.StandardPixmap, label: str, tooltip: str, accessible: str,
+                 on_remove, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(0)
+        self.remove_button = _remove_button(name, lambda: on_remove(self), self)
+        layout.addWidget(self.remove_button, 0, Qt.AlignmentFlag.AlignRight)
+        body = self.body = QWidget()
+        body.setFixedSize(QSize(CHIP_WIDTH, THUMBNAIL))
+        row = QHBoxLayout(body)
+        row.setContentsMargins(4, 0, 4, 0)
+        self.icon = QLabel()
+        self.icon.setPixmap(self.style().standardIcon(icon).pixmap(24, 24))
+        self.label = QLabel(label)
+        self.label.setWordWrap(True)
+        row.addWidget(self.icon)
+        row.addWidget(self.label, 1)
+        body.setToolTip(tooltip)
+        body.setAccessibleName(accessible)
+        layout.addWidget(body)
+
+
+class _Chip(_ChipBody):
     """One audio clip: the style's sound icon, its name and length, a × that removes it (no playback: the
     window has no multimedia module)."""
 
     def __init__(self, clip: CheckedAudio, on_remove, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.item = clip
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(2, 2, 2, 2)
-        layout.setSpacing(0)
-        self.remove_button = _remove_button(clip.name, lambda: on_remove(self), self)
-        layout.addWidget(self.remove_button, 0, Qt.AlignmentFlag.AlignRight)
-        body = self.body = QWidget()
-        body.setFixedSize(QSize(CHIP_WIDTH, THUMBNAIL))
-        row = QHBoxLayout(body)
-        row.setContentsMargins(4, 0, 4, 0)
-        self.icon = QLabel()
-        self.icon.setPixmap(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaVolume).pixmap(24, 24))
-        self.label = QLabel(clip_label(clip))
-        self.label.setWordWrap(True)
-        row.addWidget(self.icon)
-        row.addWidget(self.label, 1)
         channels = {1: "mono", 2: "stereo"}.get(clip.channels, f"{clip.channels} channels")
-        body.setToolTip(f"{clip_label(clip)} · {clip.source_rate / 1000:g} kHz {channels}")
-        body.setAccessibleName(f"Audio clip {clip.name}, {clock(clip.seconds)}")
-        layout.addWidget(body)
+        super().__init__(clip.name, QStyle.StandardPixmap.SP_MediaVolume, clip_label(clip),
+                         f"{clip_label(clip)} · {clip.source_rate / 1000:g} kHz {channels}",
+                         f"Audio clip {clip.name}, {clock(clip.seconds)}", on_remove, parent)
+        self.item = clip
 
 
-class _DocumentChip(QWidget):
+class _DocumentChip(_ChipBody):
     """One document: the style's file icon, its name and pages, its warnings as a tooltip, a × that removes it."""
 
     def __init__(self, document: Document, on_remove, parent: QWidget | None = None, path: Path | None = None,
                  original: FileRef | None = None):
-        super().__init__(parent)
+        tip = [f"{document_label(document)} · {len(document.text):,} characters", *document.warnings]
+        super().__init__(document.name, QStyle.StandardPixmap.SP_FileIcon, document_label(document), "\n".join(tip),
+                         f"Document {document_label(document)}", on_remove, parent)
         self.item = document
         self.path = path  # where it was read (None: given as bytes)
         self.original = original  # its bytes, kept in the history's media store (None: not kept)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(2, 2, 2, 2)
-        layout.setSpacing(0)
-        self.remove_button = _remove_button(document.name, lambda: on_remove(self), self)
-        layout.addWidget(self.remove_button, 0, Qt.AlignmentFlag.AlignRight)
-        body = self.body = QWidget()
-        body.setFixedSize(QSize(CHIP_WIDTH, THUMBNAIL))
-        row = QHBoxLayout(body)
-        row.setContentsMargins(4, 0, 4, 0)
-        self.icon = QLabel()
-        self.icon.setPixmap(self.style().standardIcon(QStyle.StandardPixmap.SP_FileIcon).pixmap(24, 24))
-        self.label = QLabel(document_label(document))
-        self.label.setWordWrap(True)
-        row.addWidget(self.icon)
-        row.addWidget(self.label, 1)
-        tip = [f"{document_label(document)} · {len(document.text):,} characters", *document.warnings]
-        body.setToolTip("\n".join(tip))
-        body.setAccessibleName(f"Document {document_label(document)}")
-        layout.addWidget(body)
 
 
 class Attachments(QWidget):

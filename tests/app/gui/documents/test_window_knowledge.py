@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import re
 
-from PySide6.QtCore import Qt
-
 from app.gui.documents.indexing_job import IndexingJob
 from app.gui.documents.knowledge import KnowledgeDialog
 from app.services.documents.knowledge import knowledge_path
 from app.services.paths import AppPaths
 from models.library import ModelStore
+from tests.app.gui.documents.test_window_documents import send
 from tests.app.gui.test_window import TIMEOUT_MS, messages
 from tests.app.services.documents.makers import filler, pdf_with_pages
 
@@ -40,14 +39,6 @@ def index_in_dialog(qtbot, window, folder, name="harbour") -> KnowledgeDialog:
                           check_params_cb=lambda *_a: dialog.job is None and dialog.list.count() == 1):
         assert dialog.index_folder(folder, name)
     return dialog
-
-
-def send(qtbot, window, question: str):
-    window.composer.setFocus()
-    qtbot.keyClicks(window.composer, question)
-    with qtbot.waitSignal(window.controller.stream_finished, timeout=TIMEOUT_MS) as finished:
-        qtbot.keyClick(window.composer, Qt.Key.Key_Return)
-    return finished.args[0]
 
 
 def test_a_folder_indexed_and_chosen_answers_each_message(qtbot, make_window, tmp_path):
