@@ -11,8 +11,6 @@ import sys
 from collections.abc import Callable
 from importlib import metadata
 
-import psutil
-
 from app.cli.errors import CliError
 from app.services.history.problems import StoreError
 
@@ -100,6 +98,8 @@ def _end_children() -> None:
     for child in multiprocessing.active_children():
         child.kill()
         child.join(2.0)
+    import psutil  # here, not at the top: every command would pay its import to start
+
     try:
         left = psutil.Process().children()
     except psutil.Error:

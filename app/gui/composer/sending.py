@@ -93,10 +93,14 @@ class Sending(QObject):
         finally:
             self._submitting = False
         if accepted:
-            self.composer.clear()
-            self.composer.set_editing(None)
-            if self.attachments is not None and not was_editing:  # an edit sends none: they wait for the next
-                self.attachments.clear()
+            self._taken(with_attachments=not was_editing)  # an edit sends none: they wait for the next
+
+    def _taken(self, with_attachments: bool) -> None:
+        """The session took the message: the box empties, an edit ends, and what was attached went with it."""
+        self.composer.clear()
+        self.composer.set_editing(None)
+        if self.attachments is not None and with_attachments:
+            self.attachments.clear()
 
     def _prepare_documents(self, text: str) -> None:
         """Work out the documents' block for `text` in the background, then send both."""
@@ -143,10 +147,7 @@ class Sending(QObject):
         images, clips, files = (strip.images, strip.clips, strip.document_files) if strip is not None else ((), (), ())
         gone = strip.documents_gone() if strip is not None else []
         if self.session.send(text, images, clips, documents, files):
-            self.composer.clear()
-            self.composer.set_editing(None)
-            if strip is not None:
-                strip.clear()
+            self._taken(with_attachments=True)
             if gone:
                 self.notice.emit(f"{', '.join(gone)} {'was' if len(gone) == 1 else 'were'} deleted or moved after "
                                  "being attached: what was read then was sent.")
