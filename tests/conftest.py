@@ -20,6 +20,13 @@ _REAL_FOLDERS = [] if _XDIST_WORKER else real_user_folders()
 _REAL_BEFORE = UserFolders.snapshot(_REAL_FOLDERS)
 SESSION_HOME = isolate()
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Before llama.cpp or torch loads OpenMP (it reads the policy once, then): the suite runs two workers on
+# two cores, each decoding in its own process and in engine processes beside it. Spinning OpenMP threads
+# (libgomp's default, right on idle cores) wait at every barrier for a partner the OS gave to another
+# process: a 3 s test took 20-57 s in the suite and once more than 300 s on a slower CI machine.
+# Sleeping threads are what engine/openmp_policy.py chooses for a busy machine; this is one. Engine
+# processes inherit it (a policy in the environment is the user's, and kept).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from engine.starter import starter_model_path  # noqa: E402 (after the folders are set)
 from tests.fixtures.model_files import truncated_copy  # noqa: E402
