@@ -30,7 +30,7 @@ from engine.gguf.llama_sampler import GrammarRefused, Sampler
 from engine.gguf.load_checks import check_load_request, default_threads
 from engine.gguf.load_progress import LlamaLoadProgress
 from engine.gguf.log_bridge import BufferSizes, LlamaLogBridge
-from engine.gguf.media_prompt import MediaPrompt, real_tokens, tokenize_with_media
+from engine.gguf.media_prompt import MediaPrompt, tokenize_with_media
 from engine.gguf.memory_report import GgufMemoryFigures, gguf_memory_report
 from engine.gguf.next_turn import FinishedTurn, NextTurns, next_turn_tokens
 from engine.gguf.offload_fallback import fallback_notice, is_out_of_memory, layer_attempts, next_attempt
@@ -39,8 +39,9 @@ from engine.gguf.prefix_reuse import PrefixReuse
 from engine.gguf.prefix_store import PrefixStore
 from engine.gguf.prompt_lookup import PromptLookup
 from engine.gguf.reply_batch import Drafter, ReplyBatch, RunningReply
+from engine.gguf.reply_memory import ReplyMemory
 from engine.gguf.sampling import make_sampler
-from engine.gguf.speculation import DEFAULT_DRAFT_TOKENS, DraftPolicy
+from engine.gguf.speculation import DEFAULT_DRAFT_TOKENS, LONG_DRAFT_TOKENS, DraftPolicy, StepFigures
 from engine.load_watch import ProgressFn
 from engine.openmp_policy import ThreadGovernor
 from engine.protocol import (
@@ -106,6 +107,8 @@ class GgufBackend:
         self._meter: DeviceMeter | None = None  # made at the first report, so NVML starts once
         self._formats = TemplateFormats(None, None)  # what the loaded model's template speaks
         self._next_turns = NextTurns()  # chats whose next turn is prefilled when idle
+        self._replies = ReplyMemory()  # what the model wrote lately: drafts follow it too
+        self._step_figures = StepFigures()  # what its steps cost, learned over its replies (speculation.py)
         # Threads as cores are free: llama.cpp's threads wait for each other at every op, so one that shares
         # its core with another program holds them all up (engine/openmp_policy.py's ThreadGovernor).
         self._governor: ThreadGovernor | None = None
@@ -132,6 +135,8 @@ class GgufBackend:
         if embedding:
             self._embedder = LlamaEmbedder(llama)
         self._speculation = request.speculation
+        self._replies = ReplyMemory()  # another model's tokens mean nothing to this one
+        self._step_figures = StepFigures()
         self._draft_notice = None
         self._draft = self._open_draft(request, llama, n_gpu_layers)
         self._projector = self._open_projector(request, llama, n_gpu_layers)
@@ -389,10 +394,11 @@ class GgufBackend:
                                         slot=slot, boundary=with_media.boundary if with_media else None)
         # Drafts are not verified through a grammar: a constrained reply decodes one token at a time.
         mode = self._speculation.mode if llama.trims_tail and grammar is None else "off"
-        policy = DraftPolicy(mode, self._speculation.tokens or DEFAULT_DRAFT_TOKENS)
+        most = self._speculation.tokens  # the user's: the most for every step, copying or not
+        policy = DraftPolicy(mode, most or DEFAULT_DRAFT_TOKENS, most or LONG_DRAFT_TOKENS, self._step_figures)
         self._batch.add(RunningReply(
             request, slot, tokens, cached, reply, sampler, policy,
-            self._drafter(tokens, with_media is not None) if policy.active else None,
+            self._drafter(with_media is not None) if policy.active else None,
             cancelled, grammar=None if reply.in_answer else grammar,
             special=bool(shaped and shaped.reasoning and shaped.reasoning.special_tokens), media=with_media,
         ))
@@ -447,6 +453,8 @@ class GgufBackend:
             # still finds the picture in the slot (the media tokens match) and prefills from the reply on.
             if isinstance(r.outcome, Done) and r.request.prompt is None and r.media is None:
                 self._next_turns.finished(FinishedTurn(r.slot, seqs.tokens_of(r.slot), r.request, r.outcome))
+            if isinstance(r.outcome, Done) and self._speculation.mode != "off":
+                self._replies.add(r.context, len(r.prompt))
         return [(r.request.request_id, r.outcome) for r in ended if r.outcome is not None]
 
     def idle(self, interrupted: Callable[[], bool] = lambda: False) -> int:
@@ -474,18 +482,18 @@ class GgufBackend:
         """One reply from start to end (steps every reply running beside it too): engine/backend.py's run_alone."""
         return run_alone(self, request, emit, cancelled)
 
-    def _drafter(self, prompt: list[int], with_media: bool = False) -> Drafter:
-        """What drafts for this reply: the draft model ("draft"), the conversation ("lookup"), or for
-        Auto the conversation where it has a match and the draft model (if any) where it has none. A prompt
-        with media drafts from the conversation alone, never into a media's positions (media_prompt.py)."""
-        draft, lookup = self._draft, PromptLookup(prompt)
-        if with_media:
-            return lambda context, limit: real_tokens(lookup.follow(context, limit))
-        if draft is None:
-            return lookup.follow
+    def _drafter(self, with_media: bool = False) -> Drafter:
+        """What drafts for this reply: the draft model ("draft"), the conversation and the model's latest replies
+        ("lookup"), or for Auto those where they have a match and the draft model (if any) where they have none.
+        A prompt with media drafts from them alone, never into a media's positions (media_prompt.py)."""
+        # The prompt is indexed at the first draft, after the first token is out (1.6 ms for 1,755 tokens).
+        draft, lookup, replies = self._draft, PromptLookup(()), self._replies
+        if with_media or draft is None:  # lookup's drafts never hold a media's tokens
+            return lambda context, limit_for: lookup.follow(context, limit_for, replies.lookup)
         if self._speculation.mode == "draft":
-            return draft.draft
-        return lambda context, limit: lookup.follow(context, limit) or draft.draft(context, limit)
+            return lambda context, limit_for: draft.draft(context, limit_for(0))
+        return lambda context, limit_for: (lookup.follow(context, limit_for, replies.lookup)
+                                           or draft.draft(context, limit_for(0)))
 
     # ------------------------------------------------------------ embeddings
 

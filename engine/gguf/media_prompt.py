@@ -13,7 +13,7 @@ Two rules keep the pretend tokens from reaching llama.cpp as tokens: a prefix ke
 back to the start of a media span it would end inside (`boundary`), so a media is evaluated whole or not
 at all; and the reply batch evaluates a media span through the projector, alone in its batch
 (reply_batch.py), never through llama_decode's token path. Drafting follows the conversation only up to
-real tokens (`real_tokens`).
+real tokens (prompt_lookup.py's drafts end before any token below 0).
 """
 
 from __future__ import annotations
@@ -35,14 +35,6 @@ def media_token(projector_id: str, media_id: str, position: int) -> int:
     """The pretend token of position `position` of a media: negative, the same for the same three inputs."""
     digest = hashlib.blake2b(f"{projector_id}\n{media_id}\n{position}".encode(), digest_size=8).digest()
     return -1 - int.from_bytes(digest, "little") % MEDIA_TOKEN_RANGE
-
-
-def real_tokens(tokens: Sequence[int]) -> list[int]:
-    """The tokens up to the first media token (a draft that would run into a media stops before it)."""
-    for i, token in enumerate(tokens):
-        if token < 0:
-            return list(tokens[:i])
-    return list(tokens)
 
 
 @dataclass(slots=True, frozen=True)

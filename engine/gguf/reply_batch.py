@@ -18,6 +18,7 @@ of the same reply alone, wherever its cells lie in the cache (tests/engine/gguf/
 from __future__ import annotations
 
 import codecs
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,9 @@ from engine.gguf.speculation import DraftPolicy
 from engine.protocol import Done, FinishReason, GenerateRequest
 from engine.reply.stream import ReplyStream
 
-Drafter = Callable[[Sequence[int], int], list[int]]  # (the conversation so far, how many at most) -> drafts
+# (the conversation so far, how many at most for a match of so many tokens) -> drafts. A drafter that
+# follows an earlier passage says how long the match is (prompt_lookup.py); a draft model says 0.
+Drafter = Callable[[Sequence[int], Callable[[int], int]], list[int]]
 Outcome = Done | BackendError
 
 
@@ -289,6 +292,8 @@ class ReplyBatch:
                 r.next_tokens, r.step_start = forced, None
                 return
             if finish is not None:
+                # Its drafts up to the token it ended on (those past it were never compared).
+                r.policy.last(row + (row < len(drafts) and not hit), row)
                 r.finish(finish)
                 return
             now = time.perf_counter()
@@ -304,7 +309,7 @@ class ReplyBatch:
             # Drafts only while the reply runs alone: beside others, one more token per step costs what
             # a draft would save (and the cost model measured steps of this reply alone).
             if r.drafter is not None and len(self.running) == 1 and not forced:
-                r.drafts = r.drafter(r.context, r.policy.limit(room))
+                r.drafts = r.drafter(r.context, functools.partial(r.policy.limit, room))
             else:
                 r.step_start = None
             r.next_tokens = [token, *forced, *r.drafts]

@@ -1,12 +1,20 @@
-"""When the GGUF backend drafts, and how many: a cost model measured on the reply itself.
+"""When the GGUF backend drafts, and how many: a cost model measured on the model's own steps.
 
 A step that verifies drafts decodes a batch: on a GPU it costs about what one token does, on a
-CPU several times more (measured on 2 cores with the starter model: 1 token 6 ms, 2 tokens 14 ms,
-3 tokens 18 ms, 9 tokens 31 ms: from 2 tokens on, about the root of the batch size). Drafts pay only when enough of them are kept. So the policy times every step
-by its batch size and keeps a running share of drafts the model kept, separately after a step
-that kept all its drafts and after one that did not (the conversation is copied in runs: a run
-goes on, a miss is followed by misses). Each step it takes the draft length that makes the most
-tokens per second by those figures, or none when plain decoding is faster.
+CPU several times more (measured on 2 cores with the starter model: 1 token 6 ms, 3 tokens 20 ms,
+11 tokens 50 ms, 65 tokens 245 ms). Drafts pay only when enough of them are kept. So the policy
+times every step by its batch size (the loaded model's figures, kept across its replies) and keeps
+a running share of drafts the reply kept, separately after a step that kept all its drafts and
+after one that did not (the conversation is copied in runs: a run goes on, a miss is followed by
+misses). Each step it takes the draft length that makes the most tokens per second by those
+figures, or none when plain decoding is faster.
+
+A passage being copied (the conversation's tail agrees with an earlier passage over LONG_MATCH tokens
+or more: a text rewritten, a file edited, a reply asked again) is another matter: its drafts are kept
+whole until the copy ends, not each with some chance. Such steps draft up to LONG_DRAFT_TOKENS, by the
+share of their drafts the model kept in such steps before (kept across replies): a batch of 65 rows costs
+a fraction of 65 steps, so long drafts pay once most are kept. llama-server's fastest n-gram type here,
+ngram-mod, likewise drafts 48 to 64 tokens after a 24-token match.
 
 "lookup" and "draft" always draft (a short draft where a long one does not pay); "auto" drafts
 only where it pays, and tries a short draft again after EXPLORE_EVERY plain steps, as a
@@ -18,12 +26,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 DEFAULT_DRAFT_TOKENS = 8  # drafts per step at most: llama.cpp's lookup decoding verifies about as many
+LONG_MATCH = 12  # tokens of the tail that agree with an earlier passage: it is being copied
+LONG_DRAFT_TOKENS = 64  # drafts per step at most while a passage is copied
 EXPLORE_EVERY = 16  # plain steps after which auto tries a short draft again
 EXPLORE_DRAFT = 1
 DECAY = 0.8  # weight of the past in the running figures, per step
-# Before anything is measured: a batch costs a quarter more per extra token; drafts are kept at 2 in 3.
+# Before anything is measured: a batch costs a quarter more per extra token; drafts are kept at 2 in 3,
+# and three quarters of a copied passage's drafts.
 BATCH_PRIOR = 0.25
 KEPT_PRIOR = (2.0, 1.0)  # (kept, refuted) counts
+COPY_KEPT_PRIOR = 0.75
 
 
 @dataclass(slots=True)
@@ -43,21 +55,51 @@ class _Share:
 
 
 @dataclass(slots=True)
+class StepFigures:
+    """What one loaded model's steps cost, and how much of a copied passage's drafts it keeps: learned over
+    its replies (the backend keeps one per load), so a reply starts from what the last ones measured."""
+
+    cost: dict[int, float] = field(default_factory=dict)  # batch size -> running seconds of a step
+    copy_kept: float = COPY_KEPT_PRIOR  # running share of the drafts kept in a step that copied a passage
+
+    def step_cost(self, n: int) -> float:
+        """Seconds of a step of `n` rows: measured, else on the line through the nearest two batch sizes measured
+        (past 2 rows a row costs about the same at any size on a CPU: 3.7 ms at 3 rows and at 65 here), else
+        scaled from the one measured as the root of the size (hopeful: a GPU's batches cost about what a token
+        does, and a longer draft is tried, then measured), else a quarter of a step more per row."""
+        if n in self.cost:
+            return self.cost[n]
+        batches = sorted((m, c) for m, c in self.cost.items() if m > 1)
+        if not batches:
+            return self.cost.get(1, 1.0) * (1 + BATCH_PRIOR * (n - 1))
+        if len(batches) == 1:
+            m, c = batches[0]
+            return c * (n / m) ** 0.5
+        i = next((i for i, (m, _) in enumerate(batches) if m > n), len(batches))
+        (m0, c0), (m1, c1) = batches[min(max(i - 1, 0), len(batches) - 2) :][:2]
+        return max(c0 + (c1 - c0) * (n - m0) / (m1 - m0), min(c0, c1) * 0.5)
+
+
+@dataclass(slots=True)
 class DraftPolicy:
     """How many drafts to verify at the next step.
 
     Args:
         mode: "off", "lookup", "draft" or "auto".
         max_draft: drafts per step at most.
+        max_copy: drafts per step at most while a passage is copied.
+        figures: the loaded model's (a fresh one: nothing measured yet).
     """
 
     mode: str
     max_draft: int = DEFAULT_DRAFT_TOKENS
+    max_copy: int = LONG_DRAFT_TOKENS
+    figures: StepFigures = field(default_factory=StepFigures)
     drafted: int = 0
     accepted: int = 0
-    _cost: dict[int, float] = field(default_factory=dict)  # batch size -> running seconds of a step
     _after_full: _Share = field(default_factory=_Share)  # the share after a step that kept all its drafts
     _after_miss: _Share = field(default_factory=_Share)  # … after one that did not (or a plain one)
+    _copied: bool = False  # the step being measured drafted from a passage being copied
     _last_full: bool = False
     _plain_run: int = 0
     _explore_after: int = EXPLORE_EVERY
@@ -72,10 +114,15 @@ class DraftPolicy:
         """Share of the drafted tokens the model accepted; None when nothing was drafted."""
         return self.accepted / self.drafted if self.drafted else None
 
-    def limit(self, room: int) -> int:
-        """Drafts to ask for at the next step, `room` at most (what the context and max tokens leave)."""
+    def limit(self, room: int, match: int = 0) -> int:
+        """Drafts to ask for at the next step, `room` at most (what the context and max tokens leave);
+        `match`: how many tokens of the conversation's tail agree with the passage the drafts follow."""
+        self._copied = self._exploring = False
         if not self.active or room <= 0:
             return 0
+        if match >= LONG_MATCH and (best := self._best_copy(min(max(self.max_copy, 1), room))):
+            self._copied = True
+            return best
         best = self._best_length(min(self.max_draft, room))
         if self.mode != "auto":  # always drafts: as long as pays, else a short draft
             return best or min(EXPLORE_DRAFT, room)
@@ -84,39 +131,49 @@ class DraftPolicy:
 
     def record(self, drafted: int, accepted: int, seconds: float) -> None:
         """One step: `drafted` drafts verified, `accepted` of them kept, in `seconds` (drafting included)."""
-        n = drafted + 1
-        old = self._cost.get(n)
-        self._cost[n] = seconds if old is None else DECAY * old + (1 - DECAY) * seconds
+        n, figures = drafted + 1, self.figures
+        old = figures.cost.get(n)
+        figures.cost[n] = seconds if old is None else DECAY * old + (1 - DECAY) * seconds
         if drafted == 0:
             self._plain_run += 1
             return
         self._plain_run = 0
         if self._exploring:  # a try that kept nothing: wait twice as long for the next
             self._explore_after = EXPLORE_EVERY if accepted else self._explore_after * 2
-        self.drafted += drafted
-        self.accepted += accepted
+        self.last(drafted, accepted)
         full = accepted == drafted
-        (self._after_full if self._last_full else self._after_miss).add(accepted, not full)
+        if self._copied:
+            figures.copy_kept = DECAY * figures.copy_kept + (1 - DECAY) * accepted / drafted
+        else:
+            (self._after_full if self._last_full else self._after_miss).add(accepted, not full)
         self._last_full = full
 
+    def last(self, drafted: int, accepted: int) -> None:
+        """The drafts of a step counted in the reply's acceptance (record's part for the step that ends the
+        reply, whose time is no step's and whose drafts past the end say nothing of the model)."""
+        self.drafted += drafted
+        self.accepted += accepted
+
     def _best_length(self, most: int) -> int:
-        """The draft length with the most tokens per second by the running figures; 0: plain is faster."""
-        plain = self._step_cost(1)
+        """The draft length with the most tokens per second by the running figures, each draft kept with the
+        running share until one is refused; 0: plain is faster."""
+        cost = self.figures.step_cost
         p = (self._after_full if self._last_full else self._after_miss).p
-        best, best_rate = 0, 1.0 / plain
+        best, best_rate = 0, 1.0 / cost(1)
         for k in range(1, most + 1):
             tokens = (1 - p ** (k + 1)) / (1 - p) if p < 1 else k + 1.0  # kept drafts and the token after them
-            rate = tokens / self._step_cost(k + 1)
+            rate = tokens / cost(k + 1)
             if rate > best_rate:
                 best, best_rate = k, rate
         return best
 
-    def _step_cost(self, n: int) -> float:
-        if n in self._cost:
-            return self._cost[n]
-        plain = self._cost.get(1, 1.0)
-        known = [(m, c) for m, c in self._cost.items() if m > 1]
-        if known:  # scaled from the nearest measured batch: a batch's cost grows as the root of its size
-            m, c = min(known, key=lambda mc: abs(mc[0] - n))
-            return c * (n / m) ** 0.5
-        return plain * (1 + BATCH_PRIOR * (n - 1))
+    def _best_copy(self, most: int) -> int:
+        """… for a passage being copied: the share of its drafts kept in such steps, of any length (a copy
+        goes on until it ends, wherever that falls in the draft); 0: plain is faster."""
+        cost, kept = self.figures.step_cost, self.figures.copy_kept
+        best, best_rate = 0, 1.0 / cost(1)
+        for k in range(1, most + 1):
+            rate = (1 + kept * k) / cost(k + 1)
+            if rate > best_rate:
+                best, best_rate = k, rate
+        return best

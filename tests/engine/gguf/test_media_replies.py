@@ -18,7 +18,8 @@ import pytest
 from engine.backend import BackendError
 from engine.gguf.backend import MEDIA_MARKER, GgufBackend
 from engine.gguf.log_bridge import LlamaLogBridge
-from engine.gguf.media_prompt import MEDIA_TOKEN_RANGE, media_token, real_tokens
+from engine.gguf.media_prompt import MEDIA_TOKEN_RANGE, media_token
+from engine.gguf.prompt_lookup import PromptLookup
 from engine.protocol import ChatMessage, Done, GenerateRequest, LoadRequest, Media, SamplingParams
 from models.formats.projector_header import image_tokens, read_projector_info
 from tests.engine.helpers import reply
@@ -162,7 +163,9 @@ def test_drafting_from_the_conversation_never_drafts_a_media_token(
     repeated = "Copy this line: the red square sits in the white frame. " * 4
     done = reply(backend, ask(repeated, image(255), image(255)), SamplingParams(temperature=0.0, max_tokens=24))
     assert done.stats.gen_tokens > 0
-    assert real_tokens([5, 6, -3, 7]) == [5, 6] and real_tokens([1, 2]) == [1, 2]
+    lookup = PromptLookup([5, 6, -3, 7, 8, 5, 6])  # "5 6" was followed by a media token
+    assert lookup.follow([5, 6, -3, 7, 8, 5, 6], lambda _match: 4) == []
+    assert lookup.follow([5, 6, -3, 7, 8, 5, 6, -3, 7], lambda _match: 4) == [8, 5, 6]
 
 
 def test_a_model_loaded_without_a_projector_says_it_cannot_see(backend: GgufBackend, starter_model: Path):

@@ -98,3 +98,54 @@ def test_a_run_of_kept_drafts_is_expected_to_go_on():
     after_full = policy.limit(100)
     policy.record(8, 0, 0.031)
     assert after_full == 8 and policy.limit(100) < after_full  # a run goes on; after a miss, less or none
+
+
+def test_the_match_says_how_far_back_the_tail_agrees_with_the_passage_it_follows():
+    passage = list(range(100, 140))
+    lookup = PromptLookup([1, 2, *passage, 3, 4, *passage[:20]])
+    start, match = lookup.find()
+    assert lookup.draft(5) == passage[20:25]
+    assert match == 20 and start == 2 + 20  # the 20 copied tokens agree; the token before them does not
+    lookup = PromptLookup([7, 8, 9, 5, 8, 9])
+    assert lookup.find() == (3, 2)  # "8 9" was followed by 5; the tokens before the two (7 and 5) differ
+    assert PromptLookup([1, 2, 3]).find() == (0, 0)
+
+
+def test_a_drafter_is_told_the_match_and_drafts_what_its_limit_allows():
+    passage = list(range(100, 180))
+    lookup = PromptLookup([*passage, 5])
+    asked: list[int] = []
+
+    def limit_for(match: int) -> int:
+        asked.append(match)
+        return 16 if match >= 12 else 2
+
+    assert lookup.follow([*passage, 5, *passage[:3]], limit_for) == passage[3:5]  # a 3-token match: 2 drafts
+    assert lookup.follow([*passage, 5, *passage[:30]], limit_for) == passage[30:46]  # 30 tokens copied: 16
+    assert asked == [3, 30]
+    assert lookup.follow([*passage, 5, *passage[:30], 999], limit_for) == [] and asked == [3, 30]  # no match
+
+
+def test_a_passage_being_copied_drafts_long_while_the_model_keeps_its_drafts():
+    from engine.gguf.speculation import LONG_DRAFT_TOKENS, LONG_MATCH, DraftPolicy, StepFigures
+
+    def cpu_cost(n: int) -> float:  # 2 cores, the starter model: a row of a batch costs 0.7 of a step
+        return 0.0055 + 0.0037 * (n - 1)
+
+    figures = StepFigures()
+    policy = DraftPolicy("auto", max_draft=8, figures=figures)
+    for _ in range(3):  # a reply that does not repeat itself: the model keeps 1 draft in 4
+        policy.record(0, 0, cpu_cost(1))
+        policy.record(8, 2, cpu_cost(9))
+    assert policy.limit(100) == 0 and policy.limit(100, match=LONG_MATCH - 1) == 0  # plain is faster
+    assert policy.limit(200, match=LONG_MATCH) == LONG_DRAFT_TOKENS  # a copy: the whole draft
+    policy.record(LONG_DRAFT_TOKENS, LONG_DRAFT_TOKENS, cpu_cost(LONG_DRAFT_TOKENS + 1))
+    assert policy.limit(20, match=40) == 20  # never past the room left
+    # The next reply starts from what this one measured (the backend keeps the figures of a load).
+    follower = DraftPolicy("auto", max_draft=8, figures=figures)
+    assert follower.limit(200, match=64) == LONG_DRAFT_TOKENS
+    for _ in range(3):  # the copy stops matching: the model refuses the first draft every time
+        assert follower.limit(200, match=64) == LONG_DRAFT_TOKENS or follower._copied is False
+        follower.record(LONG_DRAFT_TOKENS, 0, cpu_cost(LONG_DRAFT_TOKENS + 1))
+    assert follower.limit(200, match=64) == 0  # long drafts no longer pay, nor do short ones
+    assert DraftPolicy("auto", max_draft=8, max_copy=8).limit(100, match=40) <= 8  # the user's cap holds

@@ -76,3 +76,17 @@ def test_a_stop_string_inside_accepted_drafts_ends_the_reply_there(backend, star
     _load(backend, starter_model, "lookup")
     done = reply(backend, REWRITE, replace(GREEDY, stop=("Lisbon",)))
     assert "Lisbon" not in done.text and done.finish_reason == "stop" and done.text.strip()
+
+
+def test_a_request_asked_again_drafts_the_earlier_reply_whole(backend, starter_model):
+    """The model's latest replies are drafted from too (reply_memory.py): an answer asked again, which its
+    prompt holds nothing of, is drafted from its first copy, and comes out the same."""
+    question = [ChatMessage("user", "Explain what a CPU does, in one paragraph.")]
+    _load(backend, starter_model, "auto")
+    first = reply(backend, question, GREEDY)
+    again = reply(backend, question, GREEDY)
+    assert again.text == first.text and again.stats.gen_tokens > 30
+    assert again.stats.draft_acceptance is not None and again.stats.draft_acceptance > 0.9, again.stats
+    assert first.stats.draft_acceptance is None or first.stats.draft_acceptance < 0.5, first.stats
+    _load(backend, starter_model, "auto")  # another load forgets what the last one wrote
+    assert (reply(backend, question, GREEDY).stats.draft_acceptance or 0) < 0.5
