@@ -140,7 +140,7 @@ def test_continuing_an_older_branch_reuses_its_history(engine: EngineClient):
     going back to an older branch after working on a newer one prefills only what follows its last reply."""
     system = ChatMessage("system", SYSTEM)
     # A reply long enough that its branch is worth keeping when the newer one takes the cells (prefix_reuse.py:
-    # MIN_SAVED_TOKENS); a shorter one is prefilled again, which costs less than a copy.
+    # MIN_SAVED_TOKENS; one this long is well past it).
     first = collect(engine, engine.generate([system, ChatMessage("user", "Do you sell rye bread?")],
                                             replace(GREEDY, max_tokens=80))).end
     assert isinstance(first, Done) and first.stats.gen_tokens >= 64
