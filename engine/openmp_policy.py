@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, MutableMapping
+from pathlib import Path
 from typing import Literal
 
 import psutil
@@ -122,12 +123,29 @@ class ThreadGovernor:
         return self.threads
 
 
-def others_running_now() -> int | None:
-    """Threads of other programs on a CPU at this moment (the kernel's count of runnable threads, less the one
-    asking); None where the system does not say (not Linux)."""
+def others_running_now(proc: Path = Path("/proc")) -> int | None:
+    """Threads of other programs on a CPU at this moment (the kernel's count of runnable threads, less this
+    process's: the asking one, and any other of its own such as the thread that just handed it a request);
+    None where the system does not say (not Linux). `proc`: where the kernel's files are."""
     try:
-        with open("/proc/loadavg") as f:
-            running = int(f.read().split()[3].split("/")[0])
+        running = int((proc / "loadavg").read_text().split()[3].split("/")[0])
     except (OSError, ValueError, IndexError):
         return None
-    return max(0, running - 1)
+    return max(0, running - max(1, own_running(proc)))
+
+
+def own_running(proc: Path = Path("/proc")) -> int:
+    """This process's threads on a CPU or waiting for one (state R in its tasks' stat files), 0 if unknown."""
+    try:
+        tasks = list((proc / "self" / "task").iterdir())
+    except OSError:
+        return 0
+    count = 0
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_bytes()
+        except OSError:  # the thread ended meanwhile
+            continue
+        end = stat.rfind(b")")  # the name, in parentheses, may hold spaces
+        count += stat[end + 2 : end + 3] == b"R"
+    return count
