@@ -124,20 +124,23 @@ class ThreadGovernor:
 
 
 def others_running_now(proc: Path = Path("/proc")) -> int | None:
-    """Threads of other programs on a CPU at this moment (the kernel's count of runnable threads, less this
-    process's: the asking one, and any other of its own such as the thread that just handed it a request);
-    None where the system does not say (not Linux). `proc`: where the kernel's files are."""
+    """Threads of other programs on a CPU at this moment: the kernel's count of runnable threads, less those
+    of this process (the asking one, the one that just handed it a request, an OpenMP thread still spinning)
+    and of the Tailor that started it (the window or server, which just sent the request: at a request's
+    start one of its threads is often still on a CPU). None where the system does not say (not Linux).
+    `proc`: where the kernel's files are."""
     try:
         running = int((proc / "loadavg").read_text().split()[3].split("/")[0])
     except (OSError, ValueError, IndexError):
         return None
-    return max(0, running - max(1, own_running(proc)))
+    ours = runnable_threads(proc, "self") + runnable_threads(proc, str(os.getppid()))
+    return max(0, running - max(1, ours))
 
 
-def own_running(proc: Path = Path("/proc")) -> int:
-    """This process's threads on a CPU or waiting for one (state R in its tasks' stat files), 0 if unknown."""
+def runnable_threads(proc: Path = Path("/proc"), pid: str = "self") -> int:
+    """Threads of process `pid` on a CPU or waiting for one (state R in its tasks' stat files), 0 if unknown."""
     try:
-        tasks = list((proc / "self" / "task").iterdir())
+        tasks = list((proc / pid / "task").iterdir())
     except OSError:
         return 0
     count = 0

@@ -11,9 +11,9 @@ figures, or none when plain decoding is faster.
 
 A passage being copied (the conversation's tail agrees with an earlier passage over LONG_MATCH tokens
 or more: a text rewritten, a file edited, a reply asked again) is another matter: its drafts are kept
-whole until the copy ends, not each with some chance. Such steps draft up to LONG_DRAFT_TOKENS, by the
-share of their drafts the model kept in such steps before (kept across replies): a batch of 65 rows costs
-a fraction of 65 steps, so long drafts pay once most are kept. llama-server's fastest n-gram type here,
+whole until the copy ends, not each with some chance. Such steps draft up to LONG_DRAFT_TOKENS (and no
+more than the match's length), by the share of their drafts the reply kept in such steps: a batch of 65
+rows costs a fraction of 65 steps, so long drafts pay once most are kept. llama-server's fastest n-gram type here,
 ngram-mod, likewise drafts 48 to 64 tokens after a 24-token match.
 
 "lookup" and "draft" always draft (a short draft where a long one does not pay); "auto" drafts
@@ -56,11 +56,10 @@ class _Share:
 
 @dataclass(slots=True)
 class StepFigures:
-    """What one loaded model's steps cost, and how much of a copied passage's drafts it keeps: learned over
-    its replies (the backend keeps one per load), so a reply starts from what the last ones measured."""
+    """What one loaded model's steps cost, learned over its replies (the backend keeps one per load), so a
+    reply starts from what the last ones measured."""
 
     cost: dict[int, float] = field(default_factory=dict)  # batch size -> running seconds of a step
-    copy_kept: float = COPY_KEPT_PRIOR  # running share of the drafts kept in a step that copied a passage
 
     def step_cost(self, n: int) -> float:
         """Seconds of a step of `n` rows: measured, else on the line through the nearest two batch sizes measured
@@ -99,6 +98,7 @@ class DraftPolicy:
     accepted: int = 0
     _after_full: _Share = field(default_factory=_Share)  # the share after a step that kept all its drafts
     _after_miss: _Share = field(default_factory=_Share)  # … after one that did not (or a plain one)
+    _copy_kept: float = COPY_KEPT_PRIOR  # running share of the drafts kept in a step that copied a passage
     _copied: bool = False  # the step being measured drafted from a passage being copied
     _last_full: bool = False
     _plain_run: int = 0
@@ -120,7 +120,9 @@ class DraftPolicy:
         self._copied = self._exploring = False
         if not self.active or room <= 0:
             return 0
-        if match >= LONG_MATCH and (best := self._best_copy(min(max(self.max_copy, 1), room))):
+        # A copy drafts no further than it has agreed so far: a passage that matched 12 tokens and then parts
+        # costs one batch of 13 rows, not 65 (a similar story asked again: 13 of 64 drafts kept, measured).
+        if match >= LONG_MATCH and (best := self._best_copy(min(self.max_copy, room, match))):
             self._copied = True
             return best
         best = self._best_length(min(self.max_draft, room))
@@ -143,7 +145,7 @@ class DraftPolicy:
         self.last(drafted, accepted)
         full = accepted == drafted
         if self._copied:
-            figures.copy_kept = DECAY * figures.copy_kept + (1 - DECAY) * accepted / drafted
+            self._copy_kept = DECAY * self._copy_kept + (1 - DECAY) * accepted / drafted
         else:
             (self._after_full if self._last_full else self._after_miss).add(accepted, not full)
         self._last_full = full
@@ -170,7 +172,7 @@ class DraftPolicy:
     def _best_copy(self, most: int) -> int:
         """… for a passage being copied: the share of its drafts kept in such steps, of any length (a copy
         goes on until it ends, wherever that falls in the draft); 0: plain is faster."""
-        cost, kept = self.figures.step_cost, self.figures.copy_kept
+        cost, kept = self.figures.step_cost, self._copy_kept
         best, best_rate = 0, 1.0 / cost(1)
         for k in range(1, most + 1):
             rate = (1 + kept * k) / cost(k + 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 import threading
@@ -136,24 +137,27 @@ def test_a_program_running_now_is_seen_where_the_kernel_says() -> None:
     assert seen >= 1
 
 
-def test_this_process_s_own_threads_are_not_other_programs(tmp_path: Path) -> None:
+def test_this_process_s_threads_and_its_parent_s_are_not_other_programs(tmp_path: Path) -> None:
     """A thread of the engine itself that runs as it looks (the one that handed it the request, a spinning
-    OpenMP thread) is no other program: the count leaves this process's runnable threads out."""
+    OpenMP thread), or of the window or server that started it (which just sent the request), is no other
+    program: the count leaves them out."""
     from engine.openmp_policy import others_running_now
 
-    (tmp_path / "loadavg").write_text("0.52 0.58 0.59 5/467 12345\n")
-    for tid, state in ((100, "R"), (101, "S"), (102, "R"), (103, "R")):
-        (tmp_path / "self" / "task" / str(tid)).mkdir(parents=True)
-        name = "(python3 worker)" if tid == 101 else "(python3)"  # a name with a space, as threads may have
-        (tmp_path / "self" / "task" / str(tid) / "stat").write_text(f"{tid} {name} {state} 1 {tid} 0 0 -1\n")
-    assert others_running_now(tmp_path) == 2  # 5 runnable, 3 of them this process's
-    (tmp_path / "loadavg").write_text("0.52 0.58 0.59 2/467 12345\n")
+    (tmp_path / "loadavg").write_text("0.52 0.58 0.59 6/467 12345\n")
+    threads = {"self": (("100", "R"), ("101", "S"), ("102", "R")), str(os.getppid()): (("7", "R"), ("8", "S"))}
+    for pid, tasks in threads.items():
+        for tid, state in tasks:
+            (tmp_path / pid / "task" / tid).mkdir(parents=True)
+            name = "(python3 worker)" if tid == "101" else "(python3)"  # a name with a space, as threads may have
+            (tmp_path / pid / "task" / tid / "stat").write_text(f"{tid} {name} {state} 1 {tid} 0 0 -1\n")
+    assert others_running_now(tmp_path) == 3  # 6 runnable, 2 of them this process's and 1 its parent's
+    (tmp_path / "loadavg").write_text("0.52 0.58 0.59 3/467 12345\n")
     assert others_running_now(tmp_path) == 0
     assert others_running_now(tmp_path / "nowhere") is None
 
 
 def test_own_threads_on_a_cpu_are_counted_where_the_kernel_says() -> None:
-    from engine.openmp_policy import own_running
+    from engine.openmp_policy import runnable_threads
 
     if not Path("/proc/self/task").is_dir():
         pytest.skip("this system has no /proc/self/task")
@@ -169,7 +173,7 @@ def test_own_threads_on_a_cpu_are_counted_where_the_kernel_says() -> None:
     try:
         end, seen = time.monotonic() + 10, 0
         while time.monotonic() < end and seen < 2:  # a moment's count: the spinners are runnable most moments
-            seen = max(seen, own_running())
+            seen = max(seen, runnable_threads())
     finally:
         stop.set()
         for spinner in spinners:

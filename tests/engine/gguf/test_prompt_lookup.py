@@ -138,12 +138,14 @@ def test_a_passage_being_copied_drafts_long_while_the_model_keeps_its_drafts():
         policy.record(0, 0, cpu_cost(1))
         policy.record(8, 2, cpu_cost(9))
     assert policy.limit(100) == 0 and policy.limit(100, match=LONG_MATCH - 1) == 0  # plain is faster
-    assert policy.limit(200, match=LONG_MATCH) == LONG_DRAFT_TOKENS  # a copy: the whole draft
+    assert policy.limit(200, match=LONG_MATCH) == LONG_MATCH  # a copy: as far as it agreed so far
+    assert policy.limit(200, match=LONG_DRAFT_TOKENS) == LONG_DRAFT_TOKENS
     policy.record(LONG_DRAFT_TOKENS, LONG_DRAFT_TOKENS, cpu_cost(LONG_DRAFT_TOKENS + 1))
     assert policy.limit(20, match=40) == 20  # never past the room left
-    # The next reply starts from what this one measured (the backend keeps the figures of a load).
+    # The next reply starts from the step costs this one measured (the backend keeps them for a load).
     follower = DraftPolicy("auto", max_draft=8, figures=figures)
     assert follower.limit(200, match=64) == LONG_DRAFT_TOKENS
+    assert follower.figures.step_cost(LONG_DRAFT_TOKENS + 1) == cpu_cost(LONG_DRAFT_TOKENS + 1)
     for _ in range(3):  # the copy stops matching: the model refuses the first draft every time
         assert follower.limit(200, match=64) == LONG_DRAFT_TOKENS or follower._copied is False
         follower.record(LONG_DRAFT_TOKENS, 0, cpu_cost(LONG_DRAFT_TOKENS + 1))
