@@ -75,10 +75,14 @@ class ThreadGovernor:
     LOOK_S = 0.5
     # A look this long after the last one follows an idle engine: the average over the gap is what other
     # programs did while it waited (another server answering its own requests), not what they do now.
-    # Such a look asks what runs now instead, and starts with every thread when nothing else does (else a
-    # short prompt after another program's burst was prefilled on one thread: 213 ms to its first token
-    # where 94 would do, tests/bench/vs_llama_server.py).
+    # Such a look asks what runs now instead, and starts with every thread unless other programs' threads
+    # fill the cores this engine would use (else a short prompt after another program's burst was prefilled
+    # on one thread: 213 ms to its first token where 94 would do, tests/bench/vs_llama_server.py). A thread
+    # or so on a CPU at that instant is most often a passing one (the client that sent the request, the
+    # kernel's network work): seen as a program, it put a request's first half second on one thread. The
+    # look after such a start comes QUICK_LOOK_S later, so a program that does go on is met soon.
     STALE_S = 1.0
+    QUICK_LOOK_S = 0.1
 
     def __init__(self, full_threads: int, set_threads: Callable[[int], None], now: float,
                  times: Callable[[], tuple[float, float]] | None = None,
@@ -94,6 +98,7 @@ class ThreadGovernor:
         self._times = times or self._system_times
         self._running_now = running_now or others_running_now
         self._last_look = now
+        self._next_look_s = self.LOOK_S
         self._busy_s, self._own_s = self._times()
 
     def _system_times(self) -> tuple[float, float]:
@@ -107,14 +112,17 @@ class ThreadGovernor:
     def look(self, now: float) -> int:
         """Adjust the threads if LOOK_S has passed since the last look; returns the threads in use."""
         elapsed = now - self._last_look
-        if self.full <= 1 or elapsed < self.LOOK_S:
+        if self.full <= 1 or elapsed < self._next_look_s:
             return self.threads
-        self._last_look = now
+        self._last_look, self._next_look_s = now, self.LOOK_S
         busy, own = self._times()
         others = max(0.0, (busy - self._busy_s) - (own - self._own_s)) / elapsed
         self._busy_s, self._own_s = busy, own
-        if elapsed >= self.STALE_S and self._running_now() == 0:
-            others = 0.0  # they were busy while this engine waited; nothing else runs now
+        if elapsed >= self.STALE_S:
+            running = self._running_now()
+            if running is not None and running < self.full:
+                others = 0.0  # they were busy while this engine waited; too little runs now to matter
+                self._next_look_s = self.QUICK_LOOK_S
         threads = threads_for(self._logical, others, self.full)
         if threads != self.threads:
             log.info("other programs use %.1f of %d cores: decoding on %d threads", others, self._logical, threads)

@@ -75,7 +75,8 @@ def test_a_busy_program_takes_threads_from_the_decode() -> None:
     code = "import time\nend = time.monotonic() + 3\nwhile time.monotonic() < end: pass"
     hogs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(max(1, logical - 1))]
     try:
-        time.sleep(ThreadGovernor.LOOK_S * 2)  # the hogs' CPU time accrues (the governor reads counters)
+        # The hogs' CPU time accrues (the governor reads counters), for a decode's look (not an idle gap's).
+        time.sleep((ThreadGovernor.LOOK_S + ThreadGovernor.STALE_S) / 2)
         threads = governor.look(time.monotonic())
     finally:
         for hog in hogs:
@@ -111,12 +112,18 @@ def test_after_an_idle_gap_what_runs_now_decides_not_the_gaps_average() -> None:
     cpu.busy += 10.0
     # ... and is done when the next request comes: nothing else runs now, every thread goes to the prefill.
     assert governor.look(5.5) == 2 and set_to == [1, 2]
+    cpu.busy += 0.1  # ... and the look after such a start comes soon: a program that goes on is met there
+    assert governor.look(5.5 + ThreadGovernor.QUICK_LOOK_S * 1.01) == 1 and set_to == [1, 2, 1]
     cpu.busy += 10.0
-    cpu.running = 1  # another program runs now: the gap's average stands
-    assert governor.look(10.5) == 1
+    cpu.running = 2  # other programs' threads fill both cores now: the gap's average stands
+    assert governor.look(10.5) == 1 and set_to == [1, 2, 1]
     cpu.running = 0
     cpu.busy += 0.6  # a decode's look (0.5 s apart) goes by the average, whatever runs at that instant
+    assert governor.look(10.5 + ThreadGovernor.QUICK_LOOK_S) == 1  # not yet: the next look is 0.5 s on
     assert governor.look(11.0) == 1 and set_to == [1, 2, 1]
+    cpu.busy += 10.0
+    cpu.running = 1  # one thread of another program at that instant, on two cores: most often a passing one
+    assert governor.look(20.0) == 2 and set_to == [1, 2, 1, 2]
 
 
 def test_a_program_running_now_is_seen_where_the_kernel_says() -> None:
