@@ -17,6 +17,9 @@ from collections.abc import Callable, Sequence
 MAX_NGRAM = 3  # the longest n-gram looked up: fewer, better drafts
 MIN_NGRAM = 1  # a single-token match still drafts (short, cheap to verify)
 MAX_MATCH = 64  # how far back a match is followed (a longer one says nothing more)
+# Passages are also indexed by this many tokens, so a copy is found wherever it was, not only where its
+# last few tokens occurred last (every reply begins with the same template tokens, and often "The").
+COPY_NGRAM = 12
 
 
 class PromptLookup:
@@ -34,6 +37,7 @@ class PromptLookup:
         self._tokens: list[int] = []
         # n-gram -> the position just after its latest occurrence that has a token following it
         self._next: dict[tuple[int, ...], int] = {}
+        self._copies: dict[tuple[int, ...], int] = {}  # … of the COPY_NGRAM-grams
         self.extend(tokens)
 
     def __len__(self) -> int:
@@ -46,6 +50,8 @@ class PromptLookup:
             for n in range(self._min, self._max + 1):
                 if end >= n:
                     self._next[tuple(self._tokens[end - n : end])] = end
+            if end >= COPY_NGRAM:
+                self._copies[tuple(self._tokens[end - COPY_NGRAM : end])] = end
             self._tokens.append(token)
 
     def follow(self, context: Sequence[int], limit_for: Callable[[int], int],
@@ -77,12 +83,14 @@ class PromptLookup:
         return self.match_of(self._tokens)
 
     def match_of(self, context: Sequence[int]) -> tuple[int, int]:
-        """Where the tokens that followed the latest occurrence here of the longest tail of `context` looked up
-        begin, and how many tokens before that tail agree with those before the occurrence (MAX_MATCH at
-        most); (0, 0) when no tail occurred here."""
+        """Where the tokens that followed the latest occurrence here of the tail of `context` begin (its last
+        COPY_NGRAM tokens where they occurred, else the longest of its last few that did), and how many tokens
+        before that tail agree with those before the occurrence (MAX_MATCH at most); (0, 0) when no tail
+        occurred here."""
         tokens, end = self._tokens, len(context)
-        for n in range(min(self._max, end), self._min - 1, -1):
-            start = self._next.get(tuple(context[end - n :]))
+        copied = self._copies.get(tuple(context[end - COPY_NGRAM :])) if end >= COPY_NGRAM else None
+        for n in range(min(self._max, end), self._min - 1, -1):  # with a copy found, its first n matches
+            start = copied if copied is not None else self._next.get(tuple(context[end - n :]))
             if start is not None:
                 match, most = n, min(MAX_MATCH, start, end)
                 while match < most and tokens[start - 1 - match] == context[end - 1 - match]:

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.gguf.prompt_lookup import COPY_NGRAM
+
 DEFAULT_DRAFT_TOKENS = 8  # drafts per step at most: llama.cpp's lookup decoding verifies about as many
-LONG_MATCH = 12  # tokens of the tail that agree with an earlier passage: it is being copied
+LONG_MATCH = COPY_NGRAM  # tokens of the tail that agree with an earlier passage: it is being copied
 LONG_DRAFT_TOKENS = 64  # drafts per step at most while a passage is copied
 EXPLORE_EVERY = 16  # plain steps after which auto tries a short draft again
 EXPLORE_DRAFT = 1

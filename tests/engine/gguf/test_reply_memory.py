@@ -47,3 +47,14 @@ def test_the_oldest_replies_go_first_and_the_memory_stays_bounded():
     assert PromptLookup(()).follow([*PROMPT, newest[0]], _all, memory.lookup) == newest[1:]
     oldest = REPLY
     assert memory.lookup.match_of([9, 9, oldest[0], oldest[1]]) == (0, 0)  # forgotten
+
+
+def test_a_copy_is_found_where_it_was_not_only_where_the_tail_last_occurred():
+    """Every reply opens with the template's tokens: the latest reply's opening is no reason to lose an older
+    reply that the new one is copying, found by its last COPY_NGRAM tokens."""
+    memory = ReplyMemory()
+    header = [1, 2, 3]  # the assistant header and a first word every reply shares
+    memory.add([*PROMPT, *header, *REPLY], len(PROMPT))
+    memory.add([*range(5000, 5100), *header, 7, 7, 7], 100)  # a newer reply to another prompt, same opening
+    drafts = PromptLookup(()).follow([*PROMPT, *header], _all, memory.lookup)
+    assert drafts == REPLY  # without the long index: [7, 7, 7], the newer reply's
