@@ -64,21 +64,24 @@ class StepFigures:
     cost: dict[int, float] = field(default_factory=dict)  # batch size -> running seconds of a step
 
     def step_cost(self, n: int) -> float:
-        """Seconds of a step of `n` rows: measured, else on the line through the nearest two batch sizes measured
-        (past 2 rows a row costs about the same at any size on a CPU: 3.7 ms at 3 rows and at 65 here), else
-        scaled from the one measured as the root of the size (hopeful: a GPU's batches cost about what a token
-        does, and a longer draft is tried, then measured), else a quarter of a step more per row."""
+        """Seconds of a step of `n` rows: measured, else on the line between the measured batch sizes around
+        it (past 2 rows a row costs about the same at any size on a CPU: 3.7 ms at 3 rows and at 65 here),
+        else scaled from the nearest measured one as the root of the size: hopeful, so a longer draft than any
+        so far is tried, and measured (a GPU's batches cost about what a token does; a CPU's first rows cost
+        more than the next: extended as a line, 2 and 3 rows priced 65 at 440 ms where it takes 245, and
+        a copy never drafted more than one token), else a quarter of a step more per row."""
         if n in self.cost:
             return self.cost[n]
         batches = sorted((m, c) for m, c in self.cost.items() if m > 1)
         if not batches:
             return self.cost.get(1, 1.0) * (1 + BATCH_PRIOR * (n - 1))
-        if len(batches) == 1:
-            m, c = batches[0]
-            return c * (n / m) ** 0.5
-        i = next((i for i, (m, _) in enumerate(batches) if m > n), len(batches))
-        (m0, c0), (m1, c1) = batches[min(max(i - 1, 0), len(batches) - 2) :][:2]
-        return max(c0 + (c1 - c0) * (n - m0) / (m1 - m0), min(c0, c1) * 0.5)
+        below = [(m, c) for m, c in batches if m < n]
+        above = [(m, c) for m, c in batches if m > n]
+        if below and above:
+            (m0, c0), (m1, c1) = below[-1], above[0]
+            return c0 + (c1 - c0) * (n - m0) / (m1 - m0)
+        m, c = below[-1] if below else above[0]
+        return c * (n / m) ** 0.5
 
 
 @dataclass(slots=True)
