@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from engine.gguf.prompt_lookup import MAX_MATCH, PromptLookup
 
 SEPARATOR = -1  # between two replies: no tail holds it, and a draft ends before it
-MOST_TOKENS = 32_768  # kept at most (about 1 MB of index); the oldest replies go first
+MOST_TOKENS = 8_192  # kept at most (an index of about 5 MB: 19 MB at 32,768 tokens); the oldest replies go first
 
 
 class ReplyMemory:
