@@ -17,6 +17,7 @@ from app.server.config import ServerConfig
 from app.server.own_engine import OwnEngine
 from app.server.runner import ServerThread
 from app.services.load_settings import LoadSettings
+from models.plan.load_options import SpeculativeOptions
 from tests.app.server.conftest import MODEL, SYSTEM
 
 QUESTIONS = ("What is the capital of France?", "Name three colours.", "Why is the sky blue?", "Count to five.")
@@ -42,9 +43,10 @@ def small_cache_server(starter_model: Path, tmp_path_factory: pytest.TempPathFac
     """A server over an engine of its own with a 256-cell cache: llama.cpp's attention for a single token
     splits a cache view of 512 cells or more over its threads, at boundaries that move with the view (where
     earlier conversations left cells), so only a view that stays under 512 makes alone and batched replies
-    comparable token for token whatever ran before."""
+    comparable token for token whatever ran before. No drafting: a question asked again would be drafted whole
+    from its first answer (reply_memory.py) and end in a step or two, before the others begin."""
     engine = OwnEngine(log_path=tmp_path_factory.mktemp("logs") / "engine.log")
-    engine.load(starter_model, LoadSettings(n_ctx=256))
+    engine.load(starter_model, LoadSettings(n_ctx=256, speculation=SpeculativeOptions("off")))
     with ServerThread(engine.client, engine.model_info, ServerConfig(port=0, parallel=4)) as server:
         yield server
     engine.shutdown()
