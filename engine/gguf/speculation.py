@@ -23,6 +23,7 @@ conversation may start to repeat; each try that keeps nothing doubles the wait.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.gguf.prompt_lookup import COPY_NGRAM
@@ -164,23 +165,23 @@ class DraftPolicy:
     def _best_length(self, most: int) -> int:
         """The draft length with the most tokens per second by the running figures, each draft kept with the
         running share until one is refused; 0: plain is faster."""
-        cost = self.figures.step_cost
         p = (self._after_full if self._last_full else self._after_miss).p
-        best, best_rate = 0, 1.0 / cost(1)
-        for k in range(1, most + 1):
-            tokens = (1 - p ** (k + 1)) / (1 - p) if p < 1 else k + 1.0  # kept drafts and the token after them
-            rate = tokens / cost(k + 1)
-            if rate > best_rate:
-                best, best_rate = k, rate
-        return best
+        # Kept drafts and the token after them.
+        return self._fastest(most, lambda k: (1 - p ** (k + 1)) / (1 - p) if p < 1 else k + 1.0)
 
     def _best_copy(self, most: int) -> int:
         """… for a passage being copied: the share of its drafts kept in such steps, of any length (a copy
         goes on until it ends, wherever that falls in the draft); 0: plain is faster."""
-        cost, kept = self.figures.step_cost, self._copy_kept
+        kept = self._copy_kept
+        return self._fastest(most, lambda k: 1 + kept * k)
+
+    def _fastest(self, most: int, tokens: Callable[[int], float]) -> int:
+        """The draft length up to `most` whose step makes the most tokens per second, a step of k drafts making
+        `tokens(k)`; 0 where a plain step is fastest."""
+        cost = self.figures.step_cost
         best, best_rate = 0, 1.0 / cost(1)
         for k in range(1, most + 1):
-            rate = (1 + kept * k) / cost(k + 1)
+            rate = tokens(k) / cost(k + 1)
             if rate > best_rate:
                 best, best_rate = k, rate
         return best
